@@ -1,0 +1,44 @@
+# Every target installs what it needs, so each one works as the first command on a fresh clone.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+# uv comes from PyPI through pip when it is missing; `python -m uv` works without a PATH entry.
+UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: help install demo test check fmt bench clean
+
+help:  ## List the targets.
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml uv.lock packages/pollux/pyproject.toml packages/pollard/pyproject.toml
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
+	$(UV) sync --locked --all-packages --python $(PYTHON)
+	@touch $(STAMP)
+
+install: $(STAMP)  ## Create .venv with both packages editable and the dev tools.
+
+demo: $(STAMP)  ## Run the main job offline (no keys, no network).
+	$(BIN)/python examples/quickstart.py
+
+test: $(STAMP)  ## Run the whole test suite.
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+check: $(STAMP)  ## Formatting, lint and strict typing over both packages.
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy --strict packages/pollux/src packages/pollard/src
+
+fmt: $(STAMP)  ## Format and auto-fix.
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)  ## Run the benchmarks; prints a table and writes bench/results/latest.json.
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:  ## Remove the virtual environment and caches.
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

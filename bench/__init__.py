@@ -1,0 +1,1 @@
+"""Benchmarks: run with `make bench`. They print a table and write JSON; they are never tests."""
