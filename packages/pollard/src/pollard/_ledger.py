@@ -1,0 +1,225 @@
+"""Ledger values and the one admission rule every store applies.
+
+The ledger keeps a running total per ``(scope, meter)``, updated in the same transaction as the
+node write that carries the charge, so checking a budget is a key lookup, not a tree walk. A *scope*
+is the id of the node a budget is anchored at: the run root, or a branch anchor with its own budget.
+
+Admission rule (identical on every store; see `judge`):
+
+* ``settled`` is the scope's running total, ``active`` the sum of unexpired reservations.
+* Refuse when the meter is exhausted: ``settled >= limit``.
+* Refuse when a positive request does not fit: ``requested > limit - settled - active``.
+* Otherwise reserve ``requested`` (when positive) under a lease until the step settles.
+
+Windows use the same rule with ``settled`` = the sum of events inside the sliding window.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+
+__all__ = [
+    "Admission",
+    "BudgetClaim",
+    "Shortfall",
+    "WindowClaim",
+    "WindowEvent",
+    "decimal_text",
+    "judge",
+    "to_decimal",
+    "utc_now_iso",
+]
+
+ZERO = Decimal(0)
+
+
+def to_decimal(value: object) -> Decimal:
+    """Convert a charge, limit or stored amount to an exact Decimal.
+
+    ints and Decimals are exact; floats go through ``repr`` (``0.1`` becomes ``Decimal("0.1")``, not
+    its binary expansion); numeric strings are parsed. bools, NaN and infinities are rejected.
+
+    Raises:
+        TypeError: For bools and non-numeric types.
+        ValueError: For NaN, infinities or unparsable strings.
+    """
+    if isinstance(value, bool):
+        raise TypeError("a bool is not an amount")
+    if isinstance(value, Decimal):
+        result = value
+    elif isinstance(value, int):
+        return Decimal(value)
+    elif isinstance(value, float):
+        result = Decimal(repr(value))
+    elif isinstance(value, str):
+        try:
+            result = Decimal(value)
+        except InvalidOperation:
+            raise ValueError(f"{value!r} is not a decimal amount") from None
+    else:
+        raise TypeError(f"{type(value).__name__} is not an amount")
+    if not result.is_finite():
+        raise ValueError(f"{value!r} is not a finite amount")
+    return result
+
+
+def decimal_text(value: Decimal) -> str:
+    """Return the exact, stable text of a Decimal: ``"12"``, ``"0.0025"``, ``"-3"`` (no exponent).
+
+    Trailing fractional zeros are dropped so equal amounts have one text (``"3.0"`` is ``"3"``).
+    """
+    if value == value.to_integral_value():
+        return str(int(value))
+    text = format(value.normalize(), "f")
+    return text
+
+
+def utc_now_iso() -> str:
+    """Return the current UTC time as ISO 8601 with microseconds and a ``Z`` suffix."""
+    now = _dt.datetime.now(_dt.timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetClaim:
+    """A request to check (and reserve) an amount against one scope's limit for one meter.
+
+    Attributes:
+        scope: The scope id (a run root or a branch anchor).
+        meter: The meter name.
+        limit: The limit for this meter in this scope.
+        amount: The amount to reserve, or ``None`` when the meter has no precheck estimate (then
+            only the exhaustion rule applies).
+        approximate: Whether ``amount`` is an estimate rather than an exact figure.
+    """
+
+    scope: str
+    meter: str
+    limit: Decimal
+    amount: Decimal | None = None
+    approximate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WindowClaim:
+    """A request to check (and reserve) an amount against a sliding rate window.
+
+    Attributes:
+        key: The window's ledger key (see ``WindowMeter.key``).
+        meter: The window meter's name.
+        limit: The most that may settle inside any window.
+        window_seconds: The window length.
+        amount: The amount to reserve, or ``None`` without an estimate.
+        approximate: Whether ``amount`` is an estimate.
+    """
+
+    key: str
+    meter: str
+    limit: Decimal
+    window_seconds: float
+    amount: Decimal | None = None
+    approximate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEvent:
+    """An amount settled into a window (stamped with the store's clock at commit)."""
+
+    key: str
+    meter: str
+    amount: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """Why a claim was refused.
+
+    Attributes:
+        reason: ``"budget"`` or ``"window"``.
+        scope: The scope id or the window key.
+        meter: The meter name.
+        requested: The amount requested (``0`` when the meter was simply exhausted).
+        remaining: ``limit - settled - active`` (may be negative).
+        limit: The limit.
+        spent: The settled amount (inside the window for windows).
+        approximate: Whether ``requested`` was an estimate.
+        window_seconds: The window length for window refusals.
+    """
+
+    reason: Literal["budget", "window"]
+    scope: str
+    meter: str
+    requested: Decimal
+    remaining: Decimal
+    limit: Decimal
+    spent: Decimal
+    approximate: bool = False
+    window_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The answer to a reservation request: a reservation id, or a shortfall.
+
+    Attributes:
+        reservation_id: Set when something was reserved (release or settle it); ``None`` when
+            nothing needed reserving or the claim was refused.
+        shortfall: The first refused claim, or ``None`` when admitted.
+    """
+
+    reservation_id: str | None = None
+    shortfall: Shortfall | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the claims were admitted."""
+        return self.shortfall is None
+
+
+def judge(claim: BudgetClaim | WindowClaim, settled: Decimal, active: Decimal) -> Shortfall | None:
+    """Apply the admission rule to one claim (pure; every store calls this).
+
+    Args:
+        claim: The claim.
+        settled: The settled total (inside the window for window claims).
+        active: The sum of unexpired reservations against the same scope/window and meter.
+
+    Returns:
+        ``None`` when admitted, else the shortfall.
+    """
+    requested = claim.amount if claim.amount is not None and claim.amount > 0 else ZERO
+    available = claim.limit - settled - active
+    if settled >= claim.limit or (requested > 0 and requested > available):
+        if isinstance(claim, WindowClaim):
+            return Shortfall(
+                "window",
+                claim.key,
+                claim.meter,
+                requested,
+                available,
+                claim.limit,
+                settled,
+                claim.approximate,
+                claim.window_seconds,
+            )
+        return Shortfall(
+            "budget",
+            claim.scope,
+            claim.meter,
+            requested,
+            available,
+            claim.limit,
+            settled,
+            claim.approximate,
+        )
+    return None
+
+
+def add_charges(totals: dict[str, Decimal], charges: Mapping[str, Decimal]) -> None:
+    """Add ``charges`` into ``totals`` in place."""
+    for meter, amount in charges.items():
+        totals[meter] = totals.get(meter, ZERO) + amount

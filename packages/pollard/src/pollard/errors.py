@@ -1,0 +1,171 @@
+"""The errors pollard raises.
+
+Refusals are data (a recorded ``refusal`` node); errors are exceptions. When pollard refuses a step
+it records the refusal node first and then raises, so the exception names a node that exists::
+
+    PollardError                        every pollard error; carries a ``hint``
+    ├── BudgetExceeded                  a budget or window refused a step  (refusal_id, meter)
+    ├── PolicyViolation                 the registry firewall refused      (refusal_id, detail)
+    ├── ConfirmationRequired            a policy asks for confirmation     (resume_token)
+    ├── MissingRecording  (LookupError) replay found no recorded step      (node_id)
+    ├── IntegrityError    (ValueError)  stored history does not verify     (node_id)
+    └── UnsupportedSchema (ValueError)  a schema outside the subset        (path)
+
+Every class accepts the message first and keeps ``str(error)`` equal to it, so
+``pytest.raises(BudgetExceeded, match=...)`` works on the message alone.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceeded",
+    "ConfirmationRequired",
+    "IntegrityError",
+    "MissingRecording",
+    "PolicyViolation",
+    "PollardError",
+    "UnsupportedSchema",
+]
+
+
+class PollardError(Exception):
+    """Base class of every error pollard raises.
+
+    Attributes:
+        message: The human-readable message (also ``str(error)``).
+        hint: How to fix the problem, or ``None`` when there is nothing to add.
+    """
+
+    default_hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class BudgetExceeded(PollardError):
+    """A budget limit or rate window refused a step before it ran.
+
+    The refusal is recorded as a ``refusal`` node under the cursor, and the cursor moves onto it.
+
+    Attributes:
+        refusal_id: The id of the recorded refusal node.
+        meter: The meter that refused (for example ``"tokens"``), when known.
+        reason: ``"budget"`` or ``"window"``, when known.
+    """
+
+    default_hint = (
+        "raise the Budget limit, branch with its own budget, or inspect run.report() to see "
+        "what was spent"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        refusal_id: str,
+        *,
+        meter: str | None = None,
+        reason: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.refusal_id = refusal_id
+        self.meter = meter
+        self.reason = reason
+
+
+class PolicyViolation(PollardError):
+    """The registry firewall or a policy refused a tool call.
+
+    Attributes:
+        refusal_id: The id of the recorded refusal node.
+        detail: The refusal detail recorded in the refusal payload, when known.
+    """
+
+    default_hint = "register the action (name and version) or change the policy that denied it"
+
+    def __init__(
+        self,
+        message: str,
+        refusal_id: str,
+        *,
+        detail: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.refusal_id = refusal_id
+        self.detail = detail
+
+
+class ConfirmationRequired(PollardError):
+    """A policy requires confirmation before the tool call may run.
+
+    Attributes:
+        resume_token: Pass it to ``run.confirm(token)`` to execute the pending call.
+    """
+
+    default_hint = "call run.confirm(error.resume_token) once a person has approved the action"
+
+    def __init__(self, message: str, resume_token: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.resume_token = resume_token
+
+
+class MissingRecording(PollardError, LookupError):
+    """Replay mode found no recorded step for a call (replay never calls your function).
+
+    Attributes:
+        node_id: The node id the call computes to.
+        payload_summary: A content-free summary of the call (kind, model or tool, payload digest).
+    """
+
+    default_hint = (
+        "record the run first (mode='record' or 'hybrid'), or make the call identical to the "
+        "recorded one"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        node_id: str,
+        payload_summary: str = "",
+        *,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.node_id = node_id
+        self.payload_summary = payload_summary
+
+
+class IntegrityError(PollardError, ValueError):
+    """Stored history does not verify: an id, digest or ancestry does not match its content.
+
+    Attributes:
+        node_id: The node at fault, when known.
+    """
+
+    default_hint = "run `pollard verify` on the store and restore it from a sealed export"
+
+    def __init__(
+        self, message: str, node_id: str | None = None, *, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.node_id = node_id
+
+
+class UnsupportedSchema(PollardError, ValueError):
+    """An ActionSpec schema uses a keyword or type outside the supported subset (fail closed).
+
+    Attributes:
+        path: The JSON path of the offending schema part, when known.
+    """
+
+    default_hint = "use only the documented JSON Schema subset for registered actions"
+
+    def __init__(self, message: str, path: str | None = None, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path

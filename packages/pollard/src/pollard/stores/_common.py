@@ -1,0 +1,56 @@
+"""Helpers shared by the store backends (validation and conflict bookkeeping)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pollard._canon import result_text as _result_text
+from pollard._node import Node
+from pollard.errors import IntegrityError
+
+__all__ = ["check_new_node", "collision", "conflict_patch", "meta_text"]
+
+
+def check_new_node(node: Node) -> None:
+    """Verify a node's id and result digest before it is written.
+
+    Raises:
+        IntegrityError: If the id or the digest does not match the content.
+    """
+    node.check()
+    meta_text(node.meta)
+
+
+def meta_text(meta: dict[str, Any]) -> str:
+    """Serialise meta (JSON object, floats allowed, NaN rejected).
+
+    Raises:
+        TypeError: If meta is not JSON.
+        ValueError: If meta holds NaN or an infinity.
+    """
+    return _result_text(meta)
+
+
+def conflict_patch(
+    stored_meta: dict[str, Any], stored_digest: str | None, node: Node
+) -> dict[str, Any] | None:
+    """Return a meta patch recording a result conflict, or None when there is nothing to record.
+
+    The first stored result is kept; a different later result is appended once to
+    ``meta["result_conflicts"]`` as ``{"result_digest", "result"}``.
+    """
+    if node.result_digest is None or node.result_digest == stored_digest:
+        return None
+    conflicts = list(stored_meta.get("result_conflicts") or [])
+    if any(c.get("result_digest") == node.result_digest for c in conflicts):
+        return None
+    conflicts.append({"result_digest": node.result_digest, "result": node.result})
+    return {"result_conflicts": json.loads(json.dumps(conflicts))}
+
+
+def collision(node_id: str) -> IntegrityError:
+    """The error for two different identities under one id."""
+    return IntegrityError(
+        f"node id collision: {node_id} is stored with a different identity", node_id
+    )

@@ -1,0 +1,354 @@
+"""``MemoryStore``: an in-process store with the full ledger (reservations, windows)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from pollard._ledger import (
+    ZERO,
+    Admission,
+    BudgetClaim,
+    WindowClaim,
+    WindowEvent,
+    add_charges,
+    judge,
+)
+from pollard._node import Node, NodeKind, trusted_node
+
+from ._common import check_new_node, collision, conflict_patch, meta_text
+
+__all__ = ["MemoryStore"]
+
+_KIND_ORDER = {kind: kind.value for kind in NodeKind}
+
+
+@dataclass(slots=True)
+class _Row:
+    parent: str | None
+    kind: NodeKind
+    attempt: int
+    payload_text: str
+    result_text: str | None
+    result_digest: str | None
+    meta_text: str
+
+
+@dataclass(slots=True)
+class _Reservation:
+    expires: float
+    budget: list[tuple[str, str, Decimal]] = field(default_factory=list)
+    window: list[tuple[str, str, Decimal]] = field(default_factory=list)
+
+
+class MemoryStore:
+    """A store kept in process memory (the default for ``Runtime()``).
+
+    It implements the whole `pollard.Store` protocol, including reservations with leases and
+    sliding windows, so one budget rule holds on every backend. Reads return detached copies.
+    It is safe to share between threads of one process; it is not shared between processes.
+
+    Args:
+        store_id: The logical ledger namespace (informational for an in-process store).
+        clock: The wall clock used for leases and windows (injectable for tests).
+
+    Example:
+        >>> from pollard import MemoryStore, Runtime
+        >>> with Runtime(MemoryStore()).run("demo") as run:
+        ...     _ = run.note({"status": "ready"})
+    """
+
+    def __init__(
+        self, *, store_id: str = "default", clock: Callable[[], float] = time.time
+    ) -> None:
+        self._store_id = store_id
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._rows: dict[str, _Row] = {}
+        self._children: dict[str, list[str]] = {}
+        self._totals: dict[str, dict[str, Decimal]] = {}
+        self._reservations: dict[str, _Reservation] = {}
+        self._events: dict[tuple[str, str], deque[tuple[float, Decimal]]] = {}
+        self._counter = itertools.count()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def store_id(self) -> str:
+        """The logical ledger namespace."""
+        return self._store_id
+
+    def close(self) -> None:
+        """Nothing to release; kept for the protocol."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def _node(self, node_id: str, row: _Row) -> Node:
+        return trusted_node(
+            node_id,
+            row.parent,
+            row.kind,
+            row.attempt,
+            json.loads(row.payload_text),
+            None if row.result_text is None else json.loads(row.result_text),
+            row.result_digest,
+            json.loads(row.meta_text),
+            row.payload_text,
+            row.result_text,
+        )
+
+    def _insert(self, node: Node, meta: str) -> None:
+        text = node.payload_text
+        if text is None:
+            text = json.dumps(
+                node.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+        r_text = node.result_text
+        if r_text is None and node.result is not None:
+            r_text = json.dumps(
+                node.result, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+        self._rows[node.id] = _Row(
+            node.parent, node.kind, node.attempt, text, r_text, node.result_digest, meta
+        )
+        if node.parent is not None:
+            self._children.setdefault(node.parent, []).append(node.id)
+
+    def _check_parent(self, node: Node) -> None:
+        if node.parent is not None and node.parent not in self._rows:
+            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+
+    def put(self, node: Node) -> bool:
+        """Store a node; True when it was new (see `pollard.Store.put`)."""
+        check_new_node(node)
+        with self._lock:
+            row = self._rows.get(node.id)
+            if row is not None:
+                stored = self._node(node.id, row)
+                if stored.identity() != node.identity():
+                    raise collision(node.id)
+                patch = conflict_patch(stored.meta, row.result_digest, node)
+                if patch:
+                    self._patch(node.id, row, patch)
+                return False
+            self._check_parent(node)
+            self._insert(node, meta_text(node.meta))
+            return True
+
+    def get(self, node_id: str) -> Node:
+        """Return a detached copy of a node (KeyError if missing)."""
+        with self._lock:
+            row = self._rows.get(node_id)
+            if row is None:
+                raise KeyError(node_id)
+            return self._node(node_id, row)
+
+    def find(self, node_id: str) -> Node | None:
+        """Return a node, or None when it is not stored."""
+        with self._lock:
+            row = self._rows.get(node_id)
+            return None if row is None else self._node(node_id, row)
+
+    def exists(self, node_id: str) -> bool:
+        """Whether a node id is stored."""
+        return node_id in self._rows
+
+    def children(self, node_id: str) -> list[Node]:
+        """Direct children sorted by (kind, id)."""
+        with self._lock:
+            ids = self._children.get(node_id, ())
+            nodes = [self._node(child, self._rows[child]) for child in ids]
+        nodes.sort(key=lambda n: (n.kind.value, n.id))
+        return nodes
+
+    def _patch(self, node_id: str, row: _Row, patch: Mapping[str, Any]) -> dict[str, Any]:
+        meta: dict[str, Any] = json.loads(row.meta_text)
+        meta.update(patch)
+        row.meta_text = meta_text(meta)
+        return meta
+
+    def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
+        """Shallow-merge ``patch`` into a node's meta and return the updated node."""
+        meta_text(dict(patch))  # validate before touching anything
+        with self._lock:
+            row = self._rows.get(node_id)
+            if row is None:
+                raise KeyError(node_id)
+            self._patch(node_id, row, patch)
+            return self._node(node_id, row)
+
+    def walk(self, root_id: str) -> Iterator[Node]:
+        """Iterative preorder over the subtree at ``root_id`` (KeyError if missing)."""
+        if root_id not in self._rows:
+            raise KeyError(root_id)
+        stack = [root_id]
+        while stack:
+            current = stack.pop()
+            with self._lock:
+                row = self._rows.get(current)
+                if row is None:
+                    continue
+                node = self._node(current, row)
+                kids = [(self._rows[c].kind.value, c) for c in self._children.get(current, ())]
+            yield node
+            kids.sort(reverse=True)
+            stack.extend(child for _, child in kids)
+
+    def roots(self) -> list[Node]:
+        """Root nodes sorted by (run label, id)."""
+        with self._lock:
+            nodes = [self._node(i, r) for i, r in self._rows.items() if r.parent is None]
+        nodes.sort(
+            key=lambda n: (
+                str(n.payload.get("run", "")) if isinstance(n.payload, dict) else "",
+                n.id,
+            )
+        )
+        return nodes
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def drop_nodes(self, ids: Iterable[str]) -> int:
+        """Delete exactly these nodes; return how many existed."""
+        removed = 0
+        with self._lock:
+            for node_id in list(ids):
+                row = self._rows.pop(node_id, None)
+                if row is None:
+                    continue
+                removed += 1
+                self._children.pop(node_id, None)
+                if row.parent is not None and row.parent in self._children:
+                    siblings = self._children[row.parent]
+                    if node_id in siblings:
+                        siblings.remove(node_id)
+        return removed
+
+    def compact(self) -> int:
+        """Drop expired reservations; a memory store interns nothing, so 0 blobs are removed."""
+        with self._lock:
+            self._sweep(self._clock())
+        return 0
+
+    # -- ledger --------------------------------------------------------------------------------
+
+    def _sweep(self, now: float) -> None:
+        expired = [rid for rid, res in self._reservations.items() if res.expires <= now]
+        for rid in expired:
+            del self._reservations[rid]
+
+    def _window_sum(self, key: str, meter: str, window_seconds: float, now: float) -> Decimal:
+        events = self._events.get((key, meter))
+        if not events:
+            return ZERO
+        cutoff = now - window_seconds
+        while events and events[0][0] <= cutoff:
+            events.popleft()
+        return sum((amount for _, amount in events), ZERO)
+
+    def reserve(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim] = (),
+        *,
+        lease_seconds: float,
+        hold: bool = True,
+    ) -> Admission:
+        """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
+        with self._lock:
+            now = self._clock()
+            self._sweep(now)
+            active_budget: dict[tuple[str, str], Decimal] = {}
+            active_window: dict[tuple[str, str], Decimal] = {}
+            for res in self._reservations.values():
+                for scope, meter, amount in res.budget:
+                    active_budget[scope, meter] = active_budget.get((scope, meter), ZERO) + amount
+                for key, meter, amount in res.window:
+                    active_window[key, meter] = active_window.get((key, meter), ZERO) + amount
+            for claim in claims:
+                settled = self._totals.get(claim.scope, {}).get(claim.meter, ZERO)
+                short = judge(claim, settled, active_budget.get((claim.scope, claim.meter), ZERO))
+                if short is not None:
+                    return Admission(None, short)
+            for window in windows:
+                settled = self._window_sum(window.key, window.meter, window.window_seconds, now)
+                short = judge(window, settled, active_window.get((window.key, window.meter), ZERO))
+                if short is not None:
+                    return Admission(None, short)
+            held = _Reservation(now + lease_seconds)
+            held.budget = [
+                (c.scope, c.meter, c.amount)
+                for c in claims
+                if c.amount is not None and c.amount > 0
+            ]
+            held.window = [
+                (w.key, w.meter, w.amount) for w in windows if w.amount is not None and w.amount > 0
+            ]
+            if not hold or not (held.budget or held.window):
+                return Admission(None, None)
+            rid = f"r{next(self._counter)}"
+            self._reservations[rid] = held
+            return Admission(rid, None)
+
+    def renew(self, reservation_id: str, lease_seconds: float) -> bool:
+        """Extend a live reservation's lease; False when it no longer exists."""
+        with self._lock:
+            res = self._reservations.get(reservation_id)
+            if res is None:
+                return False
+            res.expires = self._clock() + lease_seconds
+            return True
+
+    def release(self, reservation_id: str) -> None:
+        """Drop a reservation without charging (idempotent)."""
+        with self._lock:
+            self._reservations.pop(reservation_id, None)
+
+    def commit(
+        self,
+        node: Node,
+        *,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent] = (),
+        reservation_id: str | None = None,
+    ) -> bool:
+        """Insert a node and settle its charges atomically; False when the id already exists."""
+        check_new_node(node)
+        text = meta_text(node.meta)
+        with self._lock:
+            if node.id in self._rows:
+                return False
+            self._check_parent(node)
+            self._insert(node, text)
+            for scope in scopes:
+                add_charges(self._totals.setdefault(scope, {}), charges)
+            now = self._clock()
+            for event in windows:
+                self._events.setdefault((event.key, event.meter), deque()).append(
+                    (now, event.amount)
+                )
+            if reservation_id is not None:
+                self._reservations.pop(reservation_id, None)
+            return True
+
+    def totals(self, scope: str) -> dict[str, Decimal]:
+        """Running totals per meter for one scope."""
+        with self._lock:
+            return dict(self._totals.get(scope, {}))

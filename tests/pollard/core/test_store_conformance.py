@@ -1,0 +1,234 @@
+"""One conformance suite for every Store backend."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from pollard import IntegrityError, Node, Store
+from pollard._ledger import BudgetClaim, WindowClaim, WindowEvent
+
+from .conftest import FakeClock, StoreFactory
+
+
+def _root(label: str = "run") -> Node:
+    return Node.create("root", None, {"run": label})
+
+
+def _chain(store: Store, length: int) -> list[Node]:
+    root = _root()
+    store.put(root)
+    nodes = [root]
+    for i in range(length):
+        node = Node.create("note", nodes[-1].id, {"i": i})
+        store.put(node)
+        nodes.append(node)
+    return nodes
+
+
+def test_put_get_exists_round_trip(store: Store) -> None:
+    root = _root()
+    assert store.put(root) is True
+    assert store.put(root) is False
+    assert store.exists(root.id)
+    child = Node.create(
+        "model_call",
+        root.id,
+        {"model": "m", "t": 0.5},
+        result={"text": "hi", "p": 0.25},
+        meta={"charges": {"steps": "1"}},
+    )
+    store.put(child)
+    got = store.get(child.id)
+    assert got == child
+    assert isinstance(got.payload["t"], float)
+    got.check()
+    assert store.find("0" * 64) is None
+    with pytest.raises(KeyError):
+        store.get("0" * 64)
+
+
+def test_reads_are_detached(store: Store) -> None:
+    root = _root()
+    store.put(root)
+    got = store.get(root.id)
+    got.payload["run"] = "changed"
+    got.meta["x"] = 1
+    again = store.get(root.id)
+    assert again.payload == {"run": "run"} and "x" not in again.meta
+
+
+def test_put_requires_parent_and_valid_content(store: Store) -> None:
+    orphan = Node.create("note", "a" * 64, {"x": 1})
+    with pytest.raises(KeyError):
+        store.put(orphan)
+    root = _root()
+    store.put(root)
+    forged = Node(id="b" * 64, parent=root.id, kind="note", attempt=0, payload={"x": 1})
+    with pytest.raises(IntegrityError):
+        store.put(forged)
+    good = Node.create("model_call", root.id, {"x": 1}, result={"a": 1})
+    tampered = Node(
+        id=good.id,
+        parent=root.id,
+        kind="model_call",
+        attempt=0,
+        payload={"x": 1},
+        result={"a": 2},
+        result_digest=good.result_digest,
+    )
+    with pytest.raises(IntegrityError):
+        store.put(tampered)
+
+
+def test_different_result_is_recorded_as_conflict(store: Store) -> None:
+    root = _root()
+    store.put(root)
+    first = Node.create("model_call", root.id, {"q": 1}, result={"text": "a"})
+    second = Node.create("model_call", root.id, {"q": 1}, result={"text": "b"})
+    store.put(first)
+    assert store.put(second) is False
+    stored = store.get(first.id)
+    assert stored.result == {"text": "a"}
+    assert stored.meta["result_conflicts"] == [
+        {"result_digest": second.result_digest, "result": {"text": "b"}}
+    ]
+    store.put(second)
+    assert len(store.get(first.id).meta["result_conflicts"]) == 1
+
+
+def test_children_sorted_by_kind_then_id(store: Store) -> None:
+    root = _root()
+    store.put(root)
+    made = [
+        Node.create(kind, root.id, {"i": i}) for i in range(3) for kind in ("note", "model_call")
+    ]
+    for node in made:
+        store.put(node)
+    kids = store.children(root.id)
+    assert [(n.kind.value, n.id) for n in kids] == sorted((n.kind.value, n.id) for n in made)
+    assert store.children(kids[0].id) == []
+
+
+def test_update_meta_is_a_shallow_merge(store: Store) -> None:
+    root = _root()
+    store.put(root)
+    store.update_meta(root.id, {"a": {"x": 1}, "b": 2})
+    updated = store.update_meta(root.id, {"a": {"y": 2}})
+    assert updated.meta["a"] == {"y": 2} and updated.meta["b"] == 2
+    assert store.get(root.id).meta == updated.meta
+    with pytest.raises(KeyError):
+        store.update_meta("c" * 64, {"a": 1})
+
+
+def test_walk_is_preorder_and_iterative(store: Store) -> None:
+    nodes = _chain(store, 3000)  # deeper than the recursion limit
+    walked = [n.id for n in store.walk(nodes[0].id)]
+    assert walked == [n.id for n in nodes]
+    branch = Node.create("note", nodes[1].id, {"side": True})
+    store.put(branch)
+    order = [n.id for n in store.walk(nodes[0].id)]
+    assert order.index(branch.id) > order.index(nodes[1].id)
+    assert len(order) == len(nodes) + 1
+
+
+def test_roots_sorted_by_label_then_id(store: Store) -> None:
+    for label in ("b", "a", "c"):
+        store.put(_root(label))
+    assert [r.payload["run"] for r in store.roots()] == ["a", "b", "c"]
+
+
+def test_drop_nodes(store: Store) -> None:
+    nodes = _chain(store, 3)
+    assert store.drop_nodes([nodes[3].id, nodes[2].id, "d" * 64]) == 2
+    assert not store.exists(nodes[2].id)
+    assert store.children(nodes[1].id) == []
+    assert [n.id for n in store.walk(nodes[0].id)] == [nodes[0].id, nodes[1].id]
+    assert store.compact() >= 0
+
+
+def test_commit_settles_charges_atomically(store: Store) -> None:
+    root = _root()
+    store.put(root)
+    node = Node.create("model_call", root.id, {"q": 1}, result={"text": "a"})
+    charges = {"steps": Decimal(1), "usd": Decimal("0.0025")}
+    assert store.commit(node, scopes=[root.id, "scope-b"], charges=charges) is True
+    assert store.totals(root.id) == charges
+    assert store.totals("scope-b") == charges
+    assert store.commit(node, scopes=[root.id], charges=charges) is False
+    assert store.totals(root.id) == charges  # nothing written on a duplicate id
+
+
+def test_reserve_refuses_when_exhausted_or_estimate_does_not_fit(make_store: StoreFactory) -> None:
+    clock = FakeClock()
+    store = make_store(clock=clock)
+    root = _root()
+    store.put(root)
+    limit = Decimal(2)
+    claim = BudgetClaim(root.id, "steps", limit, Decimal(1))
+    first = store.reserve([claim], lease_seconds=60)
+    second = store.reserve([claim], lease_seconds=60)
+    assert first.ok and second.ok and first.reservation_id and second.reservation_id
+    third = store.reserve([claim], lease_seconds=60)
+    assert third.shortfall is not None and third.shortfall.remaining == 0
+    store.release(second.reservation_id)
+    node = Node.create("model_call", root.id, {"q": 1}, result={})
+    store.commit(
+        node, scopes=[root.id], charges={"steps": Decimal(1)}, reservation_id=first.reservation_id
+    )
+    assert store.reserve([claim], lease_seconds=60).ok
+    node2 = Node.create("model_call", node.id, {"q": 2}, result={})
+    store.commit(node2, scopes=[root.id], charges={"steps": Decimal(1)})
+    exhausted = store.reserve([BudgetClaim(root.id, "steps", limit, None)], lease_seconds=60)
+    assert exhausted.shortfall is not None
+    assert exhausted.shortfall.spent == 2 and exhausted.shortfall.requested == 0
+
+
+def test_leases_expire_and_renew(make_store: StoreFactory) -> None:
+    clock = FakeClock()
+    store = make_store(clock=clock)
+    claim = BudgetClaim("scope", "steps", Decimal(1), Decimal(1))
+    held = store.reserve([claim], lease_seconds=10)
+    assert held.reservation_id is not None
+    assert not store.reserve([claim], lease_seconds=10).ok
+    clock.advance(8)
+    assert store.renew(held.reservation_id, 10)
+    clock.advance(8)
+    assert not store.reserve([claim], lease_seconds=10).ok
+    clock.advance(3)
+    assert store.reserve([claim], lease_seconds=10).ok
+    assert store.renew(held.reservation_id, 10) is False
+
+
+def test_check_without_hold_reserves_nothing(store: Store) -> None:
+    claim = BudgetClaim("scope", "steps", Decimal(1), Decimal(1))
+    assert store.reserve([claim], lease_seconds=10, hold=False).reservation_id is None
+    assert store.reserve([claim], lease_seconds=10).ok
+
+
+def test_windows_slide(make_store: StoreFactory) -> None:
+    clock = FakeClock()
+    store = make_store(clock=clock)
+    root = _root()
+    store.put(root)
+    window = WindowClaim("k", "requests", Decimal(2), 60, Decimal(1))
+    parent = root.id
+    for i in range(2):
+        admitted = store.reserve([], [window], lease_seconds=30)
+        assert admitted.ok
+        node = Node.create("model_call", parent, {"i": i}, result={})
+        store.commit(
+            node,
+            scopes=[root.id],
+            charges={"requests": Decimal(1)},
+            windows=[WindowEvent("k", "requests", Decimal(1))],
+            reservation_id=admitted.reservation_id,
+        )
+        parent = node.id
+        clock.advance(10)
+    refused = store.reserve([], [window], lease_seconds=30)
+    assert refused.shortfall is not None and refused.shortfall.reason == "window"
+    assert refused.shortfall.window_seconds == 60
+    clock.advance(41)  # the first event is now older than 60 s
+    assert store.reserve([], [window], lease_seconds=30).ok
