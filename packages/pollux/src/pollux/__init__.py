@@ -15,5 +15,81 @@ Provider SDKs are imported lazily, so ``import pollux`` stays fast.
 from __future__ import annotations
 
 from ._version import __version__ as __version__
+from .config import Config as Config
+from .config import ProviderName as ProviderName
+from .errors import APIError as APIError
+from .errors import CacheError as CacheError
+from .errors import ConfigurationError as ConfigurationError
+from .errors import ContextOverflowError as ContextOverflowError
+from .errors import DeferredNotReadyError as DeferredNotReadyError
+from .errors import InternalError as InternalError
+from .errors import PlanningError as PlanningError
+from .errors import PolluxError as PolluxError
+from .errors import RateLimitError as RateLimitError
+from .errors import SourceError as SourceError
+from .errors import ToolCallParseError as ToolCallParseError
+from .interaction import CachePolicy as CachePolicy
+from .interaction import CacheSetting as CacheSetting
+from .interaction import Continuation as Continuation
+from .interaction import DeferredHandle as DeferredHandle
+from .interaction import DeferredSnapshot as DeferredSnapshot
+from .interaction import Diagnostics as Diagnostics
+from .interaction import Environment as Environment
+from .interaction import Event as Event
+from .interaction import Input as Input
+from .interaction import Message as Message
+from .interaction import MessageRole as MessageRole
+from .interaction import Metrics as Metrics
+from .interaction import Output as Output
+from .interaction import OutputCollection as OutputCollection
+from .interaction import OutputRequirements as OutputRequirements
+from .interaction import ResponseSchemaInput as ResponseSchemaInput
+from .interaction import ToolCall as ToolCall
+from .interaction import ToolCallDelta as ToolCallDelta
+from .interaction import ToolChoice as ToolChoice
+from .interaction import ToolDeclaration as ToolDeclaration
+from .interaction import ToolResult as ToolResult
+from .interaction import Usage as Usage
+from .retry import RetryPolicy as RetryPolicy
+from .source import Source as Source
 
-__all__ = ["__version__"]
+__all__ = [
+    "APIError",
+    "CacheError",
+    "CachePolicy",
+    "CacheSetting",
+    "Config",
+    "ConfigurationError",
+    "ContextOverflowError",
+    "Continuation",
+    "DeferredHandle",
+    "DeferredNotReadyError",
+    "DeferredSnapshot",
+    "Diagnostics",
+    "Environment",
+    "Event",
+    "Input",
+    "InternalError",
+    "Message",
+    "MessageRole",
+    "Metrics",
+    "Output",
+    "OutputCollection",
+    "OutputRequirements",
+    "PlanningError",
+    "PolluxError",
+    "ProviderName",
+    "RateLimitError",
+    "ResponseSchemaInput",
+    "RetryPolicy",
+    "Source",
+    "SourceError",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallParseError",
+    "ToolChoice",
+    "ToolDeclaration",
+    "ToolResult",
+    "Usage",
+    "__version__",
+]

@@ -1,0 +1,303 @@
+"""Configuration: which provider and model to call, with which credentials and limits."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, get_args
+
+from .errors import ConfigurationError
+from .retry import RetryPolicy
+
+__all__ = ["KNOWN_CAPABILITIES", "PROVIDER_NAMES", "Config", "ProviderName", "resolve_api_key"]
+
+ProviderName = Literal["gemini", "openai", "anthropic", "openrouter", "local"]
+"""The provider names :class:`Config` accepts."""
+
+PROVIDER_NAMES: tuple[str, ...] = get_args(ProviderName)
+
+#: Capability names that ``Config.capabilities`` may override.
+KNOWN_CAPABILITIES: frozenset[str] = frozenset(
+    {
+        "conversation",
+        "deferred_delivery",
+        "implicit_caching",
+        "persistent_cache",
+        "reasoning",
+        "reasoning_budget_tokens",
+        "structured_outputs",
+        "uploads",
+    }
+)
+
+API_KEY_ENV_VARS: Mapping[str, str] = MappingProxyType(
+    {
+        "gemini": "GEMINI_API_KEY",
+        "openai": "OPENAI_API_KEY",
+        "anthropic": "ANTHROPIC_API_KEY",
+        "openrouter": "OPENROUTER_API_KEY",
+    }
+)
+LOCAL_BASE_URL_ENV_VAR = "POLLUX_LOCAL_BASE_URL"
+
+
+def _parse_dotenv(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        values[key] = value
+    return values
+
+
+def _find_dotenv(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        candidate = directory / ".env"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _dotenv_value(name: str) -> str | None:
+    # Read ``.env`` from the working directory or its nearest parent. The file is read on
+    # demand and os.environ is never modified.
+    try:
+        path = _find_dotenv(Path.cwd())
+        if path is None:
+            return None
+        return _parse_dotenv(path.read_text(encoding="utf-8")).get(name) or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _env_value(name: str) -> str | None:
+    value = os.environ.get(name)
+    if value:
+        return value
+    return _dotenv_value(name)
+
+
+def resolve_api_key(provider: str) -> str | None:
+    """Return the API key for ``provider`` from the environment or a ``.env`` file.
+
+    The process environment wins over ``.env``. ``os.environ`` is never modified.
+
+    Args:
+        provider: A cloud provider name (``"gemini"``, ``"openai"``, ...).
+
+    Returns:
+        The key, or ``None`` when neither source has one (always ``None`` for ``"local"``).
+    """
+    env_var = API_KEY_ENV_VARS.get(provider)
+    return _env_value(env_var) if env_var else None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Immutable configuration for pollux execution.
+
+    Provider and model are required for cloud providers: pollux does not guess. Local
+    OpenAI-compatible servers may omit ``model`` when the server does not need one. API keys
+    are resolved from ``GEMINI_API_KEY``, ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` or
+    ``OPENROUTER_API_KEY`` (or a ``.env`` file) when not passed. ``repr``/``str`` never show
+    the key.
+
+    Args:
+        provider: ``"gemini"``, ``"openai"``, ``"anthropic"``, ``"openrouter"`` or ``"local"``.
+        model: The provider's model name; optional only for ``provider="local"``.
+        api_key: Resolved from the provider's environment variable when ``None``.
+        base_url: Required for ``provider="local"`` (falls back to ``POLLUX_LOCAL_BASE_URL``);
+            rejected for cloud providers.
+        use_mock: Use the offline mock provider (no key, no network).
+        request_concurrency: How many calls may run at once (an integer >= 1).
+        request_timeout_s: HTTP request timeout in seconds (> 0).
+        retry: The :class:`RetryPolicy` for provider calls.
+        capabilities: Overrides of the provider's declared capabilities, by name. A declared
+            value wins over the provider's static value; undeclared ones fall back to it.
+
+    Raises:
+        ConfigurationError: An invalid field, or a missing key/base_url; the hint says how to
+            fix it.
+
+    Example:
+        >>> Config(provider="gemini", model="gemini-2.5-flash", api_key="secret")
+        Config(provider='gemini', model='gemini-2.5-flash', api_key=[REDACTED], base_url=None, \
+use_mock=False)
+    """
+
+    provider: ProviderName
+    model: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    use_mock: bool = False
+    request_concurrency: int = 6
+    request_timeout_s: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    capabilities: Mapping[str, bool] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the fields and resolve credentials."""
+        if self.provider not in PROVIDER_NAMES:
+            raise ConfigurationError(
+                f"Unknown provider: {self.provider!r}",
+                hint="Supported providers: " + ", ".join(repr(p) for p in PROVIDER_NAMES),
+            )
+        if self.model is not None and (not isinstance(self.model, str) or not self.model):
+            raise ConfigurationError(
+                f"model must be a non-empty string, got {self.model!r}",
+                hint="Pass the provider's model name, for example model='gpt-5-nano'.",
+            )
+        if self.api_key is not None and not isinstance(self.api_key, str):
+            raise ConfigurationError(
+                f"api_key must be a string, got {type(self.api_key).__name__}",
+                hint="Pass the key as a string, or leave it unset to read it from the environment.",
+            )
+        if not isinstance(self.use_mock, bool):
+            raise ConfigurationError(
+                f"use_mock must be a bool, got {self.use_mock!r}",
+                hint="Pass use_mock=True for the offline mock provider.",
+            )
+        self._validate_limits()
+        self._validate_capabilities()
+
+        if self.provider == "local":
+            self._resolve_local()
+            return
+
+        if self.model is None:
+            raise ConfigurationError(
+                f"model required for provider={self.provider!r}",
+                hint="Pass the provider's model name, for example model='gpt-5-nano'.",
+            )
+        if self.base_url is not None:
+            raise ConfigurationError(
+                f"base_url is only valid for provider='local', not {self.provider!r}",
+                hint="Remove base_url, or use provider='local' for an OpenAI-compatible server.",
+            )
+        if self.api_key is None and not self.use_mock:
+            object.__setattr__(self, "api_key", resolve_api_key(self.provider))
+        if not self.use_mock and not self.api_key:
+            env_var = API_KEY_ENV_VARS[self.provider]
+            raise ConfigurationError(
+                f"API key required for {self.provider}",
+                hint=f"Set the {env_var} environment variable (or put it in .env), "
+                "pass api_key=..., or use use_mock=True for offline runs.",
+            )
+
+    def _validate_limits(self) -> None:
+        concurrency = self.request_concurrency
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise ConfigurationError(
+                f"request_concurrency must be an integer, got {type(concurrency).__name__}",
+                hint="Pass a whole number >= 1 for request_concurrency.",
+            )
+        if concurrency < 1:
+            raise ConfigurationError(
+                f"request_concurrency must be >= 1, got {concurrency}",
+                hint="This controls how many API calls run in parallel; use 1 or more.",
+            )
+        timeout = self.request_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise ConfigurationError(
+                f"request_timeout_s must be numeric, got {type(timeout).__name__}",
+                hint="Pass a timeout in seconds, for example request_timeout_s=600.",
+            )
+        if not timeout > 0:
+            raise ConfigurationError(
+                f"request_timeout_s must be > 0, got {timeout}",
+                hint="Pass a positive timeout in seconds.",
+            )
+        if not isinstance(self.retry, RetryPolicy):
+            raise ConfigurationError(
+                f"retry must be a RetryPolicy, got {type(self.retry).__name__}",
+                hint="Pass retry=RetryPolicy(max_attempts=3), for example.",
+            )
+
+    def _validate_capabilities(self) -> None:
+        if self.capabilities is None:
+            return
+        if not isinstance(self.capabilities, Mapping):
+            raise ConfigurationError(
+                f"capabilities must be a mapping, got {type(self.capabilities).__name__}",
+                hint="Pass capabilities={'structured_outputs': False}, for example.",
+            )
+        known = ", ".join(sorted(KNOWN_CAPABILITIES))
+        for name, value in self.capabilities.items():
+            if name not in KNOWN_CAPABILITIES:
+                raise ConfigurationError(
+                    f"Unknown capability: {name!r}",
+                    hint=f"Declarable capabilities: {known}.",
+                )
+            if not isinstance(value, bool):
+                raise ConfigurationError(
+                    f"capability {name!r} must be True or False, got {value!r}",
+                    hint="Declare each capability as a bool.",
+                )
+        # A private copy: mutating the caller's dict later must not change this config.
+        object.__setattr__(self, "capabilities", MappingProxyType(dict(self.capabilities)))
+
+    def _resolve_local(self) -> None:
+        if self.base_url is None and not self.use_mock:
+            env_url = _env_value(LOCAL_BASE_URL_ENV_VAR)
+            if env_url:
+                object.__setattr__(self, "base_url", env_url)
+        if self.base_url is not None and (
+            not isinstance(self.base_url, str)
+            or not self.base_url.startswith(("http://", "https://"))
+        ):
+            raise ConfigurationError(
+                f"base_url must be an http(s) URL, got {self.base_url!r}",
+                hint="Pass base_url='http://localhost:11434/v1', for example.",
+            )
+        if not self.use_mock and not self.base_url:
+            raise ConfigurationError(
+                "base_url required for provider='local'",
+                hint=f"Pass base_url='http://localhost:8080/v1' or set {LOCAL_BASE_URL_ENV_VAR}.",
+            )
+
+    def capability_override(self, name: str) -> bool | None:
+        """Return the declared override for capability ``name``, or ``None`` if undeclared."""
+        if self.capabilities is None:
+            return None
+        return self.capabilities.get(name)
+
+    def __str__(self) -> str:
+        """Return a representation with the API key redacted."""
+        return (
+            f"Config(provider={self.provider!r}, model={self.model!r}, "
+            f"api_key={'[REDACTED]' if self.api_key else None}, "
+            f"base_url={self.base_url!r}, use_mock={self.use_mock})"
+        )
+
+    __repr__ = __str__
+
+    def __hash__(self) -> int:
+        caps = tuple(sorted(self.capabilities.items())) if self.capabilities else None
+        return hash(
+            (
+                self.provider,
+                self.model,
+                self.api_key,
+                self.base_url,
+                self.use_mock,
+                self.request_concurrency,
+                self.request_timeout_s,
+                self.retry,
+                caps,
+            )
+        )

@@ -1,0 +1,70 @@
+"""The interaction model: Environment + Input (+ Config) -> Output.
+
+Pure value types with no I/O: :class:`Environment`, :class:`Input`, :class:`Message`,
+:class:`Continuation`, the tool types, :class:`Output` and its facets, :class:`Event`,
+:class:`OutputCollection`, :class:`OutputRequirements`, and the deferred handle/snapshot.
+"""
+
+from __future__ import annotations
+
+from .continuation import Continuation as Continuation
+from .deferred import DeferredHandle as DeferredHandle
+from .deferred import DeferredSnapshot as DeferredSnapshot
+from .deferred import DeferredStatus as DeferredStatus
+from .environment import CachePolicy as CachePolicy
+from .environment import CacheSetting as CacheSetting
+from .environment import Environment as Environment
+from .events import Event as Event
+from .events import EventType as EventType
+from .input import Input as Input
+from .messages import Message as Message
+from .messages import MessageRole as MessageRole
+from .output import CacheMode as CacheMode
+from .output import CollectionStatus as CollectionStatus
+from .output import CompletionStatus as CompletionStatus
+from .output import Diagnostics as Diagnostics
+from .output import Metrics as Metrics
+from .output import Output as Output
+from .output import OutputCollection as OutputCollection
+from .output import Usage as Usage
+from .output import completion_status_for as completion_status_for
+from .output import error_output as error_output
+from .requirements import OutputRequirements as OutputRequirements
+from .requirements import ResponseSchemaInput as ResponseSchemaInput
+from .tools import ToolCall as ToolCall
+from .tools import ToolCallDelta as ToolCallDelta
+from .tools import ToolChoice as ToolChoice
+from .tools import ToolDeclaration as ToolDeclaration
+from .tools import ToolResult as ToolResult
+
+__all__ = [
+    "CacheMode",
+    "CachePolicy",
+    "CacheSetting",
+    "CollectionStatus",
+    "CompletionStatus",
+    "Continuation",
+    "DeferredHandle",
+    "DeferredSnapshot",
+    "DeferredStatus",
+    "Diagnostics",
+    "Environment",
+    "Event",
+    "EventType",
+    "Input",
+    "Message",
+    "MessageRole",
+    "Metrics",
+    "Output",
+    "OutputCollection",
+    "OutputRequirements",
+    "ResponseSchemaInput",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolChoice",
+    "ToolDeclaration",
+    "ToolResult",
+    "Usage",
+    "completion_status_for",
+    "error_output",
+]

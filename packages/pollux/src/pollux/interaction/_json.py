@@ -1,0 +1,168 @@
+"""Small JSON helpers shared by the interaction types (private)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+from pollux.errors import ConfigurationError
+
+JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+"""A JSON-compatible value."""
+
+
+def json_copy(value: Any, *, what: str = "value") -> Any:
+    """Return a deep copy of a JSON-compatible value, with tuples turned into lists.
+
+    Raises:
+        ConfigurationError: The value holds something JSON cannot represent (a non-string
+            key, NaN/infinity, or a non-JSON object).
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError(
+                f"{what} holds a non-finite number ({value!r})",
+                hint="JSON has no NaN or infinity; use null or a string.",
+            )
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigurationError(
+                    f"{what} has a non-string key {key!r}",
+                    hint="JSON object keys must be strings.",
+                )
+            out[key] = json_copy(item, what=what)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [json_copy(item, what=what) for item in value]
+    raise ConfigurationError(
+        f"{what} is not JSON-compatible: {type(value).__name__}",
+        hint="Use dicts, lists, strings, numbers, booleans and None only.",
+    )
+
+
+def jsonable(value: Any) -> Any:
+    """Best-effort conversion to JSON-compatible data (pydantic models are dumped)."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return jsonable(dump(mode="json"))
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return repr(value)
+
+
+def canonical_dumps(value: Any) -> str:
+    """Canonical JSON text: sorted keys, no spaces, ASCII only."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def require_mapping(data: object, what: str) -> Mapping[str, Any]:
+    """Return ``data`` when it is a mapping, else raise ConfigurationError."""
+    if not isinstance(data, Mapping):
+        raise ConfigurationError(
+            f"{what} must be a JSON object, got {type(data).__name__}",
+            hint=f"Pass the dict that {what}.to_jsonable() (or to_dict()) produced.",
+        )
+    return data
+
+
+def get_str(data: Mapping[str, Any], key: str, what: str, *, default: str | None = None) -> str:
+    """Read a required string field (or ``default`` when missing)."""
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"{what}.{key} must be a string, got {_describe(value)}",
+            hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
+        )
+    return value
+
+
+def get_opt_str(data: Mapping[str, Any], key: str, what: str) -> str | None:
+    """Read an optional string field."""
+    value = data.get(key)
+    if value is None:
+        return None
+    return get_str(data, key, what)
+
+
+def get_int(
+    data: Mapping[str, Any], key: str, what: str, *, default: int | None = None, minimum: int = 0
+) -> int:
+    """Read a required non-negative integer field (or ``default`` when missing)."""
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(
+            f"{what}.{key} must be an integer >= {minimum}, got {_describe(value)}",
+            hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
+        )
+    return value
+
+
+def get_opt_int(data: Mapping[str, Any], key: str, what: str, *, minimum: int = 0) -> int | None:
+    """Read an optional non-negative integer field."""
+    if data.get(key) is None:
+        return None
+    return get_int(data, key, what, minimum=minimum)
+
+
+def get_float(
+    data: Mapping[str, Any], key: str, what: str, *, default: float | None = None
+) -> float:
+    """Read a required finite number field (or ``default`` when missing)."""
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigurationError(
+            f"{what}.{key} must be a number, got {_describe(value)}",
+            hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
+        )
+    return float(value)
+
+
+def get_opt_float(data: Mapping[str, Any], key: str, what: str) -> float | None:
+    """Read an optional finite number field."""
+    if data.get(key) is None:
+        return None
+    return get_float(data, key, what)
+
+
+def get_bool(data: Mapping[str, Any], key: str, what: str, *, default: bool) -> bool:
+    """Read a boolean field."""
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigurationError(
+            f"{what}.{key} must be true or false, got {_describe(value)}",
+            hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
+        )
+    return value
+
+
+def get_list(data: Mapping[str, Any], key: str, what: str) -> Sequence[Any]:
+    """Read an optional list field (missing = empty)."""
+    value = data.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise ConfigurationError(
+            f"{what}.{key} must be a list, got {_describe(value)}",
+            hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
+        )
+    return value
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{type(value).__name__} ({text[:40]}...)"

@@ -1,0 +1,573 @@
+"""Output and its facets (Usage, Metrics, Diagnostics), and OutputCollection.
+
+``Output.to_jsonable()`` / ``Output.from_jsonable()`` round-trip faithfully: replay and
+persistence depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from pollux.errors import APIError, ConfigurationError, PolluxError
+
+from ._json import (
+    get_bool,
+    get_float,
+    get_int,
+    get_list,
+    get_opt_int,
+    get_opt_str,
+    get_str,
+    json_copy,
+    jsonable,
+    require_mapping,
+)
+from .continuation import Continuation
+from .tools import ToolCall
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = [
+    "CacheMode",
+    "CollectionStatus",
+    "CompletionStatus",
+    "Diagnostics",
+    "Metrics",
+    "Output",
+    "OutputCollection",
+    "Usage",
+    "completion_status_for",
+    "error_output",
+    "error_payload",
+]
+
+CompletionStatus = Literal["clean", "truncated", "cutoff", "error"]
+"""How an interaction ended: ``"clean"``; ``"truncated"`` (output-token limit or context
+overflow); ``"cutoff"`` (stopped by a safety or content filter); ``"error"`` (it failed)."""
+
+CacheMode = Literal["persistent", "implicit", "none"]
+"""Which caching path served an interaction."""
+
+CollectionStatus = Literal["ok", "partial", "error"]
+"""``"ok"``: every output has an answer; ``"partial"``: some do; ``"error"``: none do."""
+
+_COMPLETION_STATUSES = ("clean", "truncated", "cutoff", "error")
+_CACHE_MODES = ("persistent", "implicit", "none")
+_TRUNCATED_REASONS = frozenset(
+    {"max_tokens", "length", "max_output_tokens", "max_completion_tokens", "model_length"}
+)
+_CUTOFF_REASONS = frozenset(
+    {
+        "content_filter",
+        "safety",
+        "recitation",
+        "prohibited_content",
+        "blocklist",
+        "spii",
+        "refusal",
+        "image_safety",
+    }
+)
+
+
+def completion_status_for(
+    finish_reason: str | None, *, error_category: str | None = None
+) -> CompletionStatus:
+    """Map a normalized finish reason (and error category) to a :data:`CompletionStatus`.
+
+    A ``context_overflow`` error is ``"truncated"``; any other error category is
+    ``"error"``; ``max_tokens``/``length``/``max_output_tokens`` are ``"truncated"``; safety
+    and content-filter stops are ``"cutoff"``; anything else is ``"clean"``. Finish reasons
+    are compared case-insensitively.
+    """
+    if error_category is not None:
+        return "truncated" if error_category == "context_overflow" else "error"
+    reason = (finish_reason or "").lower()
+    if reason in _TRUNCATED_REASONS:
+        return "truncated"
+    if reason in _CUTOFF_REASONS:
+        return "cutoff"
+    return "clean"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one interaction (or the sum over a collection).
+
+    Args:
+        input_tokens: Prompt tokens, including cached ones.
+        output_tokens: Generated tokens, including reasoning tokens.
+        total_tokens: Input plus output tokens.
+        reasoning_tokens: Reasoning tokens, when the provider reports them.
+        cached_tokens: Input tokens served from a cache, when the provider reports them.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        """Reject negative or non-integer counts."""
+        for name in ("input_tokens", "output_tokens", "total_tokens"):
+            _check_count(name, getattr(self, name), optional=False)
+        for name in ("reasoning_tokens", "cached_tokens"):
+            _check_count(name, getattr(self, name), optional=True)
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize to a JSON-compatible dict (unreported optional counts omitted)."""
+        payload: dict[str, Any] = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
+        if self.reasoning_tokens is not None:
+            payload["reasoning_tokens"] = self.reasoning_tokens
+        if self.cached_tokens is not None:
+            payload["cached_tokens"] = self.cached_tokens
+        return payload
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """Build usage from a flat dict of counts; missing counts are 0 (or ``None``).
+
+        ``total_tokens`` defaults to ``input_tokens + output_tokens``.
+
+        Raises:
+            ConfigurationError: A count is not a non-negative integer.
+        """
+        data = require_mapping(data, "Usage")
+        input_tokens = get_int(data, "input_tokens", "Usage", default=0)
+        output_tokens = get_int(data, "output_tokens", "Usage", default=0)
+        return cls(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=get_int(
+                data, "total_tokens", "Usage", default=input_tokens + output_tokens
+            ),
+            reasoning_tokens=get_opt_int(data, "reasoning_tokens", "Usage"),
+            cached_tokens=get_opt_int(data, "cached_tokens", "Usage"),
+        )
+
+    from_jsonable = from_dict
+
+
+def _check_count(name: str, value: object, *, optional: bool) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"Usage.{name} must be a non-negative integer, got {value!r}",
+            hint="Token counts are whole numbers >= 0.",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """How an interaction ran.
+
+    Args:
+        duration_s: Wall-clock duration in seconds.
+        n_calls: Provider calls made (retries excluded).
+        cache_used: A cache served part of the input.
+        cache_mode: ``"persistent"``, ``"implicit"`` or ``"none"``.
+        cache_hit: The cache was found rather than created.
+        finish_reason: The provider's normalized finish reason.
+        completion_status: ``"clean"``, ``"truncated"``, ``"cutoff"`` or ``"error"``
+            (see :func:`completion_status_for`).
+    """
+
+    duration_s: float = 0.0
+    n_calls: int = 1
+    cache_used: bool = False
+    cache_mode: CacheMode = "none"
+    cache_hit: bool = False
+    finish_reason: str | None = None
+    completion_status: CompletionStatus = "clean"
+
+    def __post_init__(self) -> None:
+        """Validate the enumerated fields."""
+        if self.completion_status not in _COMPLETION_STATUSES:
+            raise ConfigurationError(
+                f"Unknown completion_status: {self.completion_status!r}",
+                hint="Use 'clean', 'truncated', 'cutoff' or 'error'.",
+            )
+        if self.cache_mode not in _CACHE_MODES:
+            raise ConfigurationError(
+                f"Unknown cache_mode: {self.cache_mode!r}",
+                hint="Use 'persistent', 'implicit' or 'none'.",
+            )
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize to a JSON-compatible dict (every field)."""
+        return {
+            "duration_s": self.duration_s,
+            "n_calls": self.n_calls,
+            "cache_used": self.cache_used,
+            "cache_mode": self.cache_mode,
+            "cache_hit": self.cache_hit,
+            "finish_reason": self.finish_reason,
+            "completion_status": self.completion_status,
+        }
+
+    @classmethod
+    def from_jsonable(cls, data: Mapping[str, Any]) -> Metrics:
+        """Rebuild metrics from :meth:`to_jsonable` output; missing fields take defaults.
+
+        Raises:
+            ConfigurationError: A field has the wrong type or value.
+        """
+        data = require_mapping(data, "Metrics")
+        return cls(
+            duration_s=get_float(data, "duration_s", "Metrics", default=0.0),
+            n_calls=get_int(data, "n_calls", "Metrics", default=1),
+            cache_used=get_bool(data, "cache_used", "Metrics", default=False),
+            cache_mode=cast(CacheMode, get_str(data, "cache_mode", "Metrics", default="none")),
+            cache_hit=get_bool(data, "cache_hit", "Metrics", default=False),
+            finish_reason=get_opt_str(data, "finish_reason", "Metrics"),
+            completion_status=cast(
+                CompletionStatus,
+                get_str(data, "completion_status", "Metrics", default="clean"),
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostics:
+    """Raw, provider-shaped detail for debugging and provenance.
+
+    ``raw["response"]`` holds the normalized provider response; ``raw["error"]`` the error of
+    a failed item (see :attr:`error`); ``raw["deferred"]`` deferred provenance.
+    """
+
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Validate the payload type."""
+        raw: object = self.raw
+        if not isinstance(raw, Mapping):
+            raise ConfigurationError(
+                f"Diagnostics.raw must be a dict, got {type(raw).__name__}",
+                hint="Pass a dict of JSON-compatible values.",
+            )
+        if not isinstance(raw, dict):
+            object.__setattr__(self, "raw", dict(raw))
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The error of a failed interaction (type, message, hint, ...), or ``None``."""
+        value = self.raw.get("error")
+        return value if isinstance(value, dict) else None
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize ``raw`` to JSON-compatible data (a copy)."""
+        return cast(dict[str, Any], jsonable(self.raw))
+
+    @classmethod
+    def from_jsonable(cls, data: Mapping[str, Any]) -> Diagnostics:
+        """Rebuild diagnostics from :meth:`to_jsonable` output."""
+        data = require_mapping(data, "Diagnostics")
+        return cls(raw=json_copy(data, what="Diagnostics"))
+
+
+def _structured_jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    return jsonable(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """The completed result of one model interaction, as named facets.
+
+    Args:
+        text: The model's text answer.
+        structured: The structured answer (a pydantic instance or JSON data) when an output
+            schema was requested.
+        reasoning: The model's reasoning summary, when the provider returns one.
+        tool_calls: Tools the model asked to call.
+        continuation: State to continue the conversation (``Input(continuation=...)``).
+        usage: Token usage.
+        metrics: Duration, cache use and completion status.
+        diagnostics: Raw provider detail.
+
+    Example:
+        >>> out = Output(text="42")
+        >>> Output.from_jsonable(out.to_jsonable()) == out
+        True
+    """
+
+    text: str = ""
+    structured: Any = None
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    continuation: Continuation | None = None
+    usage: Usage = field(default_factory=Usage)
+    metrics: Metrics = field(default_factory=Metrics)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+
+    def __post_init__(self) -> None:
+        """Freeze tool calls to a tuple."""
+        calls: object = self.tool_calls
+        if not isinstance(calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+    @property
+    def failed(self) -> bool:
+        """True when the interaction failed (``metrics.completion_status == "error"``)."""
+        return self.metrics.completion_status == "error"
+
+    @property
+    def has_answer(self) -> bool:
+        """True when the output carries text, a structured value or tool calls."""
+        return bool(self.text.strip()) or self.structured is not None or bool(self.tool_calls)
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize to a JSON-compatible dict (empty optional facets omitted)."""
+        payload: dict[str, Any] = {"text": self.text}
+        if self.structured is not None:
+            payload["structured"] = _structured_jsonable(self.structured)
+        if self.reasoning is not None:
+            payload["reasoning"] = self.reasoning
+        if self.tool_calls:
+            payload["tool_calls"] = [call.to_jsonable() for call in self.tool_calls]
+        if self.continuation is not None:
+            payload["continuation"] = self.continuation.to_jsonable()
+        payload["usage"] = self.usage.to_jsonable()
+        payload["metrics"] = self.metrics.to_jsonable()
+        diagnostics = self.diagnostics.to_jsonable()
+        if diagnostics:
+            payload["diagnostics"] = diagnostics
+        return payload
+
+    @classmethod
+    def from_jsonable(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        response_schema: type[BaseModel] | None = None,
+    ) -> Output:
+        """Rebuild an output from :meth:`to_jsonable` output.
+
+        Args:
+            data: The serialized output.
+            response_schema: A pydantic model to validate ``structured`` into; without it the
+                structured value stays JSON data.
+
+        Raises:
+            ConfigurationError: The data is not a serialized output, or ``structured`` does
+                not validate against ``response_schema``.
+        """
+        data = require_mapping(data, "Output")
+        structured = data.get("structured")
+        if structured is not None:
+            structured = json_copy(structured, what="Output.structured")
+            if response_schema is not None:
+                structured = _validate_structured(response_schema, structured)
+        reasoning = get_opt_str(data, "reasoning", "Output")
+        raw_continuation = data.get("continuation")
+        return cls(
+            text=get_str(data, "text", "Output", default=""),
+            structured=structured,
+            reasoning=reasoning,
+            tool_calls=tuple(
+                ToolCall.from_jsonable(item) for item in get_list(data, "tool_calls", "Output")
+            ),
+            continuation=None
+            if raw_continuation is None
+            else Continuation.from_jsonable(raw_continuation),
+            usage=Usage.from_dict(data.get("usage") or {}),
+            metrics=Metrics.from_jsonable(data.get("metrics") or {}),
+            diagnostics=Diagnostics.from_jsonable(data.get("diagnostics") or {}),
+        )
+
+
+def _validate_structured(schema: type[BaseModel], value: Any) -> Any:
+    try:
+        return schema.model_validate(value)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"Stored structured output does not match {schema.__name__}: {exc}",
+            hint="Pass the schema the output was produced with, or omit response_schema.",
+        ) from exc
+
+
+def error_payload(error: BaseException) -> dict[str, Any]:
+    """Describe an error as JSON-compatible data for ``Diagnostics.raw["error"]``."""
+    payload: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    if isinstance(error, PolluxError) and error.hint is not None:
+        payload["hint"] = error.hint
+    if isinstance(error, APIError):
+        for name in (
+            "provider",
+            "phase",
+            "call_idx",
+            "status_code",
+            "retryable",
+            "retry_after_s",
+            "error_category",
+        ):
+            value = getattr(error, name)
+            if value is not None:
+                payload[name] = value
+    return payload
+
+
+def error_output(
+    error: BaseException,
+    *,
+    duration_s: float = 0.0,
+    n_calls: int = 1,
+    extra: Mapping[str, Any] | None = None,
+) -> Output:
+    """Build the Output of a failed interaction (for partial results).
+
+    Its text is empty, ``metrics.completion_status`` is ``"error"`` (or ``"truncated"`` for a
+    context overflow) and ``diagnostics.raw["error"]`` describes the error.
+
+    Args:
+        error: The exception that ended the interaction.
+        duration_s: How long the interaction ran.
+        n_calls: Provider calls made.
+        extra: Further diagnostics entries (for example ``{"deferred": {...}}``).
+    """
+    category = getattr(error, "error_category", None)
+    status = completion_status_for(None, error_category=category or "error")
+    raw: dict[str, Any] = dict(extra or {})
+    raw["error"] = error_payload(error)
+    return Output(
+        metrics=Metrics(duration_s=duration_s, n_calls=n_calls, completion_status=status),
+        diagnostics=Diagnostics(raw=raw),
+    )
+
+
+def _is_failed(output: Output) -> bool:
+    return output.failed or not output.has_answer
+
+
+@dataclass(frozen=True, slots=True)
+class OutputCollection:
+    """The outputs of a multi-call source pattern (``run_many``, ``collect_deferred``).
+
+    Outputs keep input order. A failed interaction does not discard the others: it appears
+    as an Output whose ``metrics.completion_status`` is ``"error"`` and whose
+    ``diagnostics.error`` holds the error.
+
+    Args:
+        outputs: One output per prompt, in order.
+        prompt_indexes: For each output, the index of its prompt.
+        source_indexes: For each output, the index of its source (broadcast patterns).
+
+    Example:
+        >>> OutputCollection((Output(text="a"), Output(text=""))).status
+        'partial'
+    """
+
+    outputs: tuple[Output, ...] = ()
+    prompt_indexes: tuple[int, ...] | None = None
+    source_indexes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Freeze the sequences to tuples and check they line up with the outputs."""
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        for name in ("prompt_indexes", "source_indexes"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            indexes = tuple(value)
+            if len(indexes) != len(self.outputs):
+                raise ConfigurationError(
+                    f"{name} has {len(indexes)} entries for {len(self.outputs)} outputs",
+                    hint=f"Give exactly one {name} entry per output.",
+                )
+            object.__setattr__(self, name, indexes)
+
+    @property
+    def answers(self) -> list[str]:
+        """Per-interaction text, in input order."""
+        return [output.text for output in self.outputs]
+
+    @property
+    def structured(self) -> list[Any]:
+        """Per-interaction structured values, in input order."""
+        return [output.structured for output in self.outputs]
+
+    @property
+    def usage(self) -> Usage:
+        """Token usage summed over the outputs (optional counts stay ``None`` if unreported)."""
+        reasoning = [
+            o.usage.reasoning_tokens for o in self.outputs if o.usage.reasoning_tokens is not None
+        ]
+        cached = [o.usage.cached_tokens for o in self.outputs if o.usage.cached_tokens is not None]
+        return Usage(
+            input_tokens=sum(o.usage.input_tokens for o in self.outputs),
+            output_tokens=sum(o.usage.output_tokens for o in self.outputs),
+            total_tokens=sum(o.usage.total_tokens for o in self.outputs),
+            reasoning_tokens=sum(reasoning) if reasoning else None,
+            cached_tokens=sum(cached) if cached else None,
+        )
+
+    @property
+    def status(self) -> CollectionStatus:
+        """``"ok"``, ``"partial"`` or ``"error"``, from answer presence.
+
+        An output counts as failed when its completion status is ``"error"`` or it has no
+        answer at all (no text, no structured value, no tool calls). A tool-call-only output
+        is an answer. An empty collection is ``"ok"``.
+        """
+        if not self.outputs:
+            return "ok"
+        failed = sum(1 for output in self.outputs if _is_failed(output))
+        if failed == len(self.outputs):
+            return "error"
+        return "partial" if failed else "ok"
+
+    @property
+    def errors(self) -> list[dict[str, Any] | None]:
+        """Per-interaction error descriptions (``None`` for interactions that did not fail)."""
+        return [output.diagnostics.error for output in self.outputs]
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize to a JSON-compatible dict with per-output detail and aggregates."""
+        payload: dict[str, Any] = {
+            "status": self.status,
+            "outputs": [output.to_jsonable() for output in self.outputs],
+            "usage": self.usage.to_jsonable(),
+        }
+        if self.prompt_indexes is not None:
+            payload["prompt_indexes"] = list(self.prompt_indexes)
+        if self.source_indexes is not None:
+            payload["source_indexes"] = list(self.source_indexes)
+        return payload
+
+    @classmethod
+    def from_jsonable(
+        cls, data: Mapping[str, Any], *, response_schema: type[BaseModel] | None = None
+    ) -> OutputCollection:
+        """Rebuild a collection from :meth:`to_jsonable` output (aggregates are recomputed).
+
+        Raises:
+            ConfigurationError: The data is not a serialized collection.
+        """
+        data = require_mapping(data, "OutputCollection")
+        outputs = tuple(
+            Output.from_jsonable(item, response_schema=response_schema)
+            for item in get_list(data, "outputs", "OutputCollection")
+        )
+        return cls(
+            outputs=outputs,
+            prompt_indexes=_indexes(data, "prompt_indexes"),
+            source_indexes=_indexes(data, "source_indexes"),
+        )
+
+
+def _indexes(data: Mapping[str, Any], key: str) -> tuple[int, ...] | None:
+    if data.get(key) is None:
+        return None
+    items: Sequence[Any] = get_list(data, key, "OutputCollection")
+    return tuple(get_int({key: item}, key, "OutputCollection") for item in items)
