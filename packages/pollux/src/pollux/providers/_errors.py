@@ -1,0 +1,239 @@
+"""One table from provider failures to pollux errors, shared by every provider.
+
+:func:`api_error` builds an :class:`~pollux.errors.APIError` (or ``RateLimitError`` /
+``ContextOverflowError``) from what an HTTP exchange or an SDK exception tells us: status code,
+body message, ``Retry-After``. It decides ``retryable`` and ``error_category`` and writes a hint
+that says what to do (an auth failure names the environment variable to set).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from pollux.config import API_KEY_ENV_VARS, LOCAL_BASE_URL_ENV_VAR
+from pollux.errors import APIError, ContextOverflowError, RateLimitError
+
+__all__ = [
+    "RETRYABLE_STATUS",
+    "api_error",
+    "body_message",
+    "network_error",
+    "parse_retry_after",
+]
+
+#: Statuses worth retrying: timeouts, conflicts, rate limits and server-side failures.
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+_OVERFLOW_MARKERS = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "exceeds the context",
+    "n_ctx",
+    "kv cache",
+)
+# llama.cpp: "request (5000 tokens) exceeds the available context size (4096 tokens)";
+# vLLM/OpenAI: "maximum context length is 4096 tokens. However, you requested 5000 tokens".
+_TOKENS_RE = (
+    re.compile(r"\((\d+) tokens\)[^()]*context size \((\d+) tokens\)"),
+    re.compile(r"n_tokens\D{0,5}(\d+)\D+n_ctx\D{0,5}(\d+)"),
+)
+_CTX_FIRST_RE = re.compile(
+    r"maximum context length is (\d+) tokens.*?(?:requested|resulted in) (\d+) tokens", re.S
+)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (delta seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = lowered.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def body_message(body: Any) -> str:
+    """The human message inside an error body (OpenAI-style ``{"error": {"message"}}`` or text)."""
+    data = body
+    if isinstance(body, (bytes, str)):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text.strip()[:500]
+    if isinstance(data, Mapping):
+        error = data.get("error", data)
+        if isinstance(error, Mapping):
+            message = error.get("message") or error.get("detail") or error.get("msg")
+            metadata = error.get("metadata")
+            # OpenRouter nests the upstream provider's error under metadata.raw.
+            if isinstance(metadata, Mapping) and metadata.get("raw"):
+                upstream = metadata.get("provider_name") or "upstream"
+                message = f"{message} ({upstream}: {str(metadata['raw'])[:300]})"
+            if message:
+                return str(message)
+        elif isinstance(error, str):
+            return error
+        if isinstance(data.get("message"), str):
+            return str(data["message"])
+    return str(data)[:500] if data else ""
+
+
+def _overflow_counts(message: str) -> tuple[int | None, int | None]:
+    for pattern in _TOKENS_RE:
+        match = pattern.search(message)
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    match = _CTX_FIRST_RE.search(message)
+    if match:
+        return int(match.group(2)), int(match.group(1))
+    return None, None
+
+
+def _category(status: int | None, message: str) -> str | None:
+    low = message.lower()
+    if status == 429 or "rate limit" in low or "too many requests" in low:
+        return "rate_limit"
+    if status in (401, 403) or "invalid api key" in low or "incorrect api key" in low:
+        return "auth_refreshable"
+    if any(marker in low for marker in _OVERFLOW_MARKERS) and status in (None, 400, 413, 500):
+        return "context_overflow"
+    if status is not None and status >= 500:
+        return "capacity"
+    if status == 404:
+        return "not_found"
+    if status is not None and 400 <= status < 500:
+        return "invalid_request"
+    return None
+
+
+def _hint(provider: str, category: str | None, status: int | None, message: str) -> str:
+    if category == "auth_refreshable":
+        env_var = API_KEY_ENV_VARS.get(provider)
+        if env_var:
+            return f"Check the API key: set {env_var} (or pass api_key=...) to a valid key."
+        return "The server rejected the credentials; pass api_key=... if it needs one."
+    if category == "rate_limit":
+        return (
+            "The provider is rate limiting: lower Config.request_concurrency or raise "
+            "RetryPolicy.max_attempts / max_elapsed_s."
+        )
+    if category == "not_found" and "model" in message.lower():
+        if provider == "local":
+            return "The server does not serve this model: check Config.model against GET /models."
+        return "Check Config.model: the provider does not know this model."
+    if category == "capacity":
+        if provider == "local":
+            return "The local server failed; check its logs."
+        return "The provider is overloaded or failing; retry later or raise RetryPolicy limits."
+    if category == "invalid_request":
+        return "The provider rejected the request; read the message for the offending field."
+    return "See the provider message above."
+
+
+def api_error(
+    *,
+    provider: str,
+    phase: str,
+    status_code: int | None,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    retryable: bool | None = None,
+) -> APIError:
+    """Build the pollux error for one failed provider exchange.
+
+    Args:
+        provider: The provider name.
+        phase: ``generate``, ``stream``, ``upload``, ``metadata``, ...
+        status_code: The HTTP status, when there was one.
+        message: The provider's message (see :func:`body_message`).
+        headers: Response headers, for ``Retry-After``.
+        retryable: Force the retry decision; by default it follows the status code.
+    """
+    retry_after = parse_retry_after(headers)
+    category = _category(status_code, message)
+    if retryable is None:
+        retryable = status_code in RETRYABLE_STATUS or (
+            retry_after is not None and category != "context_overflow"
+        )
+    if category in ("context_overflow", "auth_refreshable"):
+        retryable = False
+    status_text = f" (status={status_code})" if status_code is not None else ""
+    text = f"{provider} {phase} failed{status_text}: {message or 'no message'}"
+    common: dict[str, Any] = {
+        "retryable": retryable,
+        "status_code": status_code,
+        "retry_after_s": retry_after,
+        "provider": provider,
+        "phase": phase,
+        "error_category": category,
+    }
+    if category == "context_overflow":
+        n_tokens, n_ctx = _overflow_counts(message)
+        counts = f" ({n_tokens} tokens > context {n_ctx})" if n_tokens and n_ctx else ""
+        return ContextOverflowError(
+            text + counts,
+            n_tokens=n_tokens,
+            n_ctx=n_ctx,
+            hint="Shorten the prompt, history or sources, or use a model (or server setting, "
+            "such as a larger --ctx-size) with a bigger context window.",
+            **common,
+        )
+    hint = _hint(provider, category, status_code, message)
+    cls = RateLimitError if category == "rate_limit" else APIError
+    return cls(text, hint=hint, **common)
+
+
+def network_error(
+    *, provider: str, phase: str, kind: str, message: str, base_url: str | None, timeout_s: float
+) -> APIError:
+    """Build the pollux error for a transport failure (no HTTP status)."""
+    if kind == "connect":
+        if provider == "local":
+            hint = (
+                f"Is the local server running at {base_url}? Start it, or point "
+                f"Config.base_url / {LOCAL_BASE_URL_ENV_VAR} at the right address."
+            )
+        else:
+            hint = "Check the network connection to the provider."
+        category = "connect"
+    elif kind == "timeout":
+        hint = (
+            f"No response within request_timeout_s={timeout_s:g}; raise "
+            "Config.request_timeout_s or check the server."
+        )
+        category = "timeout"
+    else:
+        hint = "The connection broke; retrying usually helps (RetryPolicy.max_attempts)."
+        category = "network"
+    return APIError(
+        f"{provider} {phase} failed: {message}",
+        hint=hint,
+        retryable=True,
+        provider=provider,
+        phase=phase,
+        error_category=category,
+    )

@@ -1,0 +1,54 @@
+"""Which class serves which provider; modules are imported only when first used.
+
+A provider class is constructed as ``cls(config)`` and implements
+:class:`pollux.providers.base.Provider`. ``Config(use_mock=True)`` always gets the mock provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from pollux.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pollux.config import Config
+    from pollux.providers.base import Provider
+
+__all__ = ["PROVIDERS", "build_provider"]
+
+#: provider name -> (module, class name). Adding a provider is one line here.
+PROVIDERS: dict[str, tuple[str, str]] = {
+    "local": ("pollux.providers.local", "LocalProvider"),
+    "openrouter": ("pollux.providers.openrouter", "OpenRouterProvider"),
+    "openai": ("pollux.providers.openai", "OpenAIProvider"),
+}
+
+
+def build_provider(config: Config) -> Provider:
+    """Construct the provider for ``config`` (the mock provider when ``use_mock`` is set)."""
+    if config.use_mock:
+        from pollux.providers.mock import MockProvider
+
+        return MockProvider(config)
+    entry = PROVIDERS.get(config.provider)
+    if entry is None:
+        raise ConfigurationError(
+            f"Provider {config.provider!r} is not available in this build",
+            hint="Available providers: "
+            + ", ".join(sorted(PROVIDERS))
+            + "; use Config(use_mock=True) to run offline.",
+        )
+    module_name, class_name = entry
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.startswith("pollux"):
+            raise ConfigurationError(
+                f"Provider {config.provider!r} is not available in this build",
+                hint="Use Config(use_mock=True) to run offline, or another provider.",
+            ) from exc
+        raise
+    cls = getattr(module, class_name)
+    provider: Provider = cls(config)
+    return provider
