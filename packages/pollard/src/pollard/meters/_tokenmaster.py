@@ -1,0 +1,120 @@
+"""``TokenmasterMeter``: token charges plus tokenmaster state (``pollard[tokenmaster]``)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["TokenmasterMeter"]
+
+_INSTALL = 'TokenmasterMeter needs the tokenmaster extra: pip install "pollard[tokenmaster]"'
+
+
+def _turn(usage: Mapping[str, Any], model: str | None) -> dict[str, Any]:
+    def count(*keys: str) -> int:
+        for key in keys:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return 0
+
+    turn: dict[str, Any] = {
+        "input_tokens": count("input_tokens"),
+        "output_tokens": count("output_tokens"),
+        "cache_read_tokens": count("cache_read_input_tokens", "cache_read_tokens"),
+        "cache_write_tokens": count("cache_creation_input_tokens", "cache_write_tokens"),
+        "reasoning_tokens": count("reasoning_tokens"),
+    }
+    if model:
+        turn["model_id"] = model
+    return turn
+
+
+class TokenmasterMeter:
+    """Charge per-call token volume and record tokenmaster state and advice on each model call.
+
+    The charge (meter name ``"tokens"``) is the context total of the call: input + cache read +
+    cache write + output + reasoning tokens, from the usage your model client returns. After each
+    executed model call the usage is recorded into a ``tokenmaster.Meter`` and
+    ``node.meta["tokenmaster"]`` receives ``{"turn", "state", "advice", "task"}``. Replayed steps
+    are not recorded into tokenmaster again.
+
+    Args:
+        model: A tokenmaster model id (for ``tokenmaster.Meter.for_model``), e.g.
+            ``"anthropic:claude-sonnet-4-6"``. Required unless ``meter`` is given.
+        meter: An existing ``tokenmaster.Meter`` to record into.
+        reserved_output: Output tokens tokenmaster keeps free in its headroom.
+        expected_remaining_turns: Task hint passed to the advisor.
+        task: A ``tokenmaster.TaskContext`` (overrides ``expected_remaining_turns``).
+        policy: A tokenmaster advisor policy.
+        name: The meter name.
+
+    Raises:
+        ImportError: Naming ``pip install "pollard[tokenmaster]"`` when tokenmaster is missing.
+        ValueError: When neither ``model`` nor ``meter`` is given.
+    """
+
+    precheck_is_estimate = False
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        meter: Any = None,
+        reserved_output: int = 0,
+        expected_remaining_turns: int | None = None,
+        task: Any = None,
+        policy: Any = None,
+        name: str = "tokens",
+    ) -> None:
+        try:
+            tokenmaster = importlib.import_module("tokenmaster")
+        except ImportError as exc:
+            raise ImportError(_INSTALL) from exc
+        if meter is None:
+            if model is None:
+                raise ValueError("TokenmasterMeter needs model= or meter=")
+            meter = tokenmaster.Meter.for_model(model, reserved_output=reserved_output)
+        if task is None and expected_remaining_turns is not None:
+            task = tokenmaster.TaskContext(expected_remaining_turns=expected_remaining_turns)
+        self.name = name
+        self.model = model
+        self.meter = meter
+        self.task = task
+        self.policy = policy
+
+    def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> int:
+        """Return the call's token volume (model calls only)."""
+        usage = result.get("usage") if isinstance(result, Mapping) else None
+        if kind != "model_call" or not isinstance(usage, Mapping):
+            return 0
+        turn = _turn(usage, None)
+        return sum(value for key, value in turn.items() if key != "model_id")
+
+    def precheck_estimate(self, kind: str, payload: Any) -> int | None:
+        """Return None (tokenmaster state comes from reported usage, not from prompts)."""
+        return None
+
+    def settle_meta(
+        self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Record an executed model call into tokenmaster; return the meta to store."""
+        usage = result.get("usage") if isinstance(result, Mapping) else None
+        if kind != "model_call" or not isinstance(usage, Mapping):
+            return None
+        model = payload.get("model") if isinstance(payload, Mapping) else None
+        turn = self.meter.record(_turn(usage, model if isinstance(model, str) else self.model))
+        advice = self.meter.advise(self.task, policy=self.policy)
+        record = {
+            "turn": turn.to_dict(),
+            "state": self.meter.state().to_dict(),
+            "advice": advice.to_dict(),
+            "task": None if self.task is None else self.task.to_dict(),
+        }
+        # Keep the stored form plain JSON (tokenmaster dicts may hold enums or tuples).
+        return {"tokenmaster": json.loads(json.dumps(record, default=str))}
+
+    def __repr__(self) -> str:
+        return f"TokenmasterMeter(model={self.model!r}, name={self.name!r})"
