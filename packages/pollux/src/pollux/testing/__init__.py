@@ -1,0 +1,81 @@
+"""pollux.testing: test pollux code (or any OpenAI-family SDK code) without a real provider.
+
+The :class:`Emulator` is a loopback HTTP server that speaks provider wire formats: point the
+official SDK at ``emu.base_url("openai")`` (or ``"local"``, ``"openrouter"``) and it runs its real
+HTTP, streaming and error paths against a deterministic model. Script answers with :class:`Reply`
+and :class:`ToolCall`, inject failures with the :class:`Fault` types, move batch jobs along with
+``emu.advance(seconds)``.
+
+Example:
+    >>> import json, urllib.request
+    >>> with Emulator() as emu:
+    ...     with urllib.request.urlopen(emu.base_url("local") + "/models") as answer:
+    ...         json.load(answer)["object"]
+    'list'
+
+pytest: ``from pollux.testing.fixtures import emulator`` in a conftest gives each test a running
+emulator; ``emulator_fixture(**options)`` builds one with other settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._emulator._clock import VirtualClock as VirtualClock
+from ._emulator._emulator import Emulator as Emulator
+from ._emulator._emulator import EmulatorError as EmulatorError
+from ._emulator._faults import CutStream as CutStream
+from ._emulator._faults import DropConnection as DropConnection
+from ._emulator._faults import ErrorResponse as ErrorResponse
+from ._emulator._faults import Fault as Fault
+from ._emulator._faults import Latency as Latency
+from ._emulator._faults import MalformedBody as MalformedBody
+from ._emulator._faults import StreamError as StreamError
+from ._emulator._log import RecordedRequest as RecordedRequest
+from ._emulator._script import Reply as Reply
+from ._emulator._script import ToolCall as ToolCall
+
+
+def emulator_fixture(**options: Any) -> Any:
+    """Build a pytest fixture yielding a running :class:`Emulator` made with ``options``.
+
+    Assign it in a conftest; the variable name is the fixture name::
+
+        from pollux.testing import emulator_fixture
+
+        strict_emulator = emulator_fixture(api_key="sk-test", models=["gpt-5-nano"])
+
+    Args:
+        **options: Keyword arguments for :class:`Emulator`.
+
+    Returns:
+        A pytest fixture function (function scope).
+    """
+    import pytest
+
+    Emulator(**options)  # validate the options now, where the mistake is
+
+    def _emulator() -> Iterator[Emulator]:
+        with Emulator(**options) as emu:
+            yield emu
+
+    return pytest.fixture(_emulator)
+
+
+__all__ = [
+    "CutStream",
+    "DropConnection",
+    "Emulator",
+    "EmulatorError",
+    "ErrorResponse",
+    "Fault",
+    "Latency",
+    "MalformedBody",
+    "RecordedRequest",
+    "Reply",
+    "StreamError",
+    "ToolCall",
+    "VirtualClock",
+    "emulator_fixture",
+]

@@ -1,0 +1,1 @@
+"""The emulator's internals: server, dispatch, clock, log, scripting, faults, wire formats."""

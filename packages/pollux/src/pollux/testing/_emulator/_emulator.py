@@ -1,0 +1,393 @@
+"""The public :class:`Emulator`: a loopback server speaking provider wire formats."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+from ._clock import DEFAULT_START, VirtualClock
+from ._core import Core, Settings
+from ._http import HTTPRequest, Outcome
+from ._log import RecordedRequest, selector_matches
+from ._model import PrefixCache
+from ._script import Handler, Scripted
+from ._server import ServerThread
+from .wires import load_wires
+
+_BATCH_STAGES = ("validating", "in_progress", "finalizing")
+
+
+class EmulatorError(Exception):
+    """Misuse of the emulator, or a failure inside it.
+
+    Attributes:
+        hint: How to fix it.
+    """
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(f"{message} (hint: {hint})")
+        self.hint = hint
+
+
+class Emulator:
+    """A loopback HTTP server that speaks provider wire formats, for tests.
+
+    Point an official SDK at :meth:`base_url` and it works as against the real API: the same
+    HTTP, server-sent events and error paths. Answers come from a deterministic default model or
+    from scripted :class:`Reply` objects; :class:`Fault` objects inject errors; batch jobs and
+    expiries run on a virtual clock moved by :meth:`advance`.
+
+    Args:
+        api_key: When set, requests must carry this key, or get the provider's 401.
+        latency: Seconds added before every answer.
+        stream_delay: Seconds between streamed events.
+        models: When set, the model catalog; other model names get the provider's not-found error.
+        record: Keep a log of requests in :attr:`requests`.
+        start_time: The virtual clock's start (seconds since the epoch).
+        cache_min_tokens: The shortest prompt prefix reported as a cache hit.
+        cache_block_tokens: Cache hits grow in steps of this many tokens.
+        cache_ttl: Seconds (virtual) a cached prefix lives after its last use.
+        batch_durations: Virtual seconds a batch spends ``validating``, ``in_progress`` and
+            ``finalizing``. A job not finished 24 hours (its completion window) after creation
+            expires.
+        process: Run the server in a child process (for benchmarks; scripting, the request log
+            and :meth:`advance` are then unavailable).
+        port: The port to bind (0 picks a free one).
+
+    Example:
+        >>> with Emulator() as emu:
+        ...     emu.base_url("openai").startswith("http://127.0.0.1:")
+        True
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        latency: float = 0.0,
+        stream_delay: float = 0.0,
+        models: tuple[str, ...] | list[str] = (),
+        record: bool = True,
+        start_time: float = DEFAULT_START,
+        cache_min_tokens: int = 1024,
+        cache_block_tokens: int = 128,
+        cache_ttl: float = 300.0,
+        batch_durations: Mapping[str, float] | None = None,
+        process: bool = False,
+        port: int = 0,
+    ) -> None:
+        if latency < 0 or stream_delay < 0:
+            raise ValueError("latency and stream_delay must be >= 0 seconds")
+        durations = {"validating": 1.0, "in_progress": 10.0, "finalizing": 1.0}
+        for key, value in (batch_durations or {}).items():
+            if key not in durations:
+                raise ValueError(
+                    f"unknown batch stage {key!r}; the stages are {', '.join(_BATCH_STAGES)}"
+                )
+            if value < 0:
+                raise ValueError(f"batch stage {key!r} must last >= 0 seconds, got {value!r}")
+            durations[key] = float(value)
+        self._settings = Settings(
+            latency=latency,
+            stream_delay=stream_delay,
+            api_key=api_key,
+            models=tuple(models),
+            record=record,
+            batch_durations=durations,
+        )
+        self._clock = VirtualClock(start_time)
+        self._cache = PrefixCache(self._clock, cache_min_tokens, cache_block_tokens, cache_ttl)
+        wires = load_wires()
+        self._mounts = {w.name: w.base_path for w in wires}
+        self._core = Core(wires, self._clock, self._settings, self._cache)
+        self._process = process
+        self._port = port
+        self._thread: ServerThread | None = None
+        self._child: subprocess.Popen[str] | None = None
+        self._origin = ""
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        """Start serving (the context managers call this); returns ``self``."""
+        if self._origin:
+            return self
+        if self._process:
+            self._start_process()
+        else:
+            core = self._core
+
+            def app_factory() -> Callable[[HTTPRequest], Any]:
+                async def app(request: HTTPRequest) -> Outcome:
+                    return await core.handle(request)
+
+                return app
+
+            self._thread = ServerThread(app_factory, port=self._port)
+            self._thread.start()
+            self._origin = f"http://127.0.0.1:{self._thread.port}"
+        return self
+
+    def _start_process(self) -> None:
+        cmd = [sys.executable, "-m", "pollux.testing", "--port", str(self._port)]
+        if self._settings.latency:
+            cmd += ["--latency-ms", str(self._settings.latency * 1000)]
+        if self._settings.api_key:
+            cmd += ["--api-key", self._settings.api_key]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self._child = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        )
+        assert self._child.stdout is not None
+        line = self._child.stdout.readline()
+        if not line.startswith("listening on "):
+            self._stop_process()
+            raise EmulatorError(
+                "the emulator process did not start",
+                hint="run `python -m pollux.testing` by hand to see its error",
+            )
+        self._origin = line.split()[-1]
+
+    def _stop_process(self) -> None:
+        child = self._child
+        self._child = None
+        if child is None:
+            return
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+    def close(self) -> None:
+        """Stop serving and release the port; idempotent.
+
+        Raises:
+            EmulatorError: A handler or the emulator itself failed while serving (the failures
+                are in :attr:`errors`); raised once, after shutting down.
+        """
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+        self._stop_process()
+        self._origin = ""
+        if self._core.errors:
+            count = len(self._core.errors)
+            last = self._core.errors[-1].strip().splitlines()[-1]
+            self._core.errors.clear()
+            raise EmulatorError(
+                f"{count} request(s) failed inside the emulator; last: {last}",
+                hint="a handler installed with Emulator.on raised, or the emulator has a bug; "
+                "read Emulator.errors before closing to see the tracebacks",
+            )
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        with contextlib.suppress(EmulatorError):  # the exception in flight matters more
+            self.close()
+
+    async def __aenter__(self) -> Emulator:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.__exit__, exc_type, exc, tb)
+
+    # --- addresses ----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The server origin, ``http://127.0.0.1:<port>``."""
+        self._require_running()
+        return self._origin
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def wires(self) -> tuple[str, ...]:
+        """The wire formats this emulator speaks, for :meth:`base_url`."""
+        return tuple(sorted(self._mounts))
+
+    def base_url(self, wire: str) -> str:
+        """The base URL to give an SDK for ``wire``.
+
+        ``"openai"`` is what ``openai.OpenAI(base_url=...)`` expects (Responses, Files, Batches,
+        Chat Completions); ``"local"`` is an OpenAI-compatible Chat Completions server (its
+        health endpoint is at ``<base_url>/../health``); ``"openrouter"`` is the same surface
+        at OpenRouter's paths.
+
+        Raises:
+            EmulatorError: ``wire`` is unknown, or the emulator is not running.
+        """
+        if wire not in self._mounts:
+            raise EmulatorError(
+                f"unknown wire format {wire!r}",
+                hint=f"use one of: {', '.join(self.wires)}",
+            )
+        return self.url + self._mounts[wire]
+
+    def _require_running(self) -> None:
+        if not self._origin:
+            raise EmulatorError(
+                "the emulator is not running",
+                hint="use it as `with Emulator() as emu:` (or `async with`), or call start()",
+            )
+
+    def _require_in_process(self, what: str) -> None:
+        if self._process:
+            raise EmulatorError(
+                f"{what} is not available when the emulator runs in a child process",
+                hint="use Emulator(process=False) (the default) for scripted tests",
+            )
+
+    # --- the request log ----------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first (a copy)."""
+        self._require_in_process("the request log")
+        return self._core.log.snapshot()
+
+    def requests_for(self, selector: str) -> list[RecordedRequest]:
+        """The requests whose route matches ``selector``, such as ``"openai.responses"``."""
+        return [r for r in self.requests if selector_matches(selector, r.route)]
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        """The most recent request.
+
+        Raises:
+            EmulatorError: No request has arrived yet.
+        """
+        items = self.requests
+        if not items:
+            raise EmulatorError(
+                "no request has reached the emulator",
+                hint="check the client's base_url: it should be emu.base_url(<wire>)",
+            )
+        return items[-1]
+
+    def clear_requests(self) -> None:
+        """Forget the logged requests."""
+        self._core.log.clear()
+
+    @property
+    def errors(self) -> list[str]:
+        """Tracebacks of failures inside handlers or the emulator (they become 500 answers)."""
+        return list(self._core.errors)
+
+    # --- scripting ----------------------------------------------------------------------------
+
+    def script(self, selector: str, *items: Scripted) -> None:
+        """Queue replies and faults for the routes ``selector`` names.
+
+        ``selector`` is a wire (``"openai"``), a route group (``"openai.responses"``) or a route
+        (``"local.chat.completions"``). Each item answers one request, in order: a :class:`Reply`
+        answers the next generation request, a :class:`Fault` the next request of any kind.
+
+        Example:
+            >>> from pollux.testing import ErrorResponse, Reply
+            >>> with Emulator() as emu:
+            ...     emu.script("openai.responses", ErrorResponse(429, retry_after=1), Reply("hi"))
+            ...     len(emu.pending())
+            2
+        """
+        self._require_in_process("scripting")
+        self._check_selector(selector)
+        self._core.scripts.add(selector, items)
+
+    def on(self, selector: str, handler: Handler | None) -> None:
+        """Install ``handler`` for the routes ``selector`` names (``None`` removes it).
+
+        The handler gets each :class:`RecordedRequest` not answered by a queued item and returns
+        a :class:`Reply`, a :class:`Fault`, or ``None`` for the default model. It runs on the
+        emulator's thread.
+        """
+        self._require_in_process("scripting")
+        self._check_selector(selector)
+        self._core.scripts.on(selector, handler)
+
+    def pending(self, selector: str | None = None) -> list[Scripted]:
+        """Queued items not yet used (for ``selector``, or all)."""
+        return [item for _, item in self._core.scripts.pending(selector)]
+
+    def assert_consumed(self) -> None:
+        """Fail when scripted items were left unused.
+
+        Raises:
+            AssertionError: Some queued items never answered a request.
+        """
+        left = self._core.scripts.pending()
+        if left:
+            listing = ", ".join(f"{sel}: {item!r}" for sel, item in left)
+            raise AssertionError(f"{len(left)} scripted item(s) never used: {listing}")
+
+    def reset(self) -> None:
+        """Drop queued items, handlers and the request log (stored objects stay)."""
+        self._core.scripts.clear()
+        self._core.log.clear()
+
+    def _check_selector(self, selector: str) -> None:
+        if selector.split(".", 1)[0] not in self._mounts:
+            raise EmulatorError(
+                f"the selector {selector!r} names no wire format",
+                hint=f"start it with one of: {', '.join(self.wires)} (e.g. 'openai.responses')",
+            )
+
+    # --- time and behaviour -------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The virtual clock (seconds since the epoch)."""
+        return self._clock.now()
+
+    def advance(self, seconds: float) -> float:
+        """Move the virtual clock forward (batch jobs progress, files and caches expire).
+
+        Returns:
+            The new virtual time.
+        """
+        self._require_in_process("advance()")
+        return self._clock.advance(seconds)
+
+    @property
+    def latency(self) -> float:
+        """Seconds added before every answer (settable while running)."""
+        return self._settings.latency
+
+    @latency.setter
+    def latency(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("latency must be >= 0 seconds")
+        self._settings.latency = seconds
+
+    def __repr__(self) -> str:
+        where = self._origin or "not running"
+        return f"<Emulator {where}>"

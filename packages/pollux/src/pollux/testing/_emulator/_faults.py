@@ -1,0 +1,106 @@
+"""Faults: scripted failures, each reproducing what a real API or network does to a client."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class Fault:
+    """Base class of every scripted failure. Queue one with ``Emulator.script``."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse(Fault):
+    """Answer with an HTTP error status and the wire format's JSON error body.
+
+    The official SDKs map the status to their exception classes (400 BadRequestError, 401
+    AuthenticationError, 404 NotFoundError, 429 RateLimitError, 5xx InternalServerError, ...).
+
+    Args:
+        status: The HTTP status code (400-599).
+        message: The error message; a realistic default per status when omitted.
+        error_type: The error ``type`` field; a realistic default per status when omitted.
+        code: The error ``code`` field.
+        param: The error ``param`` field.
+        retry_after: Seconds sent in a ``Retry-After`` header (typical for 429 and 503).
+        headers: Extra response headers.
+
+    Example:
+        >>> ErrorResponse(429, retry_after=2)
+        ErrorResponse(status=429, message=None, error_type=None, code=None, param=None, \
+retry_after=2, headers={})
+    """
+
+    status: int
+    message: str | None = None
+    error_type: str | None = None
+    code: str | None = None
+    param: str | None = None
+    retry_after: float | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 400 <= self.status <= 599:
+            raise ValueError(f"ErrorResponse status must be 400-599, got {self.status!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Latency(Fault):
+    """Wait ``seconds``, then answer the request normally.
+
+    A client timeout shorter than this surfaces as the SDK's timeout error.
+    """
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if self.seconds < 0:
+            raise ValueError(f"Latency must be >= 0 seconds, got {self.seconds!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class DropConnection(Fault):
+    """Close the connection after reading the request, without sending any response."""
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedBody(Fault):
+    """Answer 200 with a body that claims to be JSON (or SSE with JSON data) but does not parse.
+
+    Args:
+        after_events: For a streamed answer, how many good events precede the broken one.
+    """
+
+    after_events: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CutStream(Fault):
+    """Send part of the answer, then drop the connection without finishing the body.
+
+    Args:
+        after_events: For a streamed answer, the number of events sent before the cut. For a
+            plain answer, half of the body is sent.
+    """
+
+    after_events: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError(Fault):
+    """Send an in-band error event in the middle of a stream.
+
+    Providers report failures this way once the 200 status is already on the wire.
+
+    Args:
+        message: The error message.
+        after_events: Events sent before the error event.
+        code: The error code.
+    """
+
+    message: str = "The server had an error while processing your request."
+    after_events: int = 2
+    code: str = "server_error"
