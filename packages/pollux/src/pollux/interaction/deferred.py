@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -99,7 +100,11 @@ class DeferredHandle:
                 f"DeferredHandle.request_count must be an integer >= 0, got {self.request_count!r}",
                 hint="Rebuild the handle with DeferredHandle.from_dict(saved).",
             )
-        if isinstance(self.submitted_at, bool) or not isinstance(self.submitted_at, (int, float)):
+        if (
+            isinstance(self.submitted_at, bool)
+            or not isinstance(self.submitted_at, (int, float))
+            or not math.isfinite(self.submitted_at)
+        ):
             raise ConfigurationError(
                 f"DeferredHandle.submitted_at must be a number, got {self.submitted_at!r}",
                 hint="Rebuild the handle with DeferredHandle.from_dict(saved).",

@@ -1,0 +1,287 @@
+from __future__ import annotations
+
+import json
+
+import pydantic
+import pytest
+
+from pollux import (
+    APIError,
+    ConfigurationError,
+    ContextOverflowError,
+    Continuation,
+    Diagnostics,
+    Event,
+    Metrics,
+    Output,
+    OutputCollection,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from pollux.interaction import completion_status_for, error_output
+
+
+class Answer(pydantic.BaseModel):
+    value: int
+    label: str
+
+
+def _full_output() -> Output:
+    return Output(
+        text="The answer is 42.",
+        structured={"value": 42, "label": "x"},
+        reasoning="thought about it",
+        tool_calls=(ToolCall.from_text(id="c1", name="f", arguments_text='{"a": 1}', index=0),),
+        continuation=Continuation._create(
+            provider="openai", model="gpt", state={"response_id": "r1"}
+        ),
+        usage=Usage(
+            input_tokens=10, output_tokens=5, total_tokens=15, reasoning_tokens=2, cached_tokens=4
+        ),
+        metrics=Metrics(
+            duration_s=1.25,
+            n_calls=2,
+            cache_used=True,
+            cache_mode="implicit",
+            cache_hit=True,
+            finish_reason="stop",
+            completion_status="clean",
+        ),
+        diagnostics=Diagnostics(raw={"response": {"id": "r1", "artifacts": [1, 2]}}),
+    )
+
+
+# ----------------------------------------------------------------------------- Usage
+
+
+def test_usage_defaults_and_jsonable() -> None:
+    assert Usage().to_jsonable() == {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    full = Usage(1, 2, 3, reasoning_tokens=4, cached_tokens=5)
+    assert Usage.from_dict(full.to_jsonable()) == full
+
+
+def test_usage_from_flat_dict() -> None:
+    assert Usage.from_dict({"input_tokens": 3, "output_tokens": 4}) == Usage(3, 4, 7)
+    with pytest.raises(ConfigurationError):
+        Usage.from_dict({"input_tokens": -1})
+    with pytest.raises(ConfigurationError):
+        Usage.from_dict({"input_tokens": "3"})
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"input_tokens": -1}, {"output_tokens": 1.5}, {"cached_tokens": True}]
+)
+def test_usage_validation(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        Usage(**kwargs)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- Metrics
+
+
+def test_metrics_defaults_and_validation() -> None:
+    m = Metrics()
+    assert (m.duration_s, m.n_calls, m.cache_used, m.cache_mode, m.cache_hit) == (
+        0.0,
+        1,
+        False,
+        "none",
+        False,
+    )
+    assert (m.finish_reason, m.completion_status) == (None, "clean")
+    with pytest.raises(ConfigurationError):
+        Metrics(completion_status="ok")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        Metrics(cache_mode="sometimes")  # type: ignore[arg-type]
+    assert Metrics.from_jsonable({}) == Metrics()
+
+
+@pytest.mark.parametrize(
+    ("finish", "category", "status"),
+    [
+        ("stop", None, "clean"),
+        (None, None, "clean"),
+        ("max_tokens", None, "truncated"),
+        ("length", None, "truncated"),
+        ("max_output_tokens", None, "truncated"),
+        ("MAX_TOKENS", None, "truncated"),
+        ("content_filter", None, "cutoff"),
+        ("SAFETY", None, "cutoff"),
+        ("recitation", None, "cutoff"),
+        ("stop", "context_overflow", "truncated"),
+        (None, "rate_limit", "error"),
+    ],
+)
+def test_completion_status_for(finish: str | None, category: str | None, status: str) -> None:
+    assert completion_status_for(finish, error_category=category) == status
+
+
+# ------------------------------------------------------------------------ Diagnostics
+
+
+def test_diagnostics() -> None:
+    assert Diagnostics().raw == {} and Diagnostics().error is None
+    assert Diagnostics(raw={"error": {"type": "X"}}).error == {"type": "X"}
+    with pytest.raises(ConfigurationError):
+        Diagnostics(raw=[1])  # type: ignore[arg-type]
+    # Non-JSON values in raw become JSON-compatible when serialized.
+    dumped = Diagnostics(
+        raw={"t": (1, 2), "b": b"xy", "o": Answer(value=1, label="a")}
+    ).to_jsonable()
+    assert dumped == {"t": [1, 2], "b": "<2 bytes>", "o": {"value": 1, "label": "a"}}
+
+
+# ---------------------------------------------------------------------------- Output
+
+
+def test_output_defaults() -> None:
+    out = Output()
+    assert (out.text, out.structured, out.reasoning, out.tool_calls, out.continuation) == (
+        "",
+        None,
+        None,
+        (),
+        None,
+    )
+    assert out.to_jsonable() == {
+        "text": "",
+        "usage": Usage().to_jsonable(),
+        "metrics": Metrics().to_jsonable(),
+    }
+
+
+def test_output_round_trip_is_faithful() -> None:
+    out = _full_output()
+    data = json.loads(json.dumps(out.to_jsonable()))
+    assert Output.from_jsonable(data) == out
+    assert Output.from_jsonable(Output.from_jsonable(data).to_jsonable()) == out
+
+
+def test_output_structured_pydantic_round_trip() -> None:
+    out = Output(text="", structured=Answer(value=1, label="a"))
+    data = out.to_jsonable()
+    assert data["structured"] == {"value": 1, "label": "a"}
+    assert Output.from_jsonable(data).structured == {"value": 1, "label": "a"}
+    assert Output.from_jsonable(data, response_schema=Answer) == out
+    with pytest.raises(ConfigurationError, match="does not match"):
+        Output.from_jsonable({"text": "", "structured": {"value": "nope"}}, response_schema=Answer)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        [],
+        {"text": 5},
+        {"reasoning": 3},
+        {"tool_calls": {"id": "c"}},
+        {"tool_calls": [{"id": "c"}]},
+        {"usage": {"input_tokens": -3}},
+        {"metrics": {"completion_status": "fine"}},
+        {"metrics": {"duration_s": "slow"}},
+        {"continuation": {"version": 1}},
+        {"diagnostics": [1]},
+        {"structured": {"x": {1}}},
+    ],
+)
+def test_output_from_jsonable_errors(data: object) -> None:
+    with pytest.raises(ConfigurationError):
+        Output.from_jsonable(data)  # type: ignore[arg-type]
+
+
+def test_error_output() -> None:
+    err = APIError(
+        "boom",
+        hint="retry later",
+        provider="openai",
+        phase="generate",
+        call_idx=2,
+        status_code=503,
+        retryable=True,
+        error_category="capacity",
+    )
+    out = error_output(err, duration_s=0.5)
+    assert out.text == "" and out.failed and not out.has_answer
+    assert out.metrics.completion_status == "error"
+    assert out.diagnostics.error == {
+        "type": "APIError",
+        "message": "boom",
+        "hint": "retry later",
+        "provider": "openai",
+        "phase": "generate",
+        "call_idx": 2,
+        "status_code": 503,
+        "retryable": True,
+        "error_category": "capacity",
+    }
+    assert Output.from_jsonable(out.to_jsonable()) == out
+    overflow = error_output(ContextOverflowError("too long"), extra={"deferred": {"job_id": "j"}})
+    assert overflow.metrics.completion_status == "truncated"
+    assert overflow.diagnostics.raw["deferred"] == {"job_id": "j"}
+    plain = error_output(RuntimeError("x"))
+    assert plain.diagnostics.error == {"type": "RuntimeError", "message": "x"}
+
+
+# ---------------------------------------------------------------------- Collection
+
+
+def test_collection_aggregates() -> None:
+    a = Output(text="a", structured=1, usage=Usage(1, 2, 3, reasoning_tokens=1))
+    b = Output(text="b", usage=Usage(10, 20, 30, cached_tokens=5))
+    coll = OutputCollection([a, b], prompt_indexes=[0, 1])
+    assert isinstance(coll.outputs, tuple) and coll.prompt_indexes == (0, 1)
+    assert coll.answers == ["a", "b"]
+    assert coll.structured == [1, None]
+    assert coll.usage == Usage(11, 22, 33, reasoning_tokens=1, cached_tokens=5)
+    assert OutputCollection([Output(text="x")]).usage.reasoning_tokens is None
+    assert coll.status == "ok"
+
+
+def test_collection_status() -> None:
+    ok = Output(text="yes")
+    empty = Output(text="  ")
+    tool_only = Output(tool_calls=(ToolCall.from_text(id="c", name="f"),))
+    structured_only = Output(structured={"a": 1})
+    failed = error_output(APIError("x"))
+    assert OutputCollection().status == "ok"
+    assert OutputCollection([ok, tool_only, structured_only]).status == "ok"
+    assert OutputCollection([ok, failed]).status == "partial"
+    assert OutputCollection([ok, empty]).status == "partial"
+    assert OutputCollection([failed, empty]).status == "error"
+    text_but_error = Output(text="partial text", metrics=Metrics(completion_status="error"))
+    assert OutputCollection([text_but_error]).status == "error"
+    assert OutputCollection([ok, failed]).errors == [None, failed.diagnostics.error]
+
+
+def test_collection_indexes_must_line_up() -> None:
+    with pytest.raises(ConfigurationError):
+        OutputCollection([Output(text="a")], prompt_indexes=[0, 1])
+
+
+def test_collection_round_trip() -> None:
+    coll = OutputCollection(
+        [_full_output(), error_output(APIError("x", call_idx=1))],
+        prompt_indexes=[0, 1],
+        source_indexes=[0, 0],
+    )
+    data = json.loads(json.dumps(coll.to_jsonable()))
+    assert data["status"] == "partial"
+    assert set(data) == {"status", "outputs", "usage", "prompt_indexes", "source_indexes"}
+    assert OutputCollection.from_jsonable(data) == coll
+    for bad in ({"outputs": 3}, {"outputs": [], "prompt_indexes": ["a"]}, []):
+        with pytest.raises(ConfigurationError):
+            OutputCollection.from_jsonable(bad)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- Event
+
+
+def test_event() -> None:
+    assert Event(type="start").text == ""
+    delta = Event(type="tool_call_delta", delta=ToolCallDelta(index=0, arguments='{"a'))
+    assert delta.delta is not None and delta.delta.arguments == '{"a'
+    done = Event(type="done", output=Output(text="x"))
+    assert done.output == Output(text="x")
+    with pytest.raises(ConfigurationError):
+        Event(type="error")  # type: ignore[arg-type]
