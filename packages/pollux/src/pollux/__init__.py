@@ -14,6 +14,12 @@ Provider SDKs are imported lazily, so ``import pollux`` stays fast.
 
 from __future__ import annotations
 
+from ._api import check_ready as check_ready
+from ._api import interact as interact
+from ._api import run as run
+from ._api import run_many as run_many
+from ._api import stream as stream
+from ._session import Session as Session
 from ._version import __version__ as __version__
 from .config import Config as Config
 from .config import ProviderName as ProviderName
@@ -50,6 +56,7 @@ from .interaction import ToolChoice as ToolChoice
 from .interaction import ToolDeclaration as ToolDeclaration
 from .interaction import ToolResult as ToolResult
 from .interaction import Usage as Usage
+from .providers.base import ProviderReadiness as ProviderReadiness
 from .retry import RetryPolicy as RetryPolicy
 from .source import Source as Source
 
@@ -79,9 +86,11 @@ __all__ = [
     "PlanningError",
     "PolluxError",
     "ProviderName",
+    "ProviderReadiness",
     "RateLimitError",
     "ResponseSchemaInput",
     "RetryPolicy",
+    "Session",
     "Source",
     "SourceError",
     "ToolCall",
@@ -92,4 +101,9 @@ __all__ = [
     "ToolResult",
     "Usage",
     "__version__",
+    "check_ready",
+    "interact",
+    "run",
+    "run_many",
+    "stream",
 ]

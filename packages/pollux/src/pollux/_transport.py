@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["ConnectionPool", "Response", "StreamResponse", "TransportError", "iter_sse"]
 
@@ -137,6 +139,8 @@ class ConnectionPool:
 
     async def _open(self) -> _Connection:
         if self._tls and self._ssl is None:
+            import ssl  # only TLS origins pay for it
+
             self._ssl = ssl.create_default_context()
         try:
             async with _timeout(self._connect_timeout_s):

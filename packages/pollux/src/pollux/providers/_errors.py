@@ -33,6 +33,7 @@ _OVERFLOW_MARKERS = (
     "context length",
     "context_length",
     "context window",
+    "context size",
     "maximum context",
     "too many tokens",
     "prompt is too long",

@@ -1,0 +1,434 @@
+"""The module-level entry points: thin shells over a Session that is reused, not rebuilt.
+
+Each event loop keeps one Session per distinct Config, so back-to-back ``interact()`` calls share
+keep-alive connections, the provider's limiter and cached metadata instead of paying for new
+clients every call. The shared Sessions close when their loop shuts down: ``asyncio.run`` (and
+``asyncio.Runner``) cancel the loop's remaining tasks on exit, and a small keeper task closes every
+shared Session when it is cancelled, so no socket outlives its loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pollux._engine.execute import close_async_iterator
+from pollux._session import Session
+from pollux.config import Config
+from pollux.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pollux.interaction.environment import Environment
+    from pollux.interaction.events import Event
+    from pollux.interaction.input import Input
+    from pollux.interaction.output import Output, OutputCollection
+    from pollux.interaction.requirements import ResponseSchemaInput
+    from pollux.interaction.tools import ToolChoice, ToolDeclaration
+    from pollux.providers.base import ProviderReadiness
+    from pollux.source import Source
+
+__all__ = ["check_ready", "interact", "run", "run_many", "stream"]
+
+_MAX_SHARED = 16
+
+
+class _LoopSessions:
+    """The shared Sessions of one event loop, closed when the loop shuts down."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.sessions: OrderedDict[Config, Session] = OrderedDict()
+        self.stopped = asyncio.Event()
+        self.keeper = loop.create_task(self._keep(), name="pollux-shared-sessions")
+
+    async def _keep(self) -> None:
+        try:
+            await self.stopped.wait()
+        finally:
+            sessions = list(self.sessions.values())
+            self.sessions.clear()
+            for session in sessions:
+                await session.aclose()
+
+    def get(self, config: Config) -> Session:
+        session = self.sessions.get(config)
+        if session is None or session.closed:
+            session = Session(config)
+            self.sessions[config] = session
+            while len(self.sessions) > _MAX_SHARED:
+                _, evicted = self.sessions.popitem(last=False)
+                task = asyncio.ensure_future(evicted.aclose())
+                _BACKGROUND.add(task)
+                task.add_done_callback(_BACKGROUND.discard)
+        else:
+            self.sessions.move_to_end(config)
+        return session
+
+
+_BACKGROUND: set[asyncio.Future[None]] = set()
+_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSessions] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _forget(loop: asyncio.AbstractEventLoop) -> Callable[[object], None]:
+    def callback(_task: object) -> None:
+        _BY_LOOP.pop(loop, None)
+
+    return callback
+
+
+def _shared_session(config: Config) -> Session:
+    if not isinstance(config, Config):
+        raise ConfigurationError(
+            f"config must be a Config, got {type(config).__name__}",
+            hint="Pass config=Config(provider=..., model=...).",
+        )
+    loop = asyncio.get_running_loop()
+    state = _BY_LOOP.get(loop)
+    if state is None or state.keeper.done():
+        state = _LoopSessions(loop)
+        _BY_LOOP[loop] = state
+        # Drop the entry once the keeper ends so a closed loop is not kept alive by its state.
+        state.keeper.add_done_callback(_forget(loop))
+    return state.get(config)
+
+
+async def run(
+    prompt: str | None = None,
+    *,
+    source: Source | None = None,
+    sources: Sequence[Source] = (),
+    config: Config,
+    environment: Environment | None = None,
+    instructions: str | None = None,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    tools: Sequence[ToolDeclaration] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> Output:
+    """Run a single prompt, optionally with sources for context.
+
+    The simple facade: returns an :class:`Output` with named facets (``text``, ``structured``,
+    ``reasoning``, ``usage``, ``metrics``, ...). For stable environments, continuation, or tool
+    loops, use :func:`interact`. Unlike :func:`run_many`, a failed call raises its error.
+
+    Args:
+        prompt: The prompt to run.
+        source: A single source for context (convenience for ``sources=[source]``).
+        sources: Stable sources for context.
+        config: Configuration specifying provider and model.
+        environment: Optional prepared :class:`Environment` carrying instructions, sources,
+            tools, and cache preference. Cannot be combined with inline
+            ``instructions``/``source``/``sources``/``tools``.
+        instructions: Optional system-level instruction.
+        output: Optional Pydantic model or JSON Schema for structured output.
+        temperature: Optional sampling temperature.
+        top_p: Optional nucleus-sampling probability.
+        max_tokens: Optional hard cap on output tokens.
+        seed: Optional sampling seed where supported.
+        reasoning_effort: Optional qualitative reasoning effort.
+        reasoning_budget_tokens: Optional explicit reasoning token budget.
+        tool_choice: Optional tool-choice control.
+        tools: Optional tool declarations.
+        provider_options: Optional raw provider-scoped generation options.
+
+    Returns:
+        The completed :class:`Output`.
+
+    Raises:
+        ConfigurationError: Invalid or unsupported arguments (before any I/O).
+        APIError: The provider call failed after the configured retries.
+
+    Example:
+        config = Config(provider="openai", model="gpt-5-nano")
+        result = await run("Summarize.", source=Source.from_file("doc.pdf"), config=config)
+        print(result.text)
+    """
+    if source is not None and sources:
+        raise ConfigurationError(
+            "run() takes source= or sources=, not both",
+            hint="Pass sources=[a, b] for several sources.",
+        )
+    if environment is not None and source is not None:
+        raise ConfigurationError(
+            "environment cannot be combined with inline source/sources",
+            hint="Build the Environment with the sources, or drop the environment.",
+        )
+    from pollux.interaction.requirements import OutputRequirements
+
+    session = _shared_session(config)
+    outputs = await session._run_many(
+        prompt,
+        sources=(source,) if source is not None else tuple(sources),
+        environment=environment,
+        instructions=instructions,
+        tools=tools,
+        requirements=OutputRequirements(
+            output_schema=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            tool_choice=tool_choice,
+            provider_options=provider_options,
+        ),
+        raise_errors=True,
+    )
+    return outputs[0]
+
+
+async def run_many(
+    prompts: str | Sequence[str | None] | None = None,
+    *,
+    sources: Sequence[Source] = (),
+    config: Config,
+    environment: Environment | None = None,
+    instructions: str | None = None,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    tools: Sequence[ToolDeclaration] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> OutputCollection:
+    """Run multiple prompts with shared sources for source-pattern execution.
+
+    Returns an :class:`OutputCollection` whose ``outputs`` preserve input order; ``.answers`` /
+    ``.structured`` give ergonomic per-prompt lists. Shared sources are prepared once for the
+    whole call, and ``Config.request_concurrency`` calls stay in flight until the prompts run
+    out. A failed prompt does not discard the others: its Output has
+    ``metrics.completion_status == "error"`` and the error in ``diagnostics.error``, and the
+    collection's ``status`` is ``"partial"``.
+
+    Args:
+        prompts: One or more prompts to run.
+        sources: Stable sources shared across the prompts.
+        config: Configuration specifying provider and model.
+        environment: Optional prepared :class:`Environment` carrying instructions, sources,
+            tools, and cache preference. Cannot be combined with inline
+            ``instructions``/``sources``/``tools``.
+        instructions: Optional system-level instruction.
+        output: Optional Pydantic model or JSON Schema for structured output.
+        temperature: Optional sampling temperature.
+        top_p: Optional nucleus-sampling probability.
+        max_tokens: Optional hard cap on output tokens.
+        seed: Optional sampling seed where supported.
+        reasoning_effort: Optional qualitative reasoning effort.
+        reasoning_budget_tokens: Optional explicit reasoning token budget.
+        tool_choice: Optional tool-choice control.
+        tools: Optional tool declarations.
+        provider_options: Optional raw provider-scoped generation options.
+
+    Returns:
+        The :class:`OutputCollection` for the source pattern.
+
+    Raises:
+        ConfigurationError: Invalid or unsupported arguments (before any I/O).
+
+    Example:
+        config = Config(provider="openai", model="gpt-5-nano")
+        results = await run_many(
+            ["Question 1?", "Question 2?"],
+            sources=[Source.from_text("Context...")],
+            config=config,
+        )
+        for answer in results.answers:
+            print(answer)
+    """
+    return await _shared_session(config).run_many(
+        prompts,
+        sources=sources,
+        environment=environment,
+        instructions=instructions,
+        output=output,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        reasoning_effort=reasoning_effort,
+        reasoning_budget_tokens=reasoning_budget_tokens,
+        tool_choice=tool_choice,
+        tools=tools,
+        provider_options=provider_options,
+    )
+
+
+async def interact(
+    environment: Environment,
+    input: Input,
+    *,
+    config: Config,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> Output:
+    """Run one explicit interaction over an environment and input.
+
+    Build an :class:`Environment` once (instructions, sources, tools, cache preference), then
+    send :class:`Input` turns. Returns an :class:`Output` with named facets (``text``,
+    ``structured``, ``reasoning``, ``tool_calls``, ``continuation``, ``usage``, ``metrics``,
+    ``diagnostics``). Continue by passing the prior output's ``continuation`` and any
+    ``tool_results`` in the next ``Input``.
+
+    Args:
+        environment: Reusable model-facing setup for the interaction.
+        input: The per-turn payload (user content, continuation, tool results).
+        config: Configuration specifying provider and model.
+        output: Optional Pydantic model or JSON Schema for structured output.
+        temperature: Optional sampling temperature.
+        top_p: Optional nucleus-sampling probability.
+        max_tokens: Optional hard cap on output tokens.
+        seed: Optional sampling seed where supported.
+        reasoning_effort: Optional qualitative reasoning effort.
+        reasoning_budget_tokens: Optional explicit reasoning token budget.
+        tool_choice: Optional tool-choice control.
+        provider_options: Optional raw provider-scoped generation options.
+
+    Returns:
+        The completed :class:`Output` for the interaction.
+
+    Raises:
+        ConfigurationError: Invalid or unsupported arguments (before any I/O).
+        APIError: The provider call failed after the configured retries.
+
+    Example:
+        environment = Environment(instructions=system_prompt, tools=tool_decls)
+        result = await interact(environment, Input("Inspect the repo."), config=cfg)
+        while result.tool_calls:
+            results = [ToolResult(call_id=c.id, content=run_tool(c)) for c in result.tool_calls]
+            result = await interact(
+                environment,
+                Input(continuation=result.continuation, tool_results=results),
+                config=cfg,
+            )
+    """
+    return await _shared_session(config).interact(
+        environment,
+        input,
+        output=output,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        reasoning_effort=reasoning_effort,
+        reasoning_budget_tokens=reasoning_budget_tokens,
+        tool_choice=tool_choice,
+        provider_options=provider_options,
+    )
+
+
+async def stream(
+    environment: Environment,
+    input: Input,
+    *,
+    config: Config,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> AsyncGenerator[Event, None]:
+    """Stream one explicit interaction as :class:`Event` objects.
+
+    The streaming sibling of :func:`interact`: same environment/input/config and the same
+    completed result, observed as a timeline. Iterate the events (``start``, ``text_delta``,
+    ``reasoning_delta``, ``tool_call_delta``, ``tool_call``, ``usage``, ``finish``) and read the
+    final assembled :class:`Output` from the terminal ``done`` event, whose ``output`` matches
+    what :func:`interact` would return for the same interaction. Consumers never parse SSE or
+    provider chunks.
+
+    A provider that does not support streaming raises ``ConfigurationError``. A mid-stream
+    provider failure raises from the iterator rather than emitting a ``done`` event, so a
+    failed interaction never yields a final output. A failure before the first chunk is
+    retried like any call.
+
+    Args:
+        environment: Reusable model-facing setup for the interaction.
+        input: The per-turn payload (user content, continuation, tool results).
+        config: Configuration specifying provider and model.
+        output: Optional Pydantic model or JSON Schema for structured output.
+        temperature: Optional sampling temperature.
+        top_p: Optional nucleus-sampling probability.
+        max_tokens: Optional hard cap on output tokens.
+        seed: Optional sampling seed where supported.
+        reasoning_effort: Optional qualitative reasoning effort.
+        reasoning_budget_tokens: Optional explicit reasoning token budget.
+        tool_choice: Optional tool-choice control.
+        provider_options: Optional raw provider-scoped generation options.
+
+    Yields:
+        Each :class:`Event` in the interaction's timeline, ending in ``done``.
+
+    Example:
+        async for event in stream(environment, Input("Inspect the repo."), config=cfg):
+            if event.type == "text_delta":
+                print(event.text, end="")
+            elif event.type == "done":
+                result = event.output
+    """
+    events = _shared_session(config).stream(
+        environment,
+        input,
+        output=output,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        reasoning_effort=reasoning_effort,
+        reasoning_budget_tokens=reasoning_budget_tokens,
+        tool_choice=tool_choice,
+        provider_options=provider_options,
+    )
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await close_async_iterator(events)
+
+
+async def check_ready(config: Config) -> ProviderReadiness:
+    """Check that ``config`` can reach its provider right now.
+
+    For ``provider="local"`` this asks the server to answer (``GET /models``) and checks that
+    the configured model is listed; for cloud providers it reads the model catalog where one
+    exists (OpenRouter) and otherwise reports ready without a probe
+    (``model_verified=False``). It never raises for an unreachable server: the result says
+    what is wrong and how to fix it.
+
+    Args:
+        config: The configuration to check.
+
+    Returns:
+        A :class:`ProviderReadiness`.
+
+    Example:
+        status = await check_ready(Config(provider="local", base_url="http://localhost:8080/v1"))
+        if not status.ready:
+            print(status.message)
+    """
+    return await _shared_session(config).check_ready()

@@ -1,0 +1,194 @@
+"""One assembly path from a provider response to an Output, shared by interact and stream.
+
+``interact`` assembles the ProviderResponse that ``execute`` returned; ``stream`` folds its chunks
+into a ProviderResponse with :class:`StreamAccumulator` and then calls the same
+:func:`assemble`. So ``done.output`` equals what ``interact`` returns for the same exchange,
+by construction (only ``metrics.duration_s`` differs, since it is measured).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pollux.interaction.continuation import Continuation
+from pollux.interaction.output import Diagnostics, Metrics, Output, Usage, completion_status_for
+from pollux.interaction.tools import ToolCall
+from pollux.providers.base import ProviderResponse, StreamChunk
+
+if TYPE_CHECKING:
+    from pollux.interaction.tools import ToolCallDelta
+    from pollux.providers.base import Provider, ProviderRequest
+
+__all__ = ["StreamAccumulator", "assemble", "parse_structured"]
+
+
+def _strip_fences(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+    return stripped.strip()
+
+
+def parse_structured(
+    request: ProviderRequest, response: ProviderResponse
+) -> tuple[Any, str | None]:
+    """The structured value for a schema request, and an error message when it failed.
+
+    A pydantic model is validated (``model_validate``); a failure is reported, not hidden: the
+    value is ``None`` and the message goes to ``diagnostics.raw["structured_error"]``.
+    """
+    req = request.requirements
+    if req.output_schema is None:
+        return None, None
+    value = response.structured
+    if value is None:
+        if not response.text.strip():
+            return None, "the model returned no text to parse as JSON"
+        try:
+            value = json.loads(_strip_fences(response.text))
+        except ValueError as exc:
+            return None, f"the model's text is not valid JSON: {exc}"
+    model = req.output_schema_model()
+    if model is None:
+        return value, None
+    try:
+        return model.model_validate(value), None
+    except Exception as exc:  # pydantic.ValidationError, without importing pydantic here
+        return None, f"the JSON does not validate against {model.__name__}: {exc}"
+
+
+def assemble(
+    provider: Provider,
+    request: ProviderRequest,
+    response: ProviderResponse,
+    *,
+    model: str | None,
+    duration_s: float,
+    attempts: int = 1,
+) -> Output:
+    """Build the Output for one completed exchange."""
+    structured, structured_error = parse_structured(request, response)
+    item = request.input
+    continuation = None
+    if response.tool_calls or item.continuation is not None or item.history is not None:
+        continuation = Continuation._create(
+            provider=provider.name,
+            model=model,
+            state=provider.continuation_state(request, response),
+        )
+    raw: dict[str, Any] = {"response": response.to_jsonable()}
+    if structured_error is not None:
+        raw["structured_error"] = structured_error
+    if attempts > 1:
+        raw["attempts"] = attempts
+    usage = response.usage
+    return Output(
+        text=response.text,
+        structured=structured,
+        reasoning=response.reasoning,
+        tool_calls=response.tool_calls,
+        continuation=continuation,
+        usage=usage if usage is not None else Usage(),
+        metrics=Metrics(
+            duration_s=duration_s,
+            finish_reason=response.finish_reason,
+            completion_status=completion_status_for(response.finish_reason),
+        ),
+        diagnostics=Diagnostics(raw=raw),
+    )
+
+
+@dataclass(slots=True)
+class _Slot:
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class StreamAccumulator:
+    """Folds StreamChunks into the ProviderResponse ``execute`` would have returned."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    slots: dict[int, _Slot] = field(default_factory=dict)
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    structured: Any = None
+    provider_state: dict[str, Any] | None = None
+    artifacts: dict[str, Any] | None = None
+
+    def add(self, chunk: StreamChunk) -> None:
+        """Fold one chunk in."""
+        if chunk.text:
+            self.text.append(chunk.text)
+        if chunk.reasoning:
+            self.reasoning.append(chunk.reasoning)
+        for delta in chunk.tool_call_deltas:
+            self._add_delta(delta)
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+        if chunk.response_id is not None and self.response_id is None:
+            self.response_id = chunk.response_id
+        if chunk.structured is not None:
+            self.structured = chunk.structured
+        if chunk.provider_state:
+            self.provider_state = _merge(self.provider_state, chunk.provider_state)
+        if chunk.artifacts:
+            self.artifacts = _merge(self.artifacts, chunk.artifacts)
+
+    def _add_delta(self, delta: ToolCallDelta) -> None:
+        slot = self.slots.get(delta.index)
+        if slot is None:
+            slot = self.slots[delta.index] = _Slot()
+        if delta.id and slot.id is None:
+            slot.id = delta.id
+        if delta.name and slot.name is None:
+            slot.name = delta.name
+        if delta.arguments:
+            slot.arguments.append(delta.arguments)
+
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The assembled calls, in first-seen order."""
+        return tuple(
+            ToolCall.from_text(
+                id=slot.id or f"call_{index}",
+                name=slot.name or "",
+                arguments_text="".join(slot.arguments),
+                index=index,
+            )
+            for index, slot in self.slots.items()
+        )
+
+    def response(self) -> ProviderResponse:
+        """The complete response."""
+        return ProviderResponse(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning) or None,
+            tool_calls=self.tool_calls(),
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            response_id=self.response_id,
+            structured=self.structured,
+            provider_state=self.provider_state,
+            artifacts=self.artifacts,
+        )
+
+
+def _merge(current: dict[str, Any] | None, update: dict[str, Any]) -> dict[str, Any]:
+    # Lists are extended (streamed fragments such as reasoning_details); other values replace.
+    merged = dict(current or {})
+    for key, value in update.items():
+        previous = merged.get(key)
+        if isinstance(previous, list) and isinstance(value, list):
+            merged[key] = previous + value
+        else:
+            merged[key] = value
+    return merged

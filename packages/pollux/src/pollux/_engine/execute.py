@@ -1,0 +1,202 @@
+"""The engine's two paths: a bounded fan-out of calls, and one streamed call.
+
+Both follow the same order: plan (validate, no I/O) -> provider pre-flight -> prepare the shared
+sources once -> compile -> execute under the retry loop and the provider's limiter -> assemble
+-> release what was prepared (always, in ``finally``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pollux._engine.assemble import StreamAccumulator, assemble
+from pollux._engine.plan import plan_calls
+from pollux._engine.retry import raise_stamped, with_retries
+from pollux._engine.schedule import run_bounded
+from pollux.errors import APIError
+from pollux.interaction.events import Event
+from pollux.interaction.output import Output, error_output
+
+if TYPE_CHECKING:
+    from pollux.config import Config
+    from pollux.interaction.environment import Environment
+    from pollux.interaction.input import Input
+    from pollux.interaction.requirements import OutputRequirements
+    from pollux.providers.base import PreparedSources, Provider, ProviderRequest, StreamChunk
+
+__all__ = ["Runtime", "close_async_iterator", "run_calls", "stream_call"]
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What a Session lends the engine: the provider, its config and its shared limiter."""
+
+    provider: Provider
+    config: Config
+    limiter: asyncio.Semaphore
+
+
+async def close_async_iterator(iterator: object) -> None:
+    """Close an async iterator if it can be closed (async generators, streams)."""
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _prepare(rt: Runtime, environment: Environment) -> PreparedSources:
+    # Uploads are side effects: retried only when the provider flags the failure as retryable
+    # (the default rule of the retry loop), never on bare exceptions.
+    try:
+        return await with_retries(
+            lambda: rt.provider.prepare_sources(environment.sources), rt.config.retry
+        )
+    except Exception as exc:
+        raise_stamped(exc, provider=rt.provider.name, phase="upload", call_idx=None)
+
+
+async def run_calls(
+    rt: Runtime,
+    environment: Environment,
+    inputs: Sequence[Input],
+    requirements: OutputRequirements,
+) -> list[Output | Exception]:
+    """Run every input; return an Output or the (attributed) exception per input, in order.
+
+    Configuration errors are raised before any I/O. API failures of single calls come back in
+    their slot, so the caller can keep the other answers.
+    """
+    provider = rt.provider
+    config = rt.config
+    plan = plan_calls(provider, config, environment, inputs, requirements)
+    if not plan.requests:
+        return []
+    await provider.preflight(plan.requests[0])
+    prepared = await _prepare(rt, environment)
+    try:
+        requests = [replace(request, sources=prepared) for request in plan.requests]
+
+        async def call(index: int) -> Output:
+            return await _call_one(rt, requests[index], index)
+
+        return await run_bounded(len(requests), call, concurrency=config.request_concurrency)
+    finally:
+        await provider.release_sources(prepared)
+
+
+async def _call_one(rt: Runtime, request: ProviderRequest, index: int) -> Output:
+    provider = rt.provider
+    async with rt.limiter:
+        start = time.perf_counter()
+        compiled = provider.compile(request)
+        attempts = 0
+
+        async def attempt() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return await provider.execute(compiled)
+
+        try:
+            response = await with_retries(attempt, rt.config.retry)
+        except Exception as exc:
+            raise_stamped(exc, provider=provider.name, phase="generate", call_idx=index)
+        return assemble(
+            provider,
+            request,
+            response,
+            model=rt.config.model,
+            duration_s=time.perf_counter() - start,
+            attempts=attempts,
+        )
+
+
+def collect_outputs(results: Sequence[Output | Exception]) -> list[Output]:
+    """Partial results: API failures become error Outputs; anything else is raised."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, APIError):
+            raise result
+    return [
+        error_output(result, duration_s=0.0) if isinstance(result, Exception) else result
+        for result in results
+    ]
+
+
+async def _open_stream(
+    provider: Provider, compiled: Any
+) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None]:
+    # Pull the first chunk inside the retry loop: a stream that fails before producing anything
+    # (429, 503, connection refused) is retried like any call; once a chunk is out, it is not.
+    iterator = provider.stream(compiled)
+    try:
+        first = await iterator.__anext__()
+    except StopAsyncIteration:
+        await close_async_iterator(iterator)
+        return iterator, None
+    except BaseException:
+        await close_async_iterator(iterator)
+        raise
+    return iterator, first
+
+
+def _events(chunk: StreamChunk) -> list[Event]:
+    events: list[Event] = []
+    if chunk.reasoning:
+        events.append(Event(type="reasoning_delta", text=chunk.reasoning))
+    if chunk.text:
+        events.append(Event(type="text_delta", text=chunk.text))
+    events.extend(Event(type="tool_call_delta", delta=delta) for delta in chunk.tool_call_deltas)
+    if chunk.usage is not None:
+        events.append(Event(type="usage", usage=chunk.usage))
+    return events
+
+
+async def stream_call(
+    rt: Runtime,
+    environment: Environment,
+    item: Input,
+    requirements: OutputRequirements,
+) -> AsyncGenerator[Event, None]:
+    """Stream one interaction: start, deltas, tool calls, finish, then done (or raise)."""
+    provider = rt.provider
+    plan = plan_calls(provider, rt.config, environment, [item], requirements, stream=True)
+    await provider.preflight(plan.requests[0])
+    prepared = await _prepare(rt, environment)
+    try:
+        request = replace(plan.requests[0], sources=prepared)
+        compiled = provider.compile(request)
+        yield Event(type="start")
+        accumulator = StreamAccumulator()
+        async with rt.limiter:
+            start = time.perf_counter()
+            try:
+                iterator, first = await with_retries(
+                    lambda: _open_stream(provider, compiled), rt.config.retry
+                )
+            except Exception as exc:
+                raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+            try:
+                if first is not None:
+                    accumulator.add(first)
+                    for event in _events(first):
+                        yield event
+                    async for chunk in iterator:
+                        accumulator.add(chunk)
+                        for event in _events(chunk):
+                            yield event
+            except Exception as exc:
+                raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+            finally:
+                await close_async_iterator(iterator)
+            duration = time.perf_counter() - start
+        response = accumulator.response()
+        for call in response.tool_calls:
+            yield Event(type="tool_call", tool_call=call)
+        if response.finish_reason is not None:
+            yield Event(type="finish", finish_reason=response.finish_reason)
+        output = assemble(provider, request, response, model=rt.config.model, duration_s=duration)
+        yield Event(type="done", output=output)
+    finally:
+        await provider.release_sources(prepared)

@@ -1,0 +1,103 @@
+"""The one retry loop: full jitter, Retry-After honoured, a wall-clock deadline.
+
+Providers never retry (SDK-internal retries are off), so the attempts a user configures in
+:class:`~pollux.RetryPolicy` are the attempts that happen, and ``max_elapsed_s`` bounds them all.
+Only errors that say so are retried: an :class:`~pollux.errors.APIError` with ``retryable=True``
+whose category is not ``context_overflow`` or ``auth_refreshable``. Cancellation is never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import NoReturn, TypeVar
+
+from pollux.errors import APIError, InternalError, PolluxError
+from pollux.retry import RetryPolicy
+
+__all__ = ["is_retryable", "raise_stamped", "stamp", "with_retries"]
+
+T = TypeVar("T")
+
+_NEVER_RETRY = frozenset({"context_overflow", "auth_refreshable"})
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True when retrying the same call may succeed."""
+    return (
+        isinstance(exc, APIError)
+        and exc.retryable is True
+        and exc.error_category not in _NEVER_RETRY
+    )
+
+
+def stamp(exc: BaseException, *, provider: str, phase: str, call_idx: int | None) -> PolluxError:
+    """Attach attribution to an error (wrapping non-pollux exceptions as InternalError)."""
+    if isinstance(exc, APIError):
+        if exc.call_idx is None:
+            exc.call_idx = call_idx
+        if exc.provider is None:
+            exc.provider = provider
+        if exc.phase is None:
+            exc.phase = phase
+        return exc
+    if isinstance(exc, PolluxError):
+        return exc
+    error = InternalError(
+        f"{provider} {phase} raised {type(exc).__name__}: {exc}",
+        hint="This is a pollux bug; please report it with the traceback.",
+    )
+    error.__cause__ = exc
+    return error
+
+
+def raise_stamped(
+    exc: BaseException, *, provider: str, phase: str, call_idx: int | None
+) -> NoReturn:
+    """Raise ``exc`` with attribution (see :func:`stamp`), keeping its cause chain."""
+    error = stamp(exc, provider=provider, phase=phase, call_idx=call_idx)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+async def with_retries(
+    attempt_fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> T:
+    """Run ``attempt_fn`` until it succeeds, the error is final, or the policy is spent.
+
+    The delay after attempt ``n`` is ``policy.next_delay(n, ...)``: full jitter over the
+    exponential backoff, at least the provider's ``retry_after_s``, clipped to what is left of
+    ``max_elapsed_s``. The last error is raised unchanged.
+    """
+    start = clock()
+    attempt = 1
+    while True:
+        try:
+            return await attempt_fn()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not is_retryable(exc):
+                raise
+            assert isinstance(exc, APIError)
+            elapsed = clock() - start
+            wait = exc.retry_after_s
+            if (
+                wait is not None
+                and policy.max_elapsed_s is not None
+                and elapsed + wait > policy.max_elapsed_s
+            ):
+                # The provider asked for a pause longer than the deadline allows: a retry
+                # before then would only be refused again.
+                raise
+            delay = policy.next_delay(attempt, elapsed_s=elapsed, retry_after_s=wait)
+            if delay is None:
+                raise
+        await sleep(delay)
+        attempt += 1

@@ -1,0 +1,308 @@
+"""Session: one provider's clients, limiter and caches, for as long as you need them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from pollux._engine.execute import (
+    Runtime,
+    close_async_iterator,
+    collect_outputs,
+    run_calls,
+    stream_call,
+)
+from pollux.config import Config
+from pollux.errors import ConfigurationError
+from pollux.interaction.environment import Environment
+from pollux.interaction.input import Input
+from pollux.interaction.output import Output, OutputCollection
+from pollux.interaction.requirements import OutputRequirements
+from pollux.providers._registry import build_provider
+
+if TYPE_CHECKING:
+    from pollux.interaction.events import Event
+    from pollux.interaction.requirements import ResponseSchemaInput
+    from pollux.interaction.tools import ToolChoice, ToolDeclaration
+    from pollux.providers.base import Provider, ProviderReadiness
+    from pollux.source import Source
+
+__all__ = ["Session", "build_environment", "build_inputs"]
+
+
+def build_environment(
+    environment: Environment | None,
+    *,
+    instructions: str | None,
+    sources: Sequence[Source],
+    tools: Sequence[ToolDeclaration] | None,
+) -> Environment:
+    """The given environment, or one built from inline arguments (never both)."""
+    if environment is not None:
+        if not isinstance(environment, Environment):
+            raise ConfigurationError(
+                f"environment must be an Environment, got {type(environment).__name__}",
+                hint="Build one with Environment(instructions=..., sources=[...], tools=[...]).",
+            )
+        inline = [
+            name
+            for name, value in (
+                ("instructions", instructions),
+                ("sources", sources),
+                ("tools", tools),
+            )
+            if value
+        ]
+        if inline:
+            raise ConfigurationError(
+                f"environment cannot be combined with inline {'/'.join(inline)}",
+                hint="Put them on the Environment, or drop the environment.",
+            )
+        return environment
+    if isinstance(sources, (str, bytes)):  # type: ignore[unreachable]
+        raise ConfigurationError(
+            "sources must be a sequence of Source values, not a string",
+            hint="Pass sources=[Source.from_text(...)] (or source=... on run()).",
+        )
+    return Environment(instructions=instructions, sources=tuple(sources), tools=tuple(tools or ()))
+
+
+def build_inputs(prompts: str | Sequence[str | None] | None) -> list[Input]:
+    """One Input per prompt, in order."""
+    items: Sequence[str | None] = (
+        (prompts,) if prompts is None or isinstance(prompts, str) else prompts
+    )
+    if isinstance(items, (bytes, bytearray)):  # type: ignore[unreachable]
+        raise ConfigurationError("prompts must be text", hint="Pass a string or a list of strings.")
+    inputs: list[Input] = []
+    for position, prompt in enumerate(items):
+        if prompt is not None and not isinstance(prompt, str):
+            raise ConfigurationError(
+                f"prompt {position} must be a string, got {type(prompt).__name__}",
+                hint="Pass prompts as strings.",
+            )
+        if prompt is None or not prompt.strip():
+            raise ConfigurationError(
+                f"prompt {position} is empty",
+                hint="Every prompt needs text; ask the question about the sources explicitly.",
+            )
+        inputs.append(Input(content=prompt))
+    if not inputs:
+        raise ConfigurationError(
+            "run_many() needs at least one prompt", hint="Pass a prompt or a list of prompts."
+        )
+    return inputs
+
+
+class Session:
+    """An async context manager that owns one provider's clients for its lifetime.
+
+    Reuse a Session for many calls: connections stay open (keep-alive), the provider's
+    concurrency limiter is shared by every call (``Config.request_concurrency`` bounds the
+    calls in flight across all of them), and metadata such as OpenRouter's model catalog is
+    fetched once. The module-level functions (:func:`pollux.run`, ...) do the same behind the
+    scenes. Using a Session after it was closed raises ConfigurationError.
+
+    Args:
+        config: The provider, model and limits to use.
+
+    Example:
+        async with Session(config) as session:
+            first = await session.interact(env, Input("Hello"))
+            answers = await session.run_many(["Q1?", "Q2?"], sources=[source])
+    """
+
+    def __init__(self, config: Config) -> None:
+        if not isinstance(config, Config):
+            raise ConfigurationError(
+                f"Session needs a Config, got {type(config).__name__}",
+                hint="Pass Config(provider=..., model=...).",
+            )
+        self.config = config
+        self._provider: Provider | None = None
+        self._limiter: asyncio.Semaphore | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Session:
+        self._runtime()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` ran."""
+        return self._closed
+
+    async def aclose(self) -> None:
+        """Close the provider's clients (idempotent)."""
+        self._closed = True
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            await provider.aclose()
+
+    def _runtime(self) -> Runtime:
+        if self._closed:
+            raise ConfigurationError(
+                "Session is closed",
+                hint="Open a new Session (async with Session(config) as session: ...).",
+            )
+        if self._provider is None:
+            self._provider = build_provider(self.config)
+            self._limiter = asyncio.Semaphore(self.config.request_concurrency)
+        assert self._limiter is not None
+        return Runtime(self._provider, self.config, self._limiter)
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def run_many(
+        self,
+        prompts: str | Sequence[str | None] | None = None,
+        *,
+        sources: Sequence[Source] = (),
+        environment: Environment | None = None,
+        instructions: str | None = None,
+        output: ResponseSchemaInput | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_budget_tokens: int | None = None,
+        tool_choice: ToolChoice | None = None,
+        tools: Sequence[ToolDeclaration] | None = None,
+        provider_options: dict[str, dict[str, Any]] | None = None,
+    ) -> OutputCollection:
+        """Run many prompts over shared sources; see :func:`pollux.run_many`.
+
+        A failed prompt yields an Output with ``metrics.completion_status == "error"`` and the
+        error in ``diagnostics.error``; the other answers are kept.
+        """
+        outputs = await self._run_many(
+            prompts,
+            sources=sources,
+            environment=environment,
+            instructions=instructions,
+            tools=tools,
+            requirements=OutputRequirements(
+                output_schema=output,
+                temperature=temperature,
+                top_p=top_p,
+                max_tokens=max_tokens,
+                seed=seed,
+                reasoning_effort=reasoning_effort,
+                reasoning_budget_tokens=reasoning_budget_tokens,
+                tool_choice=tool_choice,
+                provider_options=provider_options,
+            ),
+            raise_errors=False,
+        )
+        return OutputCollection(outputs=tuple(outputs), prompt_indexes=tuple(range(len(outputs))))
+
+    async def _run_many(
+        self,
+        prompts: str | Sequence[str | None] | None,
+        *,
+        sources: Sequence[Source],
+        environment: Environment | None,
+        instructions: str | None,
+        tools: Sequence[ToolDeclaration] | None,
+        requirements: OutputRequirements,
+        raise_errors: bool,
+    ) -> list[Output]:
+        rt = self._runtime()
+        env = build_environment(
+            environment, instructions=instructions, sources=sources, tools=tools
+        )
+        inputs = build_inputs(prompts)
+        results = await run_calls(rt, env, inputs, requirements)
+        if raise_errors:
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+        return collect_outputs(results)
+
+    async def interact(
+        self,
+        environment: Environment,
+        input: Input,
+        *,
+        output: ResponseSchemaInput | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_budget_tokens: int | None = None,
+        tool_choice: ToolChoice | None = None,
+        provider_options: dict[str, dict[str, Any]] | None = None,
+    ) -> Output:
+        """Run one interaction; see :func:`pollux.interact`. Raises the call's error."""
+        rt = self._runtime()
+        env = build_environment(environment, instructions=None, sources=(), tools=None)
+        requirements = OutputRequirements(
+            output_schema=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            tool_choice=tool_choice,
+            provider_options=provider_options,
+        )
+        (result,) = await run_calls(rt, env, [input], requirements)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def stream(
+        self,
+        environment: Environment,
+        input: Input,
+        *,
+        output: ResponseSchemaInput | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_budget_tokens: int | None = None,
+        tool_choice: ToolChoice | None = None,
+        provider_options: dict[str, dict[str, Any]] | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Stream one interaction as Events; see :func:`pollux.stream`."""
+        rt = self._runtime()
+        env = build_environment(environment, instructions=None, sources=(), tools=None)
+        requirements = OutputRequirements(
+            output_schema=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            tool_choice=tool_choice,
+            provider_options=provider_options,
+        )
+        events = stream_call(rt, env, input, requirements)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await close_async_iterator(events)
+
+    async def check_ready(self) -> ProviderReadiness:
+        """Probe the provider; see :func:`pollux.check_ready`."""
+        rt = self._runtime()
+        return await rt.provider.check_ready(self.config.model)

@@ -1,0 +1,302 @@
+"""Chat Completions request compilation, shared by local servers and OpenRouter.
+
+Transcript layout for every turn::
+
+    system     Environment.instructions                        (when set)
+    user       [sources..., first prompt]                      (sources appear exactly once)
+    assistant / tool / user ...                                (replayed history or continuation)
+    tool       one message per ToolResult of this turn
+    user       Input.content of this turn                      (when set)
+
+Sources are attached to the first user message of the transcript, so a long tool loop never
+repeats them (the original re-sent them, plus a "sources only" message, on every turn).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pollux.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pollux.interaction.messages import Message
+    from pollux.interaction.tools import ToolDeclaration
+    from pollux.providers.base import ProviderRequest
+    from pollux.source import Source
+
+__all__ = [
+    "TEXT_LIKE_MIME",
+    "build_payload",
+    "history_messages",
+    "is_text_like",
+    "source_part",
+    "strict_schema",
+]
+
+TEXT_LIKE_MIME = frozenset(
+    {
+        "application/json",
+        "application/jsonl",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/javascript",
+        "application/x-tex",
+        "application/x-bibtex",
+        "application/toml",
+    }
+)
+_AUDIO_FORMATS = {
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/flac": "flac",
+    "audio/ogg": "ogg",
+    "audio/webm": "webm",
+    "audio/mp4": "m4a",
+}
+#: Payload keys pollux writes itself; provider_options may not override them.
+RESERVED_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "reasoning",
+    }
+)
+ERROR_PREFIX = "ERROR: "
+
+
+def is_text_like(mime: str) -> bool:
+    """True for MIME types sent as inline text."""
+    return mime.startswith("text/") or mime in TEXT_LIKE_MIME or mime.endswith(("+json", "+xml"))
+
+
+def audio_format(mime: str) -> str | None:
+    """The Chat Completions ``input_audio.format`` for an audio MIME type, if supported."""
+    return _AUDIO_FORMATS.get(mime)
+
+
+def source_part(source: Source, *, allow_pdf: bool = False) -> dict[str, Any]:
+    """One source as a Chat Completions content part (validate first: this assumes support)."""
+    mime = source.mime_type
+    remote = source._remote_uri
+    if remote is not None:
+        if mime.startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": remote}}
+        if allow_pdf and mime == "application/pdf":
+            name = remote.rsplit("/", 1)[-1] or "document.pdf"
+            return {"type": "file", "file": {"filename": name, "file_data": remote}}
+        raise ConfigurationError(  # pragma: no cover - validate() rejects this first
+            f"Remote source {remote} ({mime}) is not supported here",
+            hint="Download it and pass Source.from_file(...).",
+        )
+    if is_text_like(mime):
+        try:
+            text = source._read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError(
+                f"Source {source.identifier!r} is declared {mime} but is not UTF-8 text",
+                hint="Pass the right mime_type, or convert the file to UTF-8.",
+            ) from exc
+        return {"type": "text", "text": text}
+    data = base64.b64encode(source._read_bytes()).decode("ascii")
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+    fmt = audio_format(mime)
+    if fmt is not None:
+        return {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
+    if allow_pdf and mime == "application/pdf":
+        name = source.identifier.rsplit("/", 1)[-1] or "document.pdf"
+        return {
+            "type": "file",
+            "file": {"filename": name, "file_data": f"data:{mime};base64,{data}"},
+        }
+    raise ConfigurationError(  # pragma: no cover - validate() rejects this first
+        f"Source {source.identifier!r} ({mime}) is not supported here",
+        hint="Send text, images or audio.",
+    )
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``schema`` in strict form: closed objects, every property required.
+
+    Strict mode needs *all* properties listed in ``required`` (a partial list is rejected), so
+    the list is always rebuilt from ``properties``.
+    """
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: walk(value) for key, value in node.items()}
+        if out.get("type") == "object" or "properties" in out:
+            props = out.get("properties")
+            if isinstance(props, dict):
+                out["required"] = list(props)
+            out["additionalProperties"] = False
+        return out
+
+    result: dict[str, Any] = walk(dict(schema))
+    return result
+
+
+def _tool_payload(tool: ToolDeclaration) -> dict[str, Any]:
+    parameters = tool.parameters or {"type": "object", "properties": {}}
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "parameters": strict_schema(parameters) if tool.strict else dict(parameters),
+    }
+    if tool.description:
+        function["description"] = tool.description
+    if tool.strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: Any) -> Any:
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "function": {"name": choice["name"]}}
+
+
+def history_messages(history: Sequence[Message]) -> list[dict[str, Any]]:
+    """Portable :class:`~pollux.interaction.messages.Message` values as wire messages."""
+    out: list[dict[str, Any]] = []
+    for message in history:
+        wire: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            wire["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_text},
+                }
+                for call in message.tool_calls
+            ]
+            if not message.content:
+                wire["content"] = None
+        if message.tool_call_id is not None:
+            wire["tool_call_id"] = message.tool_call_id
+        out.append(wire)
+    return out
+
+
+def turn_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+    """This turn's new messages (tool results, then the user's content), without sources."""
+    out: list[dict[str, Any]] = []
+    for result in request.input.tool_results:
+        content = f"{ERROR_PREFIX}{result.content}" if result.is_error else result.content
+        out.append({"role": "tool", "tool_call_id": result.call_id, "content": content})
+    if request.input.content:
+        out.append({"role": "user", "content": request.input.content})
+    return out
+
+
+def prior_messages(request: ProviderRequest) -> list[dict[str, Any]]:
+    """The replayed transcript before this turn (continuation state or portable history)."""
+    if request.continuation_state is not None:
+        messages = request.continuation_state.get("messages", [])
+        return [dict(m) for m in messages]
+    if request.input.history:
+        return history_messages(request.input.history)
+    return []
+
+
+def _with_sources(messages: list[dict[str, Any]], parts: Sequence[Any]) -> list[dict[str, Any]]:
+    """Attach source parts to the first user message (or add one when there is none)."""
+    if not parts:
+        return messages
+    for position, message in enumerate(messages):
+        if message.get("role") == "user":
+            text = message.get("content") or ""
+            merged = [*parts, {"type": "text", "text": text}] if text else list(parts)
+            out = list(messages)
+            out[position] = {**message, "content": _flatten(merged)}
+            return out
+    return [{"role": "user", "content": _flatten(list(parts))}, *messages]
+
+
+def _flatten(parts: list[dict[str, Any]]) -> Any:
+    # All-text content goes as one string: every OpenAI-compatible server accepts that, while
+    # some older local servers reject content arrays.
+    if all(part.get("type") == "text" for part in parts):
+        return "\n\n".join(part["text"] for part in parts)
+    return parts
+
+
+def build_payload(
+    request: ProviderRequest,
+    *,
+    provider: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Chat Completions JSON payload for one validated request."""
+    messages: list[dict[str, Any]] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    transcript = prior_messages(request) + turn_messages(request)
+    messages.extend(_with_sources(transcript, request.sources.parts))
+
+    payload: dict[str, Any] = {}
+    if request.model:
+        payload["model"] = request.model
+    payload["messages"] = messages
+    req = request.requirements
+    if request.tools:
+        payload["tools"] = [_tool_payload(tool) for tool in request.tools]
+    if req.tool_choice is not None:
+        payload["tool_choice"] = _tool_choice(req.tool_choice)
+    schema = req.output_schema_json()
+    if schema is not None:
+        payload["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "pollux_structured_output",
+                "schema": strict_schema(schema),
+                "strict": True,
+            },
+        }
+    if req.temperature is not None:
+        payload["temperature"] = req.temperature
+    if req.top_p is not None:
+        payload["top_p"] = req.top_p
+    if req.max_tokens is not None:
+        payload["max_tokens"] = req.max_tokens
+    if req.seed is not None:
+        payload["seed"] = req.seed
+    if extra:
+        payload.update(extra)
+    if request.stream:
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+    options = req.provider_options_for(provider)
+    if options:
+        clash = sorted(set(options) & RESERVED_KEYS & set(payload))
+        if clash:
+            raise ConfigurationError(
+                f"provider_options[{provider!r}] sets {', '.join(clash)}, which pollux "
+                "already sets from the call's arguments",
+                hint="Use the named arguments (output=, max_tokens=, tools=, ...) instead.",
+            )
+        payload.update(options)
+    return payload
+
+
+def encode(payload: Mapping[str, Any]) -> bytes:
+    """Compact UTF-8 JSON, as sent on the wire."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

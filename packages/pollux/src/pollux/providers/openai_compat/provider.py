@@ -1,0 +1,257 @@
+"""The shared Chat Completions provider: compile, execute, stream and errors over our transport.
+
+Local servers and OpenRouter subclass :class:`ChatCompletionsProvider` and add their own
+validation, capability table and pre-flight. The transport is pollux's own keep-alive pool
+(``pollux._transport``), created lazily on first use and closed by :meth:`aclose`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pollux._transport import ConnectionPool, TransportError
+from pollux.errors import APIError, ConfigurationError, ToolCallParseError
+from pollux.providers._errors import api_error, body_message, network_error
+from pollux.providers.base import (
+    Capabilities,
+    PreparedSources,
+    ProviderBase,
+    ProviderRequest,
+    ProviderResponse,
+    StreamChunk,
+)
+from pollux.providers.openai_compat.compile import (
+    audio_format,
+    build_payload,
+    encode,
+    is_text_like,
+    prior_messages,
+    source_part,
+    turn_messages,
+)
+from pollux.providers.openai_compat.extract import chunk_from, response_from
+
+if TYPE_CHECKING:
+    from pollux.config import Config
+    from pollux.source import Source
+
+__all__ = ["ChatCompletionsProvider", "CompiledChat"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledChat:
+    """A compiled request: the encoded body plus whether it streams."""
+
+    body: bytes
+    stream: bool
+
+
+class ChatCompletionsProvider(ProviderBase):
+    """Chat Completions over an OpenAI-compatible HTTP API.
+
+    Subclasses set ``name``, ``CAPABILITIES``, ``ALLOW_PDF`` and ``ALLOW_AUDIO`` and may override
+    :meth:`validate`, :meth:`preflight` and :meth:`extra_payload`.
+    """
+
+    CAPABILITIES: ClassVar[Capabilities] = Capabilities()
+    ALLOW_PDF: ClassVar[bool] = False
+    ALLOW_AUDIO: ClassVar[bool] = True
+
+    def __init__(self, config: Config, *, base_url: str, headers: Mapping[str, str]) -> None:
+        self.config = config
+        self.base_url = base_url.rstrip("/")
+        self._headers = dict(headers)
+        self._timeout_s = float(config.request_timeout_s)
+        self._pool: ConnectionPool | None = None
+        self._closed = False
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """The keep-alive connection pool (created on first use)."""
+        if self._pool is None:
+            if self._closed:
+                raise ConfigurationError(
+                    f"{self.name} provider used after close",
+                    hint="Open a new Session (or call the module-level function) instead.",
+                )
+            self._pool = ConnectionPool(self.base_url, headers=self._headers)
+        return self._pool
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        self._closed = True
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.aclose()
+
+    def capabilities_for(self, model: str | None) -> Capabilities:
+        """The static table with ``Config.capabilities`` overrides applied."""
+        return self.CAPABILITIES.with_overrides(self.config.capabilities)
+
+    # -- validation --------------------------------------------------------------------------
+
+    def validate(self, request: ProviderRequest) -> None:
+        """Reject sources the Chat Completions path cannot carry, before any I/O."""
+        for source in request.sources.sources:
+            self._check_source(source)
+
+    def _check_source(self, source: Source) -> None:
+        mime = source.mime_type
+        remote = source._remote_uri
+        if remote is not None:
+            supported = mime.startswith("image/") or (self.ALLOW_PDF and mime == "application/pdf")
+            if supported and remote.startswith(("http://", "https://")):
+                return
+            raise ConfigurationError(
+                f"{self.name} cannot read the remote source {remote} ({mime})",
+                hint="Remote image URLs are supported"
+                + (" (and PDF URLs)" if self.ALLOW_PDF else "")
+                + "; download other content and pass Source.from_file(...).",
+            )
+        if is_text_like(mime) or mime.startswith("image/"):
+            return
+        if self.ALLOW_PDF and mime == "application/pdf":
+            return
+        if self.ALLOW_AUDIO and audio_format(mime) is not None:
+            return
+        kinds = "text, images" + (", audio" if self.ALLOW_AUDIO else "")
+        kinds += ", PDF" if self.ALLOW_PDF else ""
+        raise ConfigurationError(
+            f"{self.name} cannot send {source.identifier!r} ({mime})",
+            hint=f"Supported here: {kinds}. Convert the file, or use a provider with "
+            "native file support (openai, gemini, anthropic).",
+        )
+
+    # -- sources -----------------------------------------------------------------------------
+
+    async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
+        """Encode every source once per call (text inline, media as data URLs)."""
+        parts = tuple(source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources)
+        return PreparedSources(sources=tuple(sources), parts=parts)
+
+    # -- compile / execute -------------------------------------------------------------------
+
+    def extra_payload(self, request: ProviderRequest) -> dict[str, Any] | None:
+        """Provider-specific payload keys (for example OpenRouter's ``reasoning``)."""
+        return None
+
+    def compile(self, request: ProviderRequest) -> CompiledChat:
+        """Encode the request body once; retries resend the same bytes."""
+        payload = build_payload(request, provider=self.name, extra=self.extra_payload(request))
+        return CompiledChat(body=encode(payload), stream=request.stream)
+
+    async def execute(self, compiled: CompiledChat) -> ProviderResponse:
+        """POST ``/chat/completions`` and extract the response."""
+        try:
+            response = await self.pool.request(
+                "POST", "/chat/completions", body=compiled.body, timeout_s=self._timeout_s
+            )
+        except TransportError as exc:
+            raise self._network_error(exc, "generate") from exc
+        if response.status >= 400:
+            raise self._status_error(response.status, response.body, response.headers, "generate")
+        try:
+            data = json.loads(response.body)
+        except ValueError as exc:
+            raise APIError(
+                f"{self.name} generate returned a body that is not JSON",
+                hint="Check that base_url points at an OpenAI-compatible /v1 endpoint.",
+                provider=self.name,
+                phase="generate",
+                status_code=response.status,
+                retryable=False,
+            ) from exc
+        if isinstance(data, Mapping) and "error" in data and "choices" not in data:
+            raise self._status_error(response.status, data, response.headers, "generate")
+        return response_from(data)
+
+    async def stream(self, compiled: CompiledChat) -> AsyncIterator[StreamChunk]:
+        """POST with ``stream: true`` and map each SSE event to a neutral chunk."""
+        try:
+            async with self.pool.stream(
+                "POST", "/chat/completions", body=compiled.body, timeout_s=self._timeout_s
+            ) as response:
+                if response.status >= 400:
+                    body = await response.read()
+                    raise self._status_error(response.status, body, response.headers, "stream")
+                finished = False
+                async for data in response.iter_sse():
+                    if data == "[DONE]":
+                        finished = True
+                        continue
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        continue
+                    if not isinstance(event, Mapping):
+                        continue
+                    if "error" in event and not event.get("choices"):
+                        raise self._status_error(None, event, None, "stream")
+                    chunk = chunk_from(event)
+                    if chunk.finish_reason is not None:
+                        finished = True
+                    yield chunk
+                if not finished:
+                    raise APIError(
+                        f"{self.name} stream ended before the response was complete",
+                        hint="The server closed the stream early; check its logs, or retry.",
+                        provider=self.name,
+                        phase="stream",
+                        retryable=True,
+                        error_category="network",
+                    )
+        except TransportError as exc:
+            raise self._network_error(exc, "stream") from exc
+
+    def continuation_state(
+        self, request: ProviderRequest, response: ProviderResponse
+    ) -> dict[str, Any]:
+        """The transcript after this turn, without system message or sources."""
+        assistant: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+        if response.tool_calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_text},
+                }
+                for call in response.tool_calls
+            ]
+        if response.provider_state and "reasoning_details" in response.provider_state:
+            assistant["reasoning_details"] = response.provider_state["reasoning_details"]
+        if assistant["content"] is None and not response.tool_calls:
+            assistant["content"] = ""
+        messages = [*prior_messages(request), *turn_messages(request), assistant]
+        return {"messages": messages}
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _network_error(self, exc: TransportError, phase: str) -> APIError:
+        return network_error(
+            provider=self.name,
+            phase=phase,
+            kind=exc.kind,
+            message=str(exc),
+            base_url=self.base_url,
+            timeout_s=self._timeout_s,
+        )
+
+    def _status_error(
+        self, status: int | None, body: Any, headers: Mapping[str, str] | None, phase: str
+    ) -> Exception:
+        message = body_message(body)
+        low = message.lower()
+        if "tool" in low and ("parse" in low or "json" in low) and status in (None, 400, 500):
+            return ToolCallParseError(
+                f"{self.name} could not parse the model's tool-call arguments: {message}",
+                hint="The model produced malformed tool JSON; retry, simplify the tool "
+                "schema, or use a model better at tool calling.",
+            )
+        return api_error(
+            provider=self.name, phase=phase, status_code=status, message=message, headers=headers
+        )
