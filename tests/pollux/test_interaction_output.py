@@ -285,3 +285,16 @@ def test_event() -> None:
     assert done.output == Output(text="x")
     with pytest.raises(ConfigurationError):
         Event(type="error")  # type: ignore[arg-type]
+
+
+def test_event_jsonable() -> None:
+    assert Event(type="start").to_jsonable() == {"type": "start"}
+    delta = Event(type="tool_call_delta", delta=ToolCallDelta(index=1, name="f"))
+    assert delta.to_jsonable() == {
+        "type": "tool_call_delta",
+        "delta": {"index": 1, "arguments": "", "name": "f"},
+    }
+    done = Event(type="done", output=_full_output())
+    assert Event.from_jsonable(json.loads(json.dumps(done.to_jsonable()))) == done
+    with pytest.raises(ConfigurationError):
+        Event.from_jsonable({"type": "nope"})

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from pollux import (
     DeferredSnapshot,
     Diagnostics,
     Environment,
+    Event,
     Message,
     Metrics,
     Output,
@@ -23,6 +25,7 @@ from pollux import (
     PolluxError,
     Source,
     ToolCall,
+    ToolCallDelta,
     ToolDeclaration,
     Usage,
 )
@@ -235,6 +238,14 @@ PARSERS: dict[str, tuple[Callable[[Any], object], tuple[str, ...]]] = {
             "provider_state",
         ),
     ),
+    "ToolCallDelta.from_jsonable": (
+        ToolCallDelta.from_jsonable,
+        ("index", "id", "name", "arguments"),
+    ),
+    "Event.from_jsonable": (
+        Event.from_jsonable,
+        ("type", "text", "delta", "tool_call", "usage", "finish_reason", "output"),
+    ),
     "DeferredSnapshot.from_dict": (
         DeferredSnapshot.from_dict,
         ("job_id", "provider", "model", "status", "provider_status", "request_count", "succeeded"),
@@ -260,8 +271,9 @@ def _keyed(keys: tuple[str, ...]) -> st.SearchStrategy[Any]:
     )
 
 
+@pytest.mark.parametrize("name", sorted(PARSERS))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(PARSERS)), st.data())
+@given(data=st.data())
 def test_parsers_raise_only_pollux_errors(name: str, data: st.DataObject) -> None:
     parse, keys = PARSERS[name]
     payload = data.draw(_keyed(keys), label="payload")
@@ -269,6 +281,34 @@ def test_parsers_raise_only_pollux_errors(name: str, data: st.DataObject) -> Non
         parse(payload)
     except PolluxError as exc:
         assert exc.hint, f"{name} raised {exc!r} without a hint"
+
+
+deltas = st.builds(
+    ToolCallDelta,
+    index=st.integers(min_value=0, max_value=9),
+    id=st.none() | names,
+    name=st.none() | names,
+    arguments=st.text(max_size=10),
+)
+events = st.one_of(
+    st.builds(lambda t: Event(type=t), st.sampled_from(["start"])),
+    st.builds(
+        lambda t, x: Event(type=t, text=x),
+        st.sampled_from(["text_delta", "reasoning_delta"]),
+        st.text(max_size=10),
+    ),
+    st.builds(lambda d: Event(type="tool_call_delta", delta=d), deltas),
+    st.builds(lambda c: Event(type="tool_call", tool_call=c), tool_calls),
+    st.builds(lambda u: Event(type="usage", usage=u), usages),
+    st.builds(lambda r: Event(type="finish", finish_reason=r), st.text(max_size=10)),
+    st.builds(lambda o: Event(type="done", output=o), outputs),
+)
+
+
+@SETTINGS
+@given(events)
+def test_event_round_trip(event: Event) -> None:
+    assert Event.from_jsonable(_roundtrip_json(event.to_jsonable())) == event
 
 
 # ----------------------------------------------------------------------- fingerprints

@@ -161,11 +161,11 @@ class ContextOverflowError(APIError):
     ) -> None:
         kwargs.setdefault("error_category", "context_overflow")
         kwargs.setdefault("retryable", False)
-        kwargs.setdefault(
-            "hint",
-            "Shorten the prompt or history, use fewer or smaller sources, or pick a model "
-            "with a larger context window.",
-        )
+        if kwargs.get("hint") is None:
+            kwargs["hint"] = (
+                "Shorten the prompt or history, use fewer or smaller sources, or pick a model "
+                "with a larger context window."
+            )
         super().__init__(message, **kwargs)
         self.n_tokens = n_tokens
         self.n_ctx = n_ctx

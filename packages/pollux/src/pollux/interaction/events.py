@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pollux.errors import ConfigurationError
 
+from ._json import get_opt_str, get_str, require_mapping
 from .output import Output, Usage
 from .tools import ToolCall, ToolCallDelta
 
@@ -66,3 +68,41 @@ class Event:
                 f"Unknown event type: {self.type!r}",
                 hint="Use one of: " + ", ".join(EVENT_TYPES) + ".",
             )
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize to a JSON-compatible dict (unset facets omitted)."""
+        payload: dict[str, Any] = {"type": self.type}
+        if self.text:
+            payload["text"] = self.text
+        if self.delta is not None:
+            payload["delta"] = self.delta.to_jsonable()
+        if self.tool_call is not None:
+            payload["tool_call"] = self.tool_call.to_jsonable()
+        if self.usage is not None:
+            payload["usage"] = self.usage.to_jsonable()
+        if self.finish_reason is not None:
+            payload["finish_reason"] = self.finish_reason
+        if self.output is not None:
+            payload["output"] = self.output.to_jsonable()
+        return payload
+
+    @classmethod
+    def from_jsonable(cls, data: Mapping[str, Any]) -> Event:
+        """Rebuild an event from :meth:`to_jsonable` output (for recorded streams).
+
+        Raises:
+            ConfigurationError: The data is not a serialized event.
+        """
+        data = require_mapping(data, "Event")
+        delta, tool_call, usage, output = (
+            data.get(key) for key in ("delta", "tool_call", "usage", "output")
+        )
+        return cls(
+            type=cast(EventType, get_str(data, "type", "Event")),
+            text=get_str(data, "text", "Event", default=""),
+            delta=None if delta is None else ToolCallDelta.from_jsonable(delta),
+            tool_call=None if tool_call is None else ToolCall.from_jsonable(tool_call),
+            usage=None if usage is None else Usage.from_dict(usage),
+            finish_reason=get_opt_str(data, "finish_reason", "Event"),
+            output=None if output is None else Output.from_jsonable(output),
+        )

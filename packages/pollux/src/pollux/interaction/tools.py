@@ -11,6 +11,7 @@ from pollux.errors import ConfigurationError, ToolCallParseError
 
 from ._json import (
     JSONValue,
+    get_int,
     get_opt_int,
     get_opt_str,
     get_str,
@@ -302,6 +303,30 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Serialize to a JSON-compatible dict (unset ``id``/``name`` omitted)."""
+        payload: dict[str, Any] = {"index": self.index, "arguments": self.arguments}
+        if self.id is not None:
+            payload["id"] = self.id
+        if self.name is not None:
+            payload["name"] = self.name
+        return payload
+
+    @classmethod
+    def from_jsonable(cls, data: Mapping[str, Any]) -> ToolCallDelta:
+        """Rebuild a delta from :meth:`to_jsonable` output.
+
+        Raises:
+            ConfigurationError: The data is not a serialized delta.
+        """
+        data = require_mapping(data, "ToolCallDelta")
+        return cls(
+            index=get_int(data, "index", "ToolCallDelta"),
+            id=get_opt_str(data, "id", "ToolCallDelta"),
+            name=get_opt_str(data, "name", "ToolCallDelta"),
+            arguments=get_str(data, "arguments", "ToolCallDelta", default=""),
+        )
 
 
 @dataclass(frozen=True, slots=True)
