@@ -209,7 +209,12 @@ class Settings:
     models: tuple[str, ...] = ()
     record: bool = True
     batch_durations: dict[str, float] = field(
-        default_factory=lambda: {"validating": 1.0, "in_progress": 10.0, "finalizing": 1.0}
+        default_factory=lambda: {
+            "validating": 1.0,
+            "in_progress": 10.0,
+            "finalizing": 1.0,
+            "cancelling": 1.0,
+        }
     )
 
 

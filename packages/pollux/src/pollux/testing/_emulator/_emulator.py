@@ -20,7 +20,7 @@ from ._script import Handler, Scripted
 from ._server import ServerThread
 from .wires import load_wires
 
-_BATCH_STAGES = ("validating", "in_progress", "finalizing")
+_BATCH_STAGES = ("validating", "in_progress", "finalizing", "cancelling")
 
 
 class EmulatorError(Exception):
@@ -53,9 +53,9 @@ class Emulator:
         cache_min_tokens: The shortest prompt prefix reported as a cache hit.
         cache_block_tokens: Cache hits grow in steps of this many tokens.
         cache_ttl: Seconds (virtual) a cached prefix lives after its last use.
-        batch_durations: Virtual seconds a batch spends ``validating``, ``in_progress`` and
-            ``finalizing``. A job not finished 24 hours (its completion window) after creation
-            expires.
+        batch_durations: Virtual seconds a batch spends ``validating``, ``in_progress``,
+            ``finalizing`` and ``cancelling`` (defaults 1, 10, 1, 1). A job that would not finish
+            within its 24 hour completion window expires.
         process: Run the server in a child process (for benchmarks; scripting, the request log
             and :meth:`advance` are then unavailable).
         port: The port to bind (0 picks a free one).
@@ -84,7 +84,7 @@ class Emulator:
     ) -> None:
         if latency < 0 or stream_delay < 0:
             raise ValueError("latency and stream_delay must be >= 0 seconds")
-        durations = {"validating": 1.0, "in_progress": 10.0, "finalizing": 1.0}
+        durations = {"validating": 1.0, "in_progress": 10.0, "finalizing": 1.0, "cancelling": 1.0}
         for key, value in (batch_durations or {}).items():
             if key not in durations:
                 raise ValueError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pollux.testing._emulator._core import ApiError, Call
+from pollux.testing._emulator._core import ApiError, Core
 
 DEFAULT_MODELS = ("emulator-model",)
 
@@ -33,14 +33,14 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return ApiError(400, message, error_type="invalid_request_error", param=param, code=code)
 
 
-def require_model(call: Call, body: Mapping[str, Any], *, status: int = 404) -> str:
+def require_model(core: Core, body: Mapping[str, Any], *, status: int = 404) -> str:
     """The request's model, checked against ``Emulator(models=...)`` when that is set."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request(
             "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
         )
-    allowed = call.core.settings.models
+    allowed = core.settings.models
     if allowed and model not in allowed:
         raise ApiError(
             status,
@@ -52,6 +52,6 @@ def require_model(call: Call, body: Mapping[str, Any], *, status: int = 404) -> 
     return model
 
 
-def model_catalog(call: Call) -> list[str]:
+def model_catalog(core: Core) -> list[str]:
     """The models ``GET /models`` lists."""
-    return list(call.core.settings.models or DEFAULT_MODELS)
+    return list(core.settings.models or DEFAULT_MODELS)

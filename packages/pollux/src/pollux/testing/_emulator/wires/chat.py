@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pollux.testing._emulator._core import Call, Route, WireSpec
+from pollux.testing._emulator._core import Call, Core, Route, WireSpec
 from pollux.testing._emulator._http import Outcome, StreamResponse, json_response, sse_event
 from pollux.testing._emulator._model import (
     FunctionSpec,
@@ -20,6 +20,7 @@ from pollux.testing._emulator._model import (
     generate,
 )
 from pollux.testing._emulator._schema import strict_schema_problem
+from pollux.testing._emulator._script import Reply
 
 from ._common import bad_request, bearer_key, model_catalog, openai_error_body, require_model
 
@@ -81,9 +82,9 @@ def _text_of(content: Any, request: ModelRequest | None, where: str) -> str:
     return "\n".join(t for t in texts if t)
 
 
-def compile_request(call: Call, body: Mapping[str, Any]) -> ModelRequest:
+def compile_request(core: Core, body: Mapping[str, Any]) -> ModelRequest:
     """Translate a Chat Completions body into a :class:`ModelRequest` (validating like the API)."""
-    model = require_model(call, body)
+    model = require_model(core, body)
     messages = body.get("messages")
     if messages is None:
         raise bad_request(
@@ -265,14 +266,28 @@ def _finish(out: ModelOutput) -> str:
 def completion(call: Call, *, reasoning_field: str = "reasoning_content") -> Outcome:
     """``POST /chat/completions``, plain or streamed."""
     body = call.body()
-    request = compile_request(call, body)
-    out = generate(request, call.reply, call.core.cache, lambda: call.core.new_id("call_"))
-    completion_id = call.core.new_id("chatcmpl-")
-    created = int(call.core.clock.now())
     if body.get("stream"):
+        request = compile_request(call.core, body)
+        out = generate(request, call.reply, call.core.cache, lambda: call.core.new_id("call_"))
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+        completion_id = call.core.new_id("chatcmpl-")
+        created = int(call.core.clock.now())
         return _stream(completion_id, created, request.model, out, include_usage, reasoning_field)
+    return json_response(completion_body(call.core, body, call.reply, reasoning_field))
+
+
+def completion_body(
+    core: Core,
+    body: Mapping[str, Any],
+    reply: Reply | None,
+    reasoning_field: str = "reasoning_content",
+) -> dict[str, Any]:
+    """The non-streamed Chat Completions answer to ``body`` (also used for batch lines)."""
+    request = compile_request(core, body)
+    out = generate(request, reply, core.cache, lambda: core.new_id("call_"))
+    completion_id = core.new_id("chatcmpl-")
+    created = int(core.clock.now())
     message: dict[str, Any] = {
         "role": "assistant",
         "content": out.text if (out.text or not out.tool_calls) else None,
@@ -289,19 +304,17 @@ def completion(call: Call, *, reasoning_field: str = "reasoning_content") -> Out
             }
             for tc in out.tool_calls
         ]
-    return json_response(
-        {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": request.model,
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(out)}
-            ],
-            "usage": usage_body(out),
-            "system_fingerprint": "fp_emulator",
-        }
-    )
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": request.model,
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(out)}
+        ],
+        "usage": usage_body(out),
+        "system_fingerprint": "fp_emulator",
+    }
 
 
 def _stream(
@@ -352,7 +365,7 @@ def list_models(call: Call, *, catalog_fields: bool = False) -> Outcome:
     """``GET /models``."""
     created = int(call.core.clock.now())
     data = []
-    for model in model_catalog(call):
+    for model in model_catalog(call.core):
         entry: dict[str, Any] = {
             "id": model,
             "object": "model",
@@ -368,7 +381,7 @@ def list_models(call: Call, *, catalog_fields: bool = False) -> Outcome:
 def retrieve_model(call: Call, *, catalog_fields: bool = False) -> Outcome:
     """``GET /models/{model}``."""
     model = call.params["model"]
-    if model not in model_catalog(call):
+    if model not in model_catalog(call.core):
         raise bad_request(f"The model '{model}' does not exist", "model", "model_not_found")
     entry: dict[str, Any] = {
         "id": model,
