@@ -308,3 +308,32 @@ def test_source_is_frozen() -> None:
     src = Source.from_text("a")
     with pytest.raises(AttributeError):
         src.identifier = "b"  # type: ignore[misc]
+
+
+def test_sources_pickle_and_copy(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(b"video")
+    sources = [
+        Source.from_text("hello"),
+        Source.from_bytes(b"\x00\x01", mime_type="image/png"),
+        Source.from_file(path).with_gemini_video_settings(fps=2),
+        Source.from_arxiv("2301.07041"),
+    ]
+    for src in sources:
+        for clone in (pickle.loads(pickle.dumps(src)), copy.deepcopy(src), copy.copy(src)):
+            assert clone == src
+            assert clone.content_loader() == src.content_loader()
+            assert clone.cache_identity_hash(provider="gemini") == src.cache_identity_hash(
+                provider="gemini"
+            )
+
+
+def test_from_json_rejects_a_model_class() -> None:
+    class Item(pydantic.BaseModel):
+        n: int
+
+    with pytest.raises(SourceError):
+        Source.from_json(Item)

@@ -169,6 +169,21 @@ class Source:
     _data: bytes | None = field(default=None, repr=False)
     _path: Path | None = field(default=None, repr=False)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The loader is a closure; rebuild it from the stored content or path instead.
+        return (
+            _rebuild_source,
+            (
+                self.source_type,
+                self.identifier,
+                self.mime_type,
+                self.size_bytes,
+                self.provider_hints,
+                self._data,
+                self._path,
+            ),
+        )
+
     # ----------------------------------------------------------------- constructors
 
     @classmethod
@@ -203,7 +218,7 @@ class Source:
             SourceError: ``data`` is not JSON serializable.
         """
         dump = getattr(data, "model_dump", None)
-        if callable(dump):
+        if callable(dump) and not isinstance(data, type):
             try:
                 data = dump(mode="json")
             except TypeError:
@@ -578,3 +593,37 @@ def _normalize_arxiv(ref: str) -> str:
             "'hep-th/9901001'.",
         )
     return f"https://arxiv.org/pdf/{arxiv_id}.pdf"
+
+
+def _rebuild_source(
+    source_type: SourceType,
+    identifier: str,
+    mime_type: str,
+    size_bytes: int,
+    provider_hints: tuple[ProviderHint, ...],
+    data: bytes | None,
+    path: Path | None,
+) -> Source:
+    loader: Callable[[], bytes]
+    if path is not None:
+        file_path = path
+
+        def loader() -> bytes:
+            return file_path.read_bytes()
+
+    else:
+        content = data or b""
+
+        def loader() -> bytes:
+            return content
+
+    return Source(
+        source_type=source_type,
+        identifier=identifier,
+        mime_type=mime_type,
+        size_bytes=size_bytes,
+        content_loader=loader,
+        provider_hints=provider_hints,
+        _data=data,
+        _path=path,
+    )

@@ -145,7 +145,8 @@ class ToolCall:
         arguments_error: Why ``arguments_text`` did not parse, if it did not.
         index: The call's position among the turn's calls, when the provider gives one.
         provider_state: Provider-specific replay data (for example Gemini thought
-            signatures). Opaque; pollux uses it to continue the conversation.
+            signatures). Opaque; pollux uses it to continue the conversation. It must be
+            JSON-compatible (providers encode bytes as base64) so outputs can be persisted.
 
     Example:
         >>> call = ToolCall.from_text(id="c1", name="add", arguments_text='{"a": 1}')
