@@ -1,0 +1,336 @@
+"""Compile neutral pollux requests into OpenAI Responses API keyword arguments.
+
+Everything here is pure: no SDK import, no I/O. The result is the exact ``dict`` passed to
+``client.responses.create(**kwargs)``, so tests assert it verbatim.
+
+Rules (each parameter is forwarded or rejected, never dropped):
+
+- ``temperature``/``top_p`` are forwarded; ``max_tokens`` becomes ``max_output_tokens``.
+- ``seed`` and ``reasoning_budget_tokens`` do not exist in the Responses API: rejected in
+  :func:`validate_options`, before any I/O.
+- ``reasoning_effort`` becomes ``reasoning={"effort": ..., "summary": "auto"}``.
+- An output schema becomes a strict ``text.format`` json_schema.
+- ``ToolResult.is_error`` is forwarded: the ``function_call_output`` carries a JSON envelope
+  ``{"is_error": true, "content": ...}`` (the Responses API has no error flag of its own).
+- A continuation continues through ``previous_response_id``: only the tool outputs and the new
+  user text are sent, never the environment sources again.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pollux.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pollux.interaction.messages import Message
+    from pollux.interaction.tools import ToolDeclaration, ToolResult
+
+#: The ``text.format.name`` pollux uses for structured output.
+SCHEMA_NAME = "pollux_structured_output"
+
+#: Reasoning efforts the Responses API accepts.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+_TOOL_CHOICES = ("auto", "required", "none")
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a copy of ``schema`` that satisfies OpenAI's strict structured-output rules.
+
+    Every object gets ``additionalProperties: false`` and lists *all* its properties in
+    ``required`` (a partial ``required`` is replaced: strict mode rejects it). ``$ref`` with
+    sibling keywords is inlined, because strict mode does not allow siblings next to ``$ref``.
+    ``default: null`` is dropped (strict mode rejects defaults).
+
+    Args:
+        schema: A JSON Schema object.
+
+    Returns:
+        A new, strict schema; the input is not modified.
+    """
+    root = copy.deepcopy(dict(schema))
+    strict: dict[str, Any] = _strictify(root, root)
+    return strict
+
+
+def _resolve_ref(root: Mapping[str, Any], ref: str) -> Mapping[str, Any]:
+    if not ref.startswith("#/"):
+        raise ConfigurationError(
+            f"Unsupported $ref {ref!r} in an output or tool schema",
+            hint="Use local references (#/$defs/...) only.",
+        )
+    node: Any = root
+    for key in ref[2:].split("/"):
+        if not isinstance(node, Mapping) or key not in node:
+            raise ConfigurationError(
+                f"Unresolvable $ref {ref!r} in an output or tool schema",
+                hint="Check the schema's $defs.",
+            )
+        node = node[key]
+    if not isinstance(node, Mapping):
+        raise ConfigurationError(f"$ref {ref!r} does not point to a schema")
+    return node
+
+
+def _strictify(node: Any, root: Mapping[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_strictify(item, root) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and len(node) > 1:
+        merged = dict(copy.deepcopy(_resolve_ref(root, ref)))
+        merged.update({k: v for k, v in node.items() if k != "$ref"})
+        node = merged
+    for key in ("$defs", "definitions", "properties", "patternProperties"):
+        value = node.get(key)
+        if isinstance(value, dict):
+            node[key] = {name: _strictify(sub, root) for name, sub in value.items()}
+    for key in ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not"):
+        if key in node:
+            node[key] = _strictify(node[key], root)
+    if "default" in node and node["default"] is None:
+        del node["default"]
+    is_object = node.get("type") == "object" or ("properties" in node and "type" not in node)
+    if is_object:
+        properties = node.get("properties")
+        names = list(properties) if isinstance(properties, dict) else []
+        node.setdefault("properties", {})
+        node["required"] = names
+        node["additionalProperties"] = False
+    return node
+
+
+def compile_tool(tool: ToolDeclaration) -> dict[str, Any]:
+    """Compile one :class:`ToolDeclaration` to a Responses ``function`` tool."""
+    parameters: Mapping[str, Any] = tool.parameters or {"type": "object", "properties": {}}
+    compiled: dict[str, Any] = {"type": "function", "name": tool.name}
+    if tool.description:
+        compiled["description"] = tool.description
+    compiled["parameters"] = strict_schema(parameters) if tool.strict else dict(parameters)
+    compiled["strict"] = bool(tool.strict)
+    return compiled
+
+
+def compile_tool_choice(choice: Any, tools: Sequence[ToolDeclaration]) -> Any:
+    """Compile a pollux ``ToolChoice`` (``auto``/``required``/``none``/``{"name": ...}``)."""
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise ConfigurationError(
+                f"Unknown tool_choice {choice!r}",
+                hint="Use 'auto', 'required', 'none' or {'name': '<tool name>'}.",
+            )
+        return choice
+    if isinstance(choice, Mapping) and isinstance(choice.get("name"), str):
+        name = choice["name"]
+        if name not in {tool.name for tool in tools}:
+            raise ConfigurationError(
+                f"tool_choice names {name!r}, which is not a declared tool",
+                hint="Declare the tool on the Environment (or tools=...), or fix the name.",
+            )
+        return {"type": "function", "name": name}
+    raise ConfigurationError(
+        f"Invalid tool_choice {choice!r}",
+        hint="Use 'auto', 'required', 'none' or {'name': '<tool name>'}.",
+    )
+
+
+def compile_tool_result(result: ToolResult) -> dict[str, Any]:
+    """Compile one :class:`ToolResult` to a ``function_call_output`` item."""
+    output = result.content
+    if result.is_error:
+        output = json.dumps({"is_error": True, "content": result.content}, ensure_ascii=False)
+    return {"type": "function_call_output", "call_id": result.call_id, "output": output}
+
+
+def compile_history(history: Sequence[Message]) -> list[dict[str, Any]]:
+    """Replay a portable transcript as Responses input items."""
+    items: list[dict[str, Any]] = []
+    for message in history:
+        if message.role == "user":
+            items.append({"role": "user", "content": message.content})
+        elif message.role == "assistant":
+            if message.content:
+                items.append({"role": "assistant", "content": message.content})
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments_text,
+                }
+                for call in message.tool_calls
+            )
+        else:
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id,
+                    "output": message.content,
+                }
+            )
+    return items
+
+
+def validate_options(
+    *,
+    seed: int | None,
+    reasoning_effort: str | None,
+    reasoning_budget_tokens: int | None,
+    provider_options: Mapping[str, Any] | None,
+) -> None:
+    """Reject what the Responses API cannot honour, before any I/O.
+
+    Raises:
+        ConfigurationError: For ``seed``, a reasoning budget, an unknown effort, or provider
+            options that would overwrite keys pollux generates.
+    """
+    if seed is not None:
+        raise ConfigurationError(
+            "provider='openai' (Responses API) does not support seed",
+            hint="Remove seed=..., or use a provider that honours it (for example local).",
+        )
+    if reasoning_budget_tokens is not None:
+        raise ConfigurationError(
+            "provider='openai' does not support reasoning_budget_tokens",
+            hint=f"Use reasoning_effort= one of {', '.join(REASONING_EFFORTS)} instead.",
+        )
+    if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+        raise ConfigurationError(
+            f"Unknown reasoning_effort {reasoning_effort!r} for provider='openai'",
+            hint=f"Use one of {', '.join(REASONING_EFFORTS)}.",
+        )
+    if provider_options:
+        reserved = set(_RESERVED_KEYS) & set(provider_options)
+        if reserved:
+            raise ConfigurationError(
+                "provider_options['openai'] may not set "
+                + ", ".join(sorted(repr(k) for k in reserved)),
+                hint="pollux builds these keys itself; use the matching pollux parameter.",
+            )
+
+
+# Keys pollux always owns; provider_options may add others (and may set ``reasoning``,
+# ``text`` or ``tool_choice`` when the matching pollux parameter is unset).
+_RESERVED_KEYS = ("model", "input", "instructions", "stream", "previous_response_id", "tools")
+
+
+def compile_request(
+    *,
+    model: str,
+    instructions: str | None,
+    source_parts: Sequence[Mapping[str, Any]],
+    content: str | None,
+    tools: Sequence[ToolDeclaration] = (),
+    output_schema: Mapping[str, Any] | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    reasoning_effort: str | None = None,
+    tool_choice: Any = None,
+    previous_response_id: str | None = None,
+    history: Sequence[Message] | None = None,
+    tool_results: Sequence[ToolResult] = (),
+    provider_options: Mapping[str, Any] | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    """Build the keyword arguments of one ``responses.create`` call.
+
+    Args:
+        model: The model name.
+        instructions: The system instructions (re-sent every turn: the Responses API does
+            not carry them over through ``previous_response_id``).
+        source_parts: Prepared input parts for the environment sources (see ``uploads``).
+        content: The user text of this turn.
+        tools: Tool declarations (re-sent every turn, like instructions).
+        output_schema: JSON Schema for structured output, strictified here.
+        temperature: Sampling temperature.
+        top_p: Nucleus sampling.
+        max_tokens: Output token cap, sent as ``max_output_tokens``.
+        reasoning_effort: Reasoning effort; a summary is requested too.
+        tool_choice: A pollux tool choice.
+        previous_response_id: The response this turn continues (continuation turns).
+        history: A portable transcript to replay (first turns with history).
+        tool_results: Results of the previous turn's tool calls.
+        provider_options: Raw extra keys for ``responses.create``.
+        stream: Whether to request server-sent events.
+
+    Returns:
+        The keyword arguments for ``responses.create``.
+    """
+    if tool_results and previous_response_id is None and not history:
+        raise ConfigurationError(
+            "tool_results need the turn that requested them",
+            hint="Pass Input(continuation=previous_output.continuation, tool_results=...).",
+        )
+    items: list[dict[str, Any]] = []
+    continuing = previous_response_id is not None
+    if not continuing and history:
+        # Sources lead as their own user turn so the replayed transcript keeps its order.
+        if source_parts:
+            items.append({"role": "user", "content": [dict(p) for p in source_parts]})
+        items.extend(compile_history(history))
+    items.extend(compile_tool_result(result) for result in tool_results)
+    user_parts: list[dict[str, Any]] = []
+    if not continuing and not history:
+        user_parts.extend(dict(p) for p in source_parts)
+    if content is not None and content.strip():
+        user_parts.append({"type": "input_text", "text": content})
+    if user_parts:
+        items.append({"role": "user", "content": user_parts})
+
+    kwargs: dict[str, Any] = {"model": model, "input": items}
+    if instructions:
+        kwargs["instructions"] = instructions
+    if previous_response_id is not None:
+        kwargs["previous_response_id"] = previous_response_id
+    if tools:
+        kwargs["tools"] = [compile_tool(tool) for tool in tools]
+    if tool_choice is not None:
+        kwargs["tool_choice"] = compile_tool_choice(tool_choice, tools)
+    if output_schema is not None:
+        kwargs["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": SCHEMA_NAME,
+                "schema": strict_schema(output_schema),
+                "strict": True,
+            }
+        }
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if top_p is not None:
+        kwargs["top_p"] = top_p
+    if max_tokens is not None:
+        kwargs["max_output_tokens"] = max_tokens
+    if reasoning_effort is not None:
+        kwargs["reasoning"] = {"effort": reasoning_effort, "summary": "auto"}
+    if provider_options:
+        collisions = set(provider_options) & set(kwargs)
+        if collisions:
+            raise ConfigurationError(
+                "provider_options['openai'] collides with "
+                + ", ".join(sorted(repr(k) for k in collisions)),
+                hint="Set these through the pollux parameters, not provider_options.",
+            )
+        kwargs.update(copy.deepcopy(dict(provider_options)))
+    if stream:
+        kwargs["stream"] = True
+    return kwargs
+
+
+__all__ = [
+    "REASONING_EFFORTS",
+    "SCHEMA_NAME",
+    "compile_history",
+    "compile_request",
+    "compile_tool",
+    "compile_tool_choice",
+    "compile_tool_result",
+    "strict_schema",
+    "validate_options",
+]

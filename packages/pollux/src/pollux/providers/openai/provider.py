@@ -1,0 +1,274 @@
+"""The ``openai`` provider: the Responses API through the official SDK.
+
+One :class:`OpenAIProvider` per Session owns one ``AsyncOpenAI`` client (built on first use, the
+SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry loop,
+and with ``timeout=Config.request_timeout_s``. The client honours the SDK's own environment
+variables, notably ``OPENAI_BASE_URL``: that is how tests (and proxies) point pollux at
+:class:`pollux.testing.Emulator` or another Responses-compatible endpoint, since ``Config``
+keeps ``base_url`` for local servers.
+
+The work is split by job: ``compile`` (request kwargs), ``extract`` (response -> neutral),
+``stream`` (events -> chunks), ``uploads`` (sources -> parts, Files API) and ``errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pollux.errors import ConfigurationError
+from pollux.providers.base import (
+    Capabilities,
+    PreparedSources,
+    ProviderBase,
+    ProviderReadiness,
+    ProviderRequest,
+    ProviderResponse,
+    StreamChunk,
+)
+
+from .compile import compile_request, validate_options
+from .errors import PROVIDER, wrap_openai_error
+from .extract import extract_response
+from .stream import ResponsesStreamMapper
+from .uploads import delete_files, prepare_parts, validate_sources
+
+if TYPE_CHECKING:
+    from pollux.config import Config
+    from pollux.source import Source
+
+#: What the Responses API path supports (checked by the engine before any I/O).
+CAPABILITIES = Capabilities(
+    streaming=True,
+    structured_outputs=True,
+    reasoning=True,
+    reasoning_budget_tokens=False,
+    tools=True,
+    conversation=True,
+    uploads=True,
+    persistent_cache=False,
+    implicit_caching=False,
+    deferred_delivery=False,
+    temperature=True,
+    top_p=True,
+    seed=False,
+    max_tokens=True,
+    tool_result_errors=True,
+)
+
+
+class OpenAIProvider(ProviderBase):
+    """The OpenAI Responses API provider (``Config(provider="openai", model=...)``)."""
+
+    name = PROVIDER
+    CAPABILITIES = CAPABILITIES
+
+    def __init__(self, config: Config, *, client: Any = None) -> None:
+        """Keep the config; the SDK client is built on first use.
+
+        Args:
+            config: The session's configuration (``api_key``, ``model``, timeouts).
+            client: An ``AsyncOpenAI``-compatible client to use instead (tests, proxies).
+        """
+        self._config = config
+        self._client: Any = client
+        self._owns_client = client is None
+        self._closed = False
+
+    # ------------------------------------------------------------------ client
+
+    def _sdk(self) -> Any:
+        if self._closed:
+            raise ConfigurationError(
+                "The openai provider was used after it was closed",
+                hint="Open a new Session (or call the module-level function again).",
+            )
+        if self._client is None:
+            try:
+                from openai import AsyncOpenAI
+            except ImportError as exc:  # pragma: no cover - openai is a pollux dependency
+                raise ConfigurationError(
+                    "provider='openai' needs the openai package",
+                    hint='Install it: pip install "openai>=2"',
+                ) from exc
+            self._client = AsyncOpenAI(
+                api_key=self._config.api_key,
+                max_retries=0,
+                timeout=self._config.request_timeout_s,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK client (idempotent)."""
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            await client.close()
+
+    # -------------------------------------------------------------- validation
+
+    def validate(self, request: ProviderRequest) -> None:
+        """Reject, before any I/O, what the Responses API cannot honour."""
+        requirements = request.requirements
+        validate_options(
+            seed=requirements.seed,
+            reasoning_effort=requirements.reasoning_effort,
+            reasoning_budget_tokens=requirements.reasoning_budget_tokens,
+            provider_options=requirements.provider_options_for(PROVIDER),
+        )
+        validate_sources(request.sources.sources)
+        state = request.continuation_state
+        if request.input.continuation is not None:
+            if not _response_id(state):
+                raise ConfigurationError(
+                    "This continuation carries no OpenAI response id",
+                    hint="Continue from the Output.continuation of an openai interaction.",
+                )
+            if state is not None and state.get("stored") is False:
+                raise ConfigurationError(
+                    "This continuation comes from a response created with store=False, which "
+                    "OpenAI cannot continue through previous_response_id",
+                    hint="Drop provider_options store=False, or replay the turns with "
+                    "Input(history=...).",
+                )
+        turn = request.input
+        if turn.tool_results and turn.continuation is None and not turn.history:
+            raise ConfigurationError(
+                "tool_results need the turn that requested them",
+                hint="Pass Input(continuation=previous_output.continuation, tool_results=...).",
+            )
+        # Compiling is pure: run it once here so schema/tool errors surface before I/O.
+        compile_request(**self._compile_args(request, source_parts=()))
+
+    # ----------------------------------------------------------------- sources
+
+    async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
+        """Inline text, upload files (Files API, ``purpose="user_data"``), link URLs."""
+        prepared = await prepare_parts(
+            self._sdk(), sources, timeout_s=self._config.request_timeout_s
+        )
+        return PreparedSources(sources=tuple(sources), parts=prepared.parts, owned=prepared.owned)
+
+    async def release_sources(self, prepared: PreparedSources) -> None:
+        """Delete the files uploaded for this call (best effort, never raises)."""
+        if prepared.owned and self._client is not None:
+            await delete_files(self._client, list(prepared.owned))
+
+    # ------------------------------------------------------------------ calls
+
+    def _compile_args(
+        self, request: ProviderRequest, *, source_parts: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        requirements = request.requirements
+        turn = request.input
+        history = turn.history if turn.continuation is None else None
+        return {
+            "model": request.model or self._config.model or "",
+            "instructions": request.instructions,
+            "source_parts": source_parts,
+            "content": turn.content,
+            "tools": request.tools,
+            "output_schema": requirements.output_schema_json(),
+            "temperature": requirements.temperature,
+            "top_p": requirements.top_p,
+            "max_tokens": requirements.max_tokens,
+            "reasoning_effort": requirements.reasoning_effort,
+            "tool_choice": requirements.tool_choice,
+            "previous_response_id": _response_id(request.continuation_state),
+            "history": history,
+            "tool_results": turn.tool_results,
+            "provider_options": requirements.provider_options_for(PROVIDER),
+            "stream": request.stream,
+        }
+
+    def compile(self, request: ProviderRequest) -> dict[str, Any]:
+        """The ``responses.create`` keyword arguments for one interaction."""
+        return compile_request(**self._compile_args(request, source_parts=request.sources.parts))
+
+    async def execute(self, compiled: Any) -> ProviderResponse:
+        """Create one response and normalize it."""
+        client = self._sdk()
+        kwargs = {key: value for key, value in compiled.items() if key != "stream"}
+        try:
+            response = await client.responses.create(**kwargs)
+        except Exception as exc:
+            raise wrap_openai_error(
+                exc, phase="generate", timeout_s=self._config.request_timeout_s
+            ) from exc
+        return extract_response(response)
+
+    async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
+        """Create one streamed response and yield neutral chunks; the SDK stream is closed."""
+        client = self._sdk()
+        kwargs = dict(compiled)
+        kwargs["stream"] = True
+        mapper = ResponsesStreamMapper()
+        try:
+            events = await client.responses.create(**kwargs)
+        except Exception as exc:
+            raise wrap_openai_error(
+                exc, phase="stream", timeout_s=self._config.request_timeout_s
+            ) from exc
+        try:
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise wrap_openai_error(
+                        exc, phase="stream", timeout_s=self._config.request_timeout_s
+                    ) from exc
+                chunk = mapper.feed(event)
+                if chunk is not None:
+                    yield chunk
+                if mapper.done:
+                    break
+            mapper.finish()
+        finally:
+            await events.close()
+
+    def continuation_state(
+        self, request: ProviderRequest, response: ProviderResponse
+    ) -> dict[str, Any]:
+        """Continuations replay through ``previous_response_id`` (server-side state)."""
+        if not response.response_id:
+            return {}
+        state: dict[str, Any] = {"response_id": response.response_id}
+        options = request.requirements.provider_options_for(PROVIDER) or {}
+        if options.get("store") is False:
+            state["stored"] = False
+        return state
+
+    async def check_ready(self, model: str | None) -> ProviderReadiness:
+        """Ask the API for the model; ready when it answers."""
+        target = model or self._config.model
+        try:
+            await self._sdk().models.retrieve(target)
+        except Exception as exc:
+            error = wrap_openai_error(exc, phase="metadata")
+            return ProviderReadiness(
+                ready=False,
+                provider=PROVIDER,
+                status_code=getattr(error, "status_code", None),
+                message=f"{error} ({error.hint})" if error.hint else str(error),
+                model=target,
+            )
+        return ProviderReadiness(
+            ready=True,
+            provider=PROVIDER,
+            status_code=200,
+            message=f"model {target!r} is available",
+            model=target,
+            model_verified=True,
+        )
+
+
+def _response_id(state: Mapping[str, Any] | None) -> str | None:
+    if not state:
+        return None
+    value = state.get("response_id")
+    return value if isinstance(value, str) and value else None
+
+
+__all__ = ["CAPABILITIES", "OpenAIProvider"]
