@@ -160,3 +160,23 @@ def test_fingerprint_needs_a_provider(provider: object) -> None:
     with pytest.raises(ConfigurationError) as info:
         Environment().fingerprint(provider=provider)  # type: ignore[arg-type]
     assert info.value.hint
+
+
+def test_fingerprint_golden_vectors() -> None:
+    # Pinned values: a change here breaks durable identities (pollard replay, caches) and
+    # must come with a FINGERPRINT_VERSION bump.
+    env = Environment(
+        instructions="Be brief.",
+        sources=(
+            Source.from_text("alpha"),
+            Source.from_uri("https://x.org/a.pdf", mime_type="application/pdf"),
+            Source.from_youtube("https://youtu.be/x").with_gemini_video_settings(fps=1),
+        ),
+        tools=(ToolDeclaration("lookup", "Look up", {"type": "object"}),),
+    )
+    assert env.fingerprint(provider="openai") == (
+        "a185dde7d5428b433da5a224fdf38aefc005eaf529fe679eed61503e82e64c05"
+    )
+    assert env.fingerprint(provider="gemini") == (
+        "b81222c4a61b5fc9dd6e23ffb19b7a6149b639e60aeaf4ce406f0519302374f3"
+    )
