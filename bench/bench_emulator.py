@@ -1,0 +1,103 @@
+"""Emulator throughput: small Chat Completions requests per second over keep-alive connections.
+
+The emulator runs in its own process (``Emulator(process=True)``) so the load generator does not
+share its interpreter. The load generator is a minimal asyncio HTTP/1.1 client (the official SDK
+spends far more CPU per request than the server does, so it would measure itself); the SDK's own
+rate is reported alongside for scale: the emulator must never be the bottleneck of a test suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import openai
+
+from bench._result import Result
+from pollux.testing import Emulator
+
+BODY = json.dumps(
+    {"model": "m", "messages": [{"role": "user", "content": "What is two plus two?"}]}
+).encode()
+
+
+def _request(port: int) -> bytes:
+    return (
+        f"POST /local/v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        f"content-type: application/json\r\nauthorization: Bearer k\r\n"
+        f"content-length: {len(BODY)}\r\n\r\n"
+    ).encode() + BODY
+
+
+async def _worker(port: int, deadline: float, counts: list[int]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    request = _request(port)
+    done = 0
+    try:
+        while time.perf_counter() < deadline:
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(head.decode())
+            done += 1
+    finally:
+        counts.append(done)
+        writer.close()
+        await writer.wait_closed()
+
+
+async def _load(port: int, connections: int, seconds: float) -> float:
+    counts: list[int] = []
+    start = time.perf_counter()
+    deadline = start + seconds
+    await asyncio.gather(*(_worker(port, deadline, counts) for _ in range(connections)))
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def _sdk_rate(base_url: str, seconds: float) -> float:
+    with openai.OpenAI(base_url=base_url, api_key="k", max_retries=0) as client:
+        done = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "What is two plus two?"}]
+            )
+            done += 1
+        return done / (time.perf_counter() - start)
+
+
+def run() -> list[Result]:
+    results: list[Result] = []
+    with Emulator(process=True) as emu:
+        asyncio.run(_load(emu.port, 4, 0.5))  # warm up
+        one = asyncio.run(_load(emu.port, 1, 2.0))
+        many = asyncio.run(_load(emu.port, 16, 3.0))
+        sdk = _sdk_rate(emu.base_url("local"), 2.0)
+    results.append(
+        Result("emulator (own process), 1 keep-alive connection", one, "req/s", target=1000)
+    )
+    results.append(
+        Result("emulator (own process), 16 keep-alive connections", many, "req/s", target=2000)
+    )
+    results.append(Result("openai SDK sync client against the emulator, sequential", sdk, "req/s"))
+    results.append(
+        Result(
+            "emulator capacity / SDK client rate",
+            many / sdk,
+            "x",
+            target=1.0,
+            note="above 1: the SDK, not the emulator, limits a test",
+        )
+    )
+    with Emulator(record=False) as emu:
+        in_thread = asyncio.run(_load(emu.port, 16, 2.0))
+    results.append(
+        Result("emulator (thread, same process as client), 16 conns", in_thread, "req/s")
+    )
+    return results
