@@ -251,3 +251,11 @@ def test_input_validation(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError) as info:
         Input(**kwargs)  # type: ignore[arg-type]
     assert info.value.hint
+
+
+def test_deeply_nested_state_is_a_configuration_error() -> None:
+    deep: object = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ConfigurationError, match="nested too deeply"):
+        Continuation.from_jsonable({"version": 2, "provider": "openai", "state": {"x": deep}})

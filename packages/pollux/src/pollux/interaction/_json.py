@@ -18,8 +18,17 @@ def json_copy(value: Any, *, what: str = "value") -> Any:
 
     Raises:
         ConfigurationError: The value holds something JSON cannot represent (a non-string
-            key, NaN/infinity, or a non-JSON object).
+            key, NaN/infinity, or a non-JSON object), or is nested too deeply.
     """
+    try:
+        return _json_copy(value, what)
+    except RecursionError:
+        raise ConfigurationError(
+            f"{what} is nested too deeply", hint="Flatten the data structure."
+        ) from None
+
+
+def _json_copy(value: Any, what: str) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -37,10 +46,10 @@ def json_copy(value: Any, *, what: str = "value") -> Any:
                     f"{what} has a non-string key {key!r}",
                     hint="JSON object keys must be strings.",
                 )
-            out[key] = json_copy(item, what=what)
+            out[key] = _json_copy(item, what)
         return out
     if isinstance(value, (list, tuple)):
-        return [json_copy(item, what=what) for item in value]
+        return [_json_copy(item, what) for item in value]
     raise ConfigurationError(
         f"{what} is not JSON-compatible: {type(value).__name__}",
         hint="Use dicts, lists, strings, numbers, booleans and None only.",
