@@ -1,0 +1,1 @@
+"""Internals of the ``pollard`` command line (see :mod:`pollard.cli`)."""

@@ -1,0 +1,317 @@
+"""A content-free view of a stored tree, shared by the CLI, the HTML page and OpenTelemetry.
+
+``build_view`` turns node records (in preorder, parents before children) into ``ViewNode``
+rows: kind, a short label, charges, and the refusal/pruned/redacted/dry-run markers. Payloads and
+results are copied only when asked for; everything else is metadata, never content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any, Protocol
+
+from .redaction import contains_redaction, is_redacted
+
+LABEL_MAX = 60
+_NOTE_LABEL_KEYS = ("label", "checkpoint", "status")
+_REFUSAL_KEYS = (
+    "reason",
+    "meter",
+    "requested",
+    "remaining",
+    "estimated",
+    "window_seconds",
+    "blocked_kind",
+    "detail",
+)
+
+
+class NodeLike(Protocol):
+    """What the view needs from a node (``pollard.Node`` satisfies it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent(self) -> str | None: ...
+    @property
+    def kind(self) -> Any: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+
+
+@dataclass
+class ViewNode:
+    """One row of the view: everything the CLI and the HTML page show for a node."""
+
+    id: str
+    parent: str | None
+    kind: str
+    attempt: int
+    depth: int
+    label: str
+    charges: dict[str, Decimal]
+    avoided: dict[str, Decimal]
+    refusal: dict[str, str] | None
+    pruned: bool
+    redacted: bool
+    dry_run: bool
+    created_at: str | None
+    duration_s: float | None
+    result_conflicts: int
+    merge_conflicts: int
+    children: list[str] = field(default_factory=list)
+    payload: Any = None
+    result: Any = None
+    has_content: bool = False
+    indent: int = 0
+    under_pruned: bool = False
+
+    def markers(self) -> list[str]:
+        """The bracketed markers of the text tree, in a fixed order."""
+        out = []
+        if self.refusal is not None:
+            out.append("REFUSED")
+        if self.pruned:
+            out.append("PRUNED")
+        if self.redacted:
+            out.append("REDACTED")
+        if self.dry_run:
+            out.append("DRY-RUN")
+        if self.result_conflicts:
+            out.append("RESULT-CONFLICT")
+        if self.merge_conflicts:
+            out.append("MERGE-CONFLICT")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form used by ``pollard show --json``."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "parent": self.parent,
+            "kind": self.kind,
+            "attempt": self.attempt,
+            "depth": self.depth,
+            "label": self.label,
+            "charges": decimal_map_json(self.charges),
+            "avoided": decimal_map_json(self.avoided),
+            "refusal": self.refusal,
+            "pruned": self.pruned,
+            "redacted": self.redacted,
+            "dry_run": self.dry_run,
+            "created_at": self.created_at,
+            "duration_s": self.duration_s,
+            "result_conflicts": self.result_conflicts,
+            "merge_conflicts": self.merge_conflicts,
+            "children": list(self.children),
+        }
+        if self.has_content:
+            out["payload"] = self.payload
+            out["result"] = self.result
+        return out
+
+
+def kind_name(kind: Any) -> str:
+    """The string name of a node kind (an enum member or a plain string)."""
+    value = getattr(kind, "value", kind)
+    return str(value)
+
+
+def to_decimal(value: Any) -> Decimal | None:
+    """A charge amount as a Decimal, or None when it is not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, str):
+        try:
+            result = Decimal(value)
+        except InvalidOperation:
+            return None
+        return result if result.is_finite() else None
+    return None
+
+
+def decimal_map(raw: Any) -> dict[str, Decimal]:
+    """A ``{meter: amount}`` mapping from meta, with non-numbers dropped and keys sorted."""
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, Decimal] = {}
+    for key in sorted(raw, key=str):
+        amount = to_decimal(raw[key])
+        if amount is not None:
+            out[str(key)] = amount
+    return out
+
+
+def format_decimal(value: Decimal) -> str:
+    """Plain decimal text without exponent or trailing zeros (``Decimal("1.50")`` -> ``"1.5"``)."""
+    if value == value.to_integral_value():
+        return str(value.quantize(Decimal(1)))
+    text = format(value.normalize(), "f")
+    return text
+
+
+def decimal_map_json(values: Mapping[str, Decimal]) -> dict[str, str]:
+    """Decimals as exact strings for JSON output (money is never a float)."""
+    return {key: format_decimal(value) for key, value in values.items()}
+
+
+def add_into(total: dict[str, Decimal], values: Mapping[str, Decimal]) -> None:
+    """Add ``values`` into ``total`` meter by meter."""
+    for key, value in values.items():
+        total[key] = total.get(key, Decimal(0)) + value
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LABEL_MAX else text[: LABEL_MAX - 3] + "..."
+
+
+def _scalar_label(value: Any) -> str | None:
+    if is_redacted(value):
+        return "REDACTED"
+    if isinstance(value, str):
+        return _short(value)
+    if isinstance(value, (bool, int)):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    return None
+
+
+def node_label(kind: str, payload: Any) -> str:
+    """A short, content-free label: run name, model, tool, refusal reason or note tag."""
+    if not isinstance(payload, Mapping):
+        return ""
+    if kind == "root":
+        return _scalar_label(payload.get("run")) or ""
+    if kind == "model_call":
+        for key in ("model", "modelId", "model_id"):
+            label = _scalar_label(payload.get(key))
+            if label:
+                return label
+        return ""
+    if kind == "tool_call":
+        tool = _scalar_label(payload.get("tool")) or ""
+        version = _scalar_label(payload.get("version"))
+        return f"{tool}@{version}" if tool and version else tool
+    if kind == "refusal":
+        reason = _scalar_label(payload.get("reason")) or "refused"
+        meter = _scalar_label(payload.get("meter"))
+        return f"{reason}:{meter}" if meter else reason
+    if payload.get("branch") is True:
+        return "branch"
+    for key in _NOTE_LABEL_KEYS:
+        label = _scalar_label(payload.get(key))
+        if label is not None:
+            return f"{key}={label}"
+    return ""
+
+
+def _refusal(kind: str, payload: Any) -> dict[str, str] | None:
+    if kind != "refusal":
+        return None
+    out: dict[str, str] = {}
+    if isinstance(payload, Mapping):
+        for key in _REFUSAL_KEYS:
+            value = payload.get(key)
+            if value is None or is_redacted(value):
+                continue
+            if isinstance(value, (str, int, bool)):
+                out[key] = _short(str(value))
+    return out
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _count(value: Any) -> int:
+    return len(value) if isinstance(value, list) else 0
+
+
+def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode:
+    """Build the view row of one node."""
+    kind = kind_name(node.kind)
+    meta = node.meta if isinstance(node.meta, Mapping) else {}
+    created = meta.get("created_at")
+    row = ViewNode(
+        id=node.id,
+        parent=node.parent,
+        kind=kind,
+        attempt=node.attempt,
+        depth=depth,
+        label=node_label(kind, node.payload),
+        charges=decimal_map(meta.get("charges")),
+        avoided=decimal_map(meta.get("avoided")),
+        refusal=_refusal(kind, node.payload),
+        pruned=meta.get("pruned") is True,
+        redacted=contains_redaction(node.payload),
+        dry_run=meta.get("dry_run") is True,
+        created_at=created if isinstance(created, str) else None,
+        duration_s=_float(meta.get("duration_s")),
+        result_conflicts=_count(meta.get("result_conflicts")),
+        merge_conflicts=_count(meta.get("merge_conflicts")),
+    )
+    if payloads:
+        row.payload = node.payload
+        row.result = node.result
+        row.has_content = True
+    return row
+
+
+def build_view(nodes: Iterable[NodeLike], *, payloads: bool = False) -> list[ViewNode]:
+    """Build view rows from nodes given parents-first (a preorder walk).
+
+    Args:
+        nodes: Node records; a node whose parent is not among the earlier ones is shown at
+            depth 0 (the top of the subtree).
+        payloads: Copy payloads and results into the rows.
+
+    Returns:
+        The rows in the given order, with ``children`` and ``indent`` (the visual depth: only
+        forks indent) filled in.
+    """
+    rows: list[ViewNode] = []
+    by_id: dict[str, ViewNode] = {}
+    for node in nodes:
+        parent_row = by_id.get(node.parent) if node.parent is not None else None
+        depth = parent_row.depth + 1 if parent_row is not None else 0
+        row = view_node(node, depth, payloads=payloads)
+        if parent_row is not None:
+            parent_row.children.append(row.id)
+        by_id[row.id] = row
+        rows.append(row)
+    # Agent runs are mostly chains (each step is the child of the previous one), so only a
+    # fork indents: an only child is drawn at its parent's column.
+    for row in rows:
+        parent_row = by_id.get(row.parent) if row.parent is not None else None
+        if parent_row is not None:
+            row.indent = parent_row.indent + (1 if len(parent_row.children) > 1 else 0)
+            row.under_pruned = parent_row.pruned or parent_row.under_pruned
+    return rows
+
+
+def parse_timestamp(text: str | None) -> datetime | None:
+    """Parse a recorded ``created_at`` (ISO 8601, UTC ``Z``) into an aware datetime."""
+    if not text:
+        return None
+    value = text[:-1] + "+00:00" if text.endswith("Z") else text
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)

@@ -1,0 +1,72 @@
+"""Store specs: SQLite paths, PostgreSQL DSNs and pg-env variables, never printing a DSN."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pollard._cli.specs import CLIError, open_store, parse_store_spec
+
+DSN = "postgresql://alice:hunter2@db.internal:5432/pollard"
+
+
+def test_a_plain_path_is_a_sqlite_store() -> None:
+    spec = parse_store_spec("runs/team-a.db")
+    assert spec.kind == "sqlite"
+    assert spec.path == Path("runs/team-a.db")
+    assert spec.label == "runs/team-a.db"
+
+
+@pytest.mark.parametrize(
+    ("text", "store_id"),
+    [
+        (DSN + "#support-prod", "support-prod"),
+        (DSN, "default"),
+        (DSN.replace("postgresql", "postgres") + "#x", "x"),
+    ],
+)
+def test_a_dsn_spec_names_its_store_id_and_hides_the_dsn(text: str, store_id: str) -> None:
+    spec = parse_store_spec(text)
+    assert spec.kind == "postgres"
+    assert spec.store_id == store_id
+    assert spec.label == f"postgresql#{store_id}"
+    assert "hunter2" not in repr(spec) and "alice" not in spec.label
+    expected = text.rpartition("#")[0] if "#" in text else text
+    assert spec.dsn() == expected
+
+
+def test_pg_env_reads_the_dsn_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = parse_store_spec("pg-env:POLLARD_PG_DSN#team")
+    assert (spec.kind, spec.env_var, spec.store_id) == ("postgres", "POLLARD_PG_DSN", "team")
+    assert spec.label == "pg-env:POLLARD_PG_DSN#team"
+    monkeypatch.delenv("POLLARD_PG_DSN", raising=False)
+    with pytest.raises(CLIError, match="POLLARD_PG_DSN is not set"):
+        spec.dsn()
+    monkeypatch.setenv("POLLARD_PG_DSN", DSN)
+    assert spec.dsn() == DSN
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty store spec"),
+        ("pg-env:#x", "needs an environment variable name"),
+        ("pg-env:1BAD#x", "needs an environment variable name"),
+        ("pg-env:VAR#", "empty store id"),
+        (DSN + "#", "empty store id"),
+    ],
+)
+def test_malformed_specs_are_rejected(text: str, message: str) -> None:
+    with pytest.raises(CLIError, match=message) as info:
+        parse_store_spec(text)
+    assert "hunter2" not in str(info.value)
+
+
+def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(CLIError, match="no such store"):
+        open_store(parse_store_spec(str(missing)))
+    assert not missing.exists()
+    with pytest.raises(CLIError, match="is a directory"):
+        open_store(parse_store_spec(str(tmp_path)))
