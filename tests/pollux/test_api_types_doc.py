@@ -53,3 +53,26 @@ def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+
+
+def test_interaction_namespace_is_sorted_and_complete() -> None:
+    import pollux.interaction as interaction
+
+    public = {n for n in dir(interaction) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(interaction, n)).__name__ == "module"}
+    assert public - modules - {"annotations"} <= set(interaction.__all__)
+    assert list(interaction.__all__) == sorted(interaction.__all__)
+
+
+def test_every_value_type_is_documented() -> None:
+    import pollux
+    import pollux.errors
+    import pollux.interaction
+
+    text = DOC.read_text(encoding="utf-8")
+    names = set(pollux.errors.__all__) | {
+        n for n in pollux.interaction.__all__ if n[0].isupper() and hasattr(pollux, n)
+    }
+    names |= {"Config", "RetryPolicy", "Source"}
+    missing = sorted(n for n in names if not re.search(rf"\b{n}\b", text))
+    assert missing == []
