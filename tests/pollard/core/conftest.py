@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pollard import MemoryStore, Store
+from pollard import MemoryStore, SQLiteStore, Store
 
 
 class FakeClock:
@@ -30,7 +30,19 @@ def _memory(tmp_path: Path, **kwargs: object) -> Store:
     return MemoryStore(**kwargs)  # type: ignore[arg-type]
 
 
-FACTORIES: dict[str, Callable[..., Store]] = {"memory": _memory}
+def _sqlite(tmp_path: Path, **kwargs: object) -> Store:
+    return SQLiteStore(tmp_path / "store.db", **kwargs)  # type: ignore[arg-type]
+
+
+def _sqlite_plain(tmp_path: Path, **kwargs: object) -> Store:
+    return SQLiteStore(tmp_path / "plain.db", intern_payloads=False, **kwargs)  # type: ignore[arg-type]
+
+
+FACTORIES: dict[str, Callable[..., Store]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "sqlite-plain": _sqlite_plain,
+}
 
 
 @pytest.fixture(params=sorted(FACTORIES))

@@ -28,33 +28,69 @@ from .errors import PollardError as PollardError
 from .errors import UnsupportedSchema as UnsupportedSchema
 
 if _typing.TYPE_CHECKING:
+    from ._budget import Budget as Budget
     from ._node import Node as Node
     from ._node import NodeKind as NodeKind
+    from ._runtime import ReplayMode as ReplayMode
+    from ._runtime import Run as Run
+    from ._runtime import Runtime as Runtime
     from ._store import Store as Store
+    from .meters import WindowMeter as WindowMeter
+    from .policy import Decision as Decision
+    from .policy import Policy as Policy
+    from .policy import PolicyContext as PolicyContext
+    from .redaction import redact as redact
+    from .registry import ActionSpec as ActionSpec
+    from .registry import Registry as Registry
     from .stores.memory import MemoryStore as MemoryStore
+    from .stores.sqlite import SQLiteStore as SQLiteStore
 
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
 # To add a lazily loaded export: add it here, to the TYPE_CHECKING block and to __all__ (sorted).
 _LAZY: dict[str, str] = {
+    "ActionSpec": "pollard.registry",
+    "Budget": "pollard._budget",
+    "Decision": "pollard.policy",
     "MemoryStore": "pollard.stores.memory",
     "Node": "pollard._node",
     "NodeKind": "pollard._node",
+    "Policy": "pollard.policy",
+    "PolicyContext": "pollard.policy",
+    "Registry": "pollard.registry",
+    "ReplayMode": "pollard._runtime",
+    "Run": "pollard._runtime",
+    "Runtime": "pollard._runtime",
+    "SQLiteStore": "pollard.stores.sqlite",
     "Store": "pollard._store",
+    "WindowMeter": "pollard.meters",
+    "redact": "pollard.redaction",
 }
 
 __all__ = [
+    "ActionSpec",
+    "Budget",
     "BudgetExceeded",
     "ConfirmationRequired",
+    "Decision",
     "IntegrityError",
     "MemoryStore",
     "MissingRecording",
     "Node",
     "NodeKind",
+    "Policy",
+    "PolicyContext",
     "PolicyViolation",
     "PollardError",
+    "Registry",
+    "ReplayMode",
+    "Run",
+    "Runtime",
+    "SQLiteStore",
     "Store",
     "UnsupportedSchema",
+    "WindowMeter",
     "__version__",
+    "redact",
 ]
 
 

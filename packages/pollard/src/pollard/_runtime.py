@@ -1,0 +1,609 @@
+"""``Runtime`` and ``Run``: the synchronous shell over the step core (`pollard._core`)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import weakref
+from collections.abc import Callable, Generator, Iterable, Sequence
+from enum import Enum
+from typing import Any, cast
+
+from ._budget import Budget
+from ._core import ARGS, PAYLOAD, Effect, Emit, RunState, RuntimeCore, Scope, drive_sync, io
+from ._ledger import utc_now_iso
+from ._node import Node, NodeKind
+from ._store import Store
+from .errors import MissingRecording, PollardError
+
+__all__ = ["ReplayMode", "Run", "Runtime"]
+
+Step = Generator[Effect, Any, Any]
+
+
+class ReplayMode(str, Enum):
+    """How a runtime treats recorded steps.
+
+    * ``RECORD``: always execute and record (a repeated identical call gets the next attempt).
+    * ``HYBRID``: serve a recorded result when the step's id exists; otherwise execute and record.
+    * ``REPLAY``: never call your function and never write; a missing step raises
+      `MissingRecording`.
+    """
+
+    RECORD = "record"
+    HYBRID = "hybrid"
+    REPLAY = "replay"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _mode(value: str | ReplayMode) -> str:
+    try:
+        return ReplayMode(value).value
+    except ValueError:
+        raise ValueError(f"mode must be 'record', 'hybrid' or 'replay', got {value!r}") from None
+
+
+def _default_meters(meters: Iterable[Any] | None) -> list[Any]:
+    from .meters import DepthMeter, StepMeter, TokenMeter, WallClockMeter
+
+    if meters is None:
+        return [StepMeter(), DepthMeter(), WallClockMeter(), TokenMeter()]
+    chosen = list(meters)
+    names: set[str] = set()
+    for meter in chosen:
+        name = getattr(meter, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{meter!r} is not a meter: it needs a non-empty str name")
+        for method in ("charge", "precheck_estimate"):
+            if not callable(getattr(meter, method, None)):
+                raise TypeError(f"meter {name!r} has no {method}() method")
+        if name in names:
+            raise ValueError(f"two meters are named {name!r}; meter names must be unique")
+        names.add(name)
+    # Steps and tokens are always accounted: passing meters= never silently drops them.
+    if "steps" not in names:
+        chosen.append(StepMeter())
+    if "tokens" not in names:
+        chosen.append(TokenMeter())
+    return chosen
+
+
+def _open_store(store: Store | str | os.PathLike[str] | None) -> tuple[Store, bool]:
+    if store is None:
+        from .stores.memory import MemoryStore
+
+        return MemoryStore(), True
+    if isinstance(store, (str, os.PathLike)):
+        from .stores.sqlite import SQLiteStore
+
+        return SQLiteStore(store), True
+    for method in ("put", "get", "commit", "reserve", "totals"):
+        if not callable(getattr(store, method, None)):
+            raise TypeError(
+                f"{type(store).__name__} is not a pollard Store (no {method}() method); pass a "
+                "Store, a SQLite path, or None for a MemoryStore"
+            )
+    return store, False
+
+
+class _RuntimeBase:
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        meters: Iterable[Any] | None = None,
+        registry: Any = None,
+        policies: Sequence[Any] | None = None,
+        dry_run: bool = False,
+        mode: str | ReplayMode = "record",
+        on_node: Callable[[Node], Any] | None = None,
+        reservation_lease_seconds: float = 60,
+    ) -> None:
+        if isinstance(reservation_lease_seconds, bool) or not reservation_lease_seconds > 0:
+            raise ValueError("reservation_lease_seconds must be a number > 0")
+        if on_node is not None and not callable(on_node):
+            raise TypeError("on_node must be callable")
+        chosen_meters = _default_meters(meters)
+        mode_value = _mode(mode)
+        opened, owned = _open_store(store)
+        self._owned = owned
+        self._core = RuntimeCore(
+            opened,
+            meters=chosen_meters,
+            mode=mode_value,
+            registry=registry,
+            policies=tuple(policies or ()),
+            dry_run=bool(dry_run),
+            on_node=on_node,
+            lease_seconds=float(reservation_lease_seconds),
+        )
+        self._finalizer = weakref.finalize(self, _close, self._core, opened if owned else None)
+
+    @property
+    def store(self) -> Store:
+        """The store this runtime records into."""
+        return self._core.store
+
+    @property
+    def mode(self) -> str:
+        """``"record"``, ``"hybrid"`` or ``"replay"``."""
+        return self._core.mode
+
+    @property
+    def meters(self) -> tuple[Any, ...]:
+        """The meters in use (including the always-present steps and tokens meters)."""
+        return tuple(self._core.meters)
+
+    @property
+    def registry(self) -> Any:
+        """The action registry, or None."""
+        return self._core.registry
+
+    @property
+    def policies(self) -> tuple[Any, ...]:
+        """The policies applied to registered tool calls."""
+        return self._core.policies
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether side-effectful registered actions are recorded without running."""
+        return self._core.dry_run
+
+    def close(self) -> None:
+        """Stop the lease keeper and close the store if this runtime opened it (idempotent)."""
+        self._finalizer()
+
+    def _check_budget(self, budget: Budget | None) -> dict[str, Any]:
+        if budget is None:
+            return {}
+        if not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a pollard.Budget, not {type(budget).__name__}")
+        limits = budget.limits()
+        unknown = sorted(set(limits) - set(self._core.meter_names) - {"depth"})
+        if unknown:
+            raise ValueError(
+                f"Budget limits {unknown} have no meter: add a meter with that name "
+                "(for example CostMeter for usd, WallClockMeter for seconds)"
+            )
+        return limits
+
+    def _open(self, label: str, budget: Budget | None, attempt: int) -> Step:
+        if not isinstance(label, str) or not label:
+            raise ValueError("a run label must be a non-empty str")
+        limits = self._check_budget(budget)
+        core = self._core
+        root = Node.create(NodeKind.ROOT, None, {"run": label}, attempt=attempt)
+        found: Node | None = yield from io(core.store.find, root.id)
+        if found is None:
+            if core.mode == "replay":
+                raise MissingRecording(
+                    f"replay: run {label!r} (attempt {attempt}) is not recorded in this store",
+                    root.id,
+                    f"root run={label}",
+                )
+            root = root.with_meta({"created_at": utc_now_iso()})
+            if (yield from io(core.store.put, root)) and core.on_node is not None:
+                yield Emit(core.on_node, root, swallow=True)
+        else:
+            yield from io(core.verify_ancestry, found)
+        state = RunState(core, label, root.id, root.id, 0, (Scope(root.id, limits),))
+        if core.registry is not None:
+            governance = _governance()
+            bind = getattr(governance, "bind_root", None)
+            if bind is not None:
+                bind(state)
+        return state
+
+    def _resume(self, label: str, budget: Budget | None, attempt: int) -> Step:
+        root_id = Node.create(NodeKind.ROOT, None, {"run": label}, attempt=attempt).id
+        if not (yield from io(self._core.store.exists, root_id)):
+            raise KeyError(f"run {label!r} (attempt {attempt}) is not in the store")
+        state: RunState = yield from self._open(label, budget, attempt)
+        leaf, depth = yield from io(_deepest_leaf, self._core.store, root_id)
+        state.cursor_id, state.depth = leaf, depth
+        return state
+
+
+def _drive(gen: Step) -> Node:
+    return cast(Node, drive_sync(gen))
+
+
+def _close(core: RuntimeCore, store: Store | None) -> None:
+    core.keeper.close()
+    if store is not None:
+        store.close()
+
+
+def _deepest_leaf(store: Store, root_id: str) -> tuple[str, int]:
+    """The deepest leaf that is not pruned (ties: smallest id), by one iterative walk."""
+    best = (0, root_id)
+    stack = [(root_id, 0)]
+    while stack:
+        node_id, depth = stack.pop()
+        kids = [child for child in store.children(node_id) if not child.pruned]
+        if not kids and (depth > best[0] or (depth == best[0] and node_id < best[1])):
+            best = (depth, node_id)
+        stack.extend((child.id, depth + 1) for child in kids)
+    return best[1], best[0]
+
+
+def _governance() -> Any:
+    try:
+        return importlib.import_module("pollard._governance")
+    except ImportError as exc:  # pragma: no cover - present in every full build
+        raise PollardError(
+            "registered tool calls need pollard's governance module, which is missing",
+            hint="reinstall pollard",
+        ) from exc
+
+
+class Runtime(_RuntimeBase):
+    """Runs governed execution trees: budgets before steps, record/hybrid/replay, audit nodes.
+
+    Args:
+        store: A `Store`, a SQLite file path (opened as `SQLiteStore` and closed with the
+            runtime), or None for a new `MemoryStore`.
+        meters: The meters to use. Default: ``StepMeter``, ``DepthMeter``, ``WallClockMeter``,
+            ``TokenMeter``. A list without a ``"steps"`` or ``"tokens"`` meter gets one added,
+            so token accounting is never dropped silently.
+        registry: An action `Registry`; with one, ``tool_call`` resolves every call through it.
+        policies: Policies applied to registered tool calls, in order.
+        dry_run: Record side-effectful registered actions without running their handlers.
+        mode: ``"record"``, ``"hybrid"`` or ``"replay"`` (see `ReplayMode`).
+        on_node: A callable receiving each newly stored node (exceptions become warnings).
+        reservation_lease_seconds: Lease of a budget reservation; renewed while a step runs.
+
+    Raises:
+        TypeError: If ``store`` is not a Store, path or None, or a meter is malformed.
+        ValueError: For an unknown mode, duplicate meter names or a non-positive lease.
+
+    Example:
+        >>> from pollard import Budget, Runtime
+        >>> with Runtime() as rt, rt.run("demo", budget=Budget(steps=2)) as run:
+        ...     node = run.model_call({"model": "m"}, fn=lambda p: {"text": "ok"})
+        >>> node.result["text"]
+        'ok'
+    """
+
+    def run(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> Run:
+        """Start (or re-enter) the run ``label``; the cursor is on its root.
+
+        The root id is a pure function of ``(label, attempt)``, so the same label shares one
+        tree and one budget scope across processes and re-runs.
+
+        Args:
+            label: The run label.
+            budget: Limits checked before each step of this run.
+            attempt: The root attempt (a different attempt is a separate tree).
+
+        Raises:
+            MissingRecording: In replay mode, when the run is not recorded.
+            ValueError: For an empty label or budget limits without a meter.
+        """
+        return Run(drive_sync(self._open(label, budget, attempt)))
+
+    def resume(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> Run:
+        """Re-enter an existing run with the cursor on its deepest unpruned leaf.
+
+        Raises:
+            KeyError: If the run does not exist.
+        """
+        return Run(drive_sync(self._resume(label, budget, attempt)))
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Run:
+    """A cursor in a run's tree; steps attach to the cursor and move it.
+
+    Created by `Runtime.run`, `Runtime.resume` and `Run.branch`. A ``with`` block is optional
+    (the run owns nothing to close).
+    """
+
+    def __init__(self, state: RunState) -> None:
+        self._state = state
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """The run label."""
+        return self._state.label
+
+    @property
+    def root_id(self) -> str:
+        """The run root's node id."""
+        return self._state.root_id
+
+    @property
+    def cursor_id(self) -> str:
+        """The id of the node new steps attach to."""
+        return self._state.cursor_id
+
+    @property
+    def cursor(self) -> Node:
+        """The node new steps attach to."""
+        return self._state.store.get(self._state.cursor_id)
+
+    @property
+    def depth(self) -> int:
+        """The cursor's depth (the root is 0)."""
+        return self._state.depth
+
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        return self._state.store
+
+    @property
+    def mode(self) -> str:
+        """``"record"``, ``"hybrid"`` or ``"replay"``."""
+        return self._state.mode
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.label!r} cursor={self.cursor_id[:12]} depth={self.depth}>"
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def model_call(
+        self,
+        payload: Any,
+        *,
+        fn: Callable[[Any], Any],
+        attempt: int = 0,
+        on_delta: Callable[[Any], Any] | None = None,
+        keep_chunks: bool = False,
+    ) -> Node:
+        """Run a model call as one governed step.
+
+        The payload is the call's identity. ``fn(payload)`` receives a detached copy and returns a
+        result dict or an iterator of chunk dicts (each forwarded to ``on_delta`` in order; with
+        ``keep_chunks`` they are stored under ``result["chunks"]`` and re-emitted on replay).
+        Charges settle once, after the stream ends.
+
+        Args:
+            payload: The call payload (JSON; floats allowed).
+            fn: Your model function.
+            attempt: The attempt number (identical calls with different attempts are distinct).
+            on_delta: Called with each chunk, in order.
+            keep_chunks: Store the chunks with the result.
+
+        Returns:
+            The recorded (or served) node; the cursor moves onto it.
+
+        Raises:
+            BudgetExceeded: When a budget or window refuses the call (a refusal node is recorded).
+            MissingRecording: In replay mode, when the call is not recorded.
+            TypeError: If the payload is not JSON or ``fn`` returns something else.
+        """
+        if not callable(fn):
+            raise TypeError("model_call needs fn=, the function that calls your model")
+        return _drive(
+            self._state.step(
+                NodeKind.MODEL_CALL,
+                payload,
+                fn,
+                PAYLOAD,
+                attempt=attempt,
+                on_delta=on_delta,
+                keep_chunks=keep_chunks,
+            )
+        )
+
+    def tool_call(
+        self,
+        name: str,
+        args: Any,
+        *,
+        fn: Callable[[Any], Any] | None = None,
+        version: str | None = None,
+        attempt: int = 0,
+    ) -> Node:
+        """Run a tool call as one governed step.
+
+        Without a registry the call is unfenced: ``fn(args)`` runs and the identity payload is
+        ``{"tool": name, "args": args}`` (plus ``"version"`` when given). With a registry the call
+        resolves through it (``fn`` is ignored): unknown tools, wrong versions, invalid arguments,
+        denials and missing confirmations are recorded refusals.
+
+        Args:
+            name: The tool name.
+            args: The tool arguments (JSON).
+            fn: The tool function (required without a registry).
+            version: The tool version.
+            attempt: The attempt number.
+
+        Returns:
+            The recorded (or served) node. Non-dict tool results are stored as
+            ``{"value": result}``.
+
+        Raises:
+            BudgetExceeded: When a budget refuses the call.
+            PolicyViolation: When the registry firewall refuses it.
+            ConfirmationRequired: When a policy asks for confirmation.
+            TypeError: Without a registry and without ``fn``.
+        """
+        if self._state.rt.registry is not None:
+            return _drive(
+                _governance().tool_call(self._state, name, args, version=version, attempt=attempt)
+            )
+        if not callable(fn):
+            raise TypeError(
+                "tool_call without a registry needs fn=, the function that runs the tool"
+            )
+        return _drive(self._state.step(*_tool_step(name, args, fn, version), attempt=attempt))
+
+    def confirm(self, token: str, *, args: Any = None) -> Node:
+        """Execute a tool call a policy held for confirmation (``error.resume_token``).
+
+        The pending call is stored, so a new runtime on the same store can confirm it. Policies
+        are asked again (a CONFIRM is satisfied, a DENY still refuses) and dry run is honoured.
+
+        Args:
+            token: The ``resume_token`` of the `ConfirmationRequired` error.
+            args: The original arguments. Needed only after a restart when the action has
+                sensitive fields (they are never stored); checked against the recorded markers.
+
+        Raises:
+            PollardError: When no registry is configured.
+            ValueError: When the token is not a pending confirmation of this run, or sensitive
+                arguments are needed and missing or different.
+        """
+        if self._state.rt.registry is None:
+            raise PollardError(
+                "confirm() needs a runtime with a registry", hint="pass registry= to the Runtime"
+            )
+        return _drive(_governance().confirm(self._state, token, args=args))
+
+    def note(self, payload: Any, *, attempt: int = 0) -> Node:
+        """Record a plain note under the cursor and move onto it (identical notes are reused)."""
+        return _drive(self._state.note(payload, attempt=attempt))
+
+    def branch(self, *, attempt: int = 0, budget: Budget | None = None) -> Run:
+        """Create an alternate child cursor; this run's cursor does not move.
+
+        Each call writes a branch anchor note ``{"branch": true}`` under the cursor. Repeated
+        branches from one point get distinct anchors (attempt ``attempt + i`` for the i-th
+        branch from that point in this run object), so callers need not invent attempts.
+
+        Args:
+            attempt: The first anchor attempt.
+            budget: An extra budget scope anchored at the branch (the run's scopes still apply).
+
+        Returns:
+            A `Run` positioned on the anchor.
+        """
+        return Run(drive_sync(_branch(self._state, attempt, budget, self._check_budget)))
+
+    def _check_budget(self, budget: Budget | None) -> dict[str, Any]:
+        return _check_limits(self._state, budget)
+
+    def rollback(self, node_id: str | None = None, *, steps: int = 1) -> Node:
+        """Move the cursor to an ancestor (``node_id``) or ``steps`` levels up.
+
+        Raises:
+            ValueError: If ``node_id`` is not an ancestor or ``steps`` goes above the root.
+        """
+        return _rollback(self._state, node_id, steps)
+
+    def checkout(self, node_id: str) -> Node:
+        """Move the cursor to any node of this run's tree (for example a sibling tip).
+
+        Raises:
+            ValueError: If the node is not in this run.
+        """
+        return _checkout(self._state, node_id)
+
+    def prune(self) -> Node:
+        """Mark the cursor node pruned (nothing is deleted) and move the cursor to its parent.
+
+        Returns:
+            The pruned node.
+
+        Raises:
+            ValueError: On the root.
+            PollardError: In replay mode (replay never writes).
+        """
+        return _prune(self._state)
+
+    def report(self) -> dict[str, dict[str, str]]:
+        """Charges as exact decimal strings by meter.
+
+        Returns:
+            ``{"spent": ..., "avoided": ..., "total": ...}``: ``spent`` settled through this run
+            object, ``avoided`` served from recordings instead, ``total`` the root scope's ledger
+            (every process and session that used this run label).
+        """
+        return self._state.report()
+
+
+def _tool_step(
+    name: str, args: Any, fn: Callable[[Any], Any], version: str | None
+) -> tuple[NodeKind, dict[str, Any], Callable[[Any], Any], Any]:
+    if not isinstance(name, str) or not name:
+        raise ValueError("a tool name must be a non-empty str")
+    payload: dict[str, Any] = {"tool": name, "args": args}
+    if version is not None:
+        payload["version"] = version
+    return NodeKind.TOOL_CALL, payload, fn, ARGS
+
+
+def _check_limits(state: RunState, budget: Budget | None) -> dict[str, Any]:
+    if budget is None:
+        return {}
+    if not isinstance(budget, Budget):
+        raise TypeError(f"budget must be a pollard.Budget, not {type(budget).__name__}")
+    limits = budget.limits()
+    unknown = sorted(set(limits) - set(state.rt.meter_names) - {"depth"})
+    if unknown:
+        raise ValueError(f"Budget limits {unknown} have no meter with that name")
+    return limits
+
+
+def _branch(
+    state: RunState,
+    attempt: int,
+    budget: Budget | None,
+    check: Callable[[Budget | None], dict[str, Any]],
+) -> Step:
+    limits = check(budget)
+    offset = state.branch_counts.get(state.cursor_id, 0)
+    state.branch_counts[state.cursor_id] = offset + 1
+    child = RunState(
+        state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
+    )
+    anchor: Node = yield from child.note({"branch": True}, attempt=attempt + offset)
+    if limits:
+        child.scopes = (*state.scopes, Scope(anchor.id, limits))
+    return child
+
+
+def _rollback(state: RunState, node_id: str | None, steps: int) -> Node:
+    chain = state.ancestors(state.cursor_id)
+    if node_id is None:
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError("steps must be an int >= 1")
+        if steps >= len(chain):
+            raise ValueError(f"cannot roll back {steps} steps: the cursor is {len(chain) - 1} deep")
+        target = chain[steps]
+    else:
+        if node_id not in chain:
+            raise ValueError(f"node {node_id} is not an ancestor of the cursor")
+        target = node_id
+    state.depth -= chain.index(target)
+    state.cursor_id = target
+    return state.store.get(target)
+
+
+def _checkout(state: RunState, node_id: str) -> Node:
+    chain = state.ancestors(node_id)
+    state.cursor_id = node_id
+    state.depth = len(chain) - 1
+    return state.store.get(node_id)
+
+
+def _prune(state: RunState) -> Node:
+    if state.mode == "replay":
+        raise PollardError(
+            "prune() writes metadata; replay mode never writes",
+            hint="prune in record or hybrid mode",
+        )
+    node = state.store.get(state.cursor_id)
+    if node.parent is None:
+        raise ValueError("the root cannot be pruned")
+    pruned = state.store.update_meta(node.id, {"pruned": True})
+    state.cursor_id = node.parent
+    state.depth -= 1
+    return pruned

@@ -1,0 +1,630 @@
+"""The SQL core shared by `SQLiteStore` and a PostgreSQL store: schema, queries, ledger, interning.
+
+A backend subclasses `SqlStore` and provides connections and transactions; every Store method
+is written once here against DB-API cursors. `Dialect` carries the few differences (parameter
+style, binary column type, table options, the statement that starts a write transaction).
+
+Layout (``{p}`` is the table prefix)::
+
+    {p}nodes(id BLOB PK, parent BLOB, kind INT, attempt INT, payload TEXT, result TEXT,
+             result_digest BLOB, meta TEXT, interned INT)       + index on parent
+    {p}blobs(digest BLOB PK, value TEXT)                      interned strings (>= threshold)
+    {p}ledger(scope TEXT, meter TEXT, total TEXT, PK(scope, meter))   running totals
+    {p}reservations(id TEXT PK, expires REAL, claims TEXT)    held amounts under a lease
+    {p}window_events(wkey TEXT, meter TEXT, at REAL, amount TEXT)     sliding windows
+    {p}kv(key TEXT PK, value TEXT)                            schema version
+
+Ids and digests are stored as 32-byte binary values, kinds as small integers and amounts as exact
+decimal text. Interning replaces string leaves of payloads and results of at least
+``intern_threshold`` UTF-8 bytes by ``{"__pollard_ref": sha256}``; a node whose content already
+contains that key is stored plainly. Reads rehydrate, so ids are identical with interning on or
+off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from pollard._ledger import (
+    ZERO,
+    Admission,
+    BudgetClaim,
+    WindowClaim,
+    WindowEvent,
+    judge,
+)
+from pollard._node import Node, NodeKind, trusted_node
+from pollard.stores._common import check_new_node, collision, conflict_patch, meta_text
+
+__all__ = ["Dialect", "SqlStore"]
+
+REF_KEY = "__pollard_ref"
+SCHEMA_VERSION = "pollard-sql/1"
+_KIND_CODE = {
+    NodeKind.ROOT: 0,
+    NodeKind.MODEL_CALL: 1,
+    NodeKind.TOOL_CALL: 2,
+    NodeKind.NOTE: 3,
+    NodeKind.REFUSAL: 4,
+}
+_CODE_KIND = {code: kind for kind, code in _KIND_CODE.items()}
+_PAYLOAD_INTERNED = 1
+_RESULT_INTERNED = 2
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The differences between SQL backends."""
+
+    param: str = "?"
+    blob: str = "BLOB"
+    real: str = "REAL"
+    table_options: str = " WITHOUT ROWID"
+    begin: str = "BEGIN IMMEDIATE"
+    prefix: str = ""
+
+
+def _has_ref_key(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            if REF_KEY in current:
+                return True
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return False
+
+
+def _intern(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[Any, bool]:
+    """Return ``value`` with long string leaves replaced by refs (collected into ``blobs``)."""
+    swapped = False
+
+    def swap(leaf: Any) -> Any:
+        if isinstance(leaf, str) and len(leaf) * 4 >= threshold:
+            raw = leaf.encode("utf-8")
+            if len(raw) >= threshold:
+                digest = hashlib.sha256(raw).digest()
+                blobs[digest] = leaf
+                nonlocal swapped
+                swapped = True
+                return {REF_KEY: digest.hex()}
+        return leaf
+
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, dict):
+            copy = dict(item)
+            container[key] = copy
+            stack.extend((copy, k) for k in copy)
+        elif isinstance(item, list):
+            copy_list = list(item)
+            container[key] = copy_list
+            stack.extend((copy_list, i) for i in range(len(copy_list)))
+        else:
+            container[key] = swap(item)
+    return root[0], swapped
+
+
+def _refs(value: Any) -> set[str]:
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            if len(current) == 1 and isinstance(current.get(REF_KEY), str):
+                found.add(current[REF_KEY])
+            else:
+                stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return found
+
+
+def _rehydrate(value: Any, blobs: Mapping[str, str]) -> Any:
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, dict):
+            if len(item) == 1 and isinstance(item.get(REF_KEY), str):
+                container[key] = blobs[item[REF_KEY]]
+            else:
+                stack.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+    return root[0]
+
+
+class SqlStore:
+    """Store protocol implementation over a DB-API connection (subclassed per backend).
+
+    Subclasses implement ``_connection()`` (a connection for the calling thread),
+    ``_transaction()`` (a context manager yielding a cursor inside one write transaction) and
+    ``close()``; they call ``_init_schema()`` once.
+    """
+
+    dialect = Dialect()
+
+    def __init__(
+        self,
+        *,
+        store_id: str = "default",
+        intern_payloads: bool = True,
+        intern_threshold: int = 1024,
+        clock: Callable[[], float],
+    ) -> None:
+        if isinstance(intern_threshold, bool) or not isinstance(intern_threshold, int):
+            raise TypeError("intern_threshold must be an int")
+        if intern_threshold < 1:
+            raise ValueError("intern_threshold must be >= 1")
+        self._store_id = store_id
+        self.intern_payloads = intern_payloads
+        self.intern_threshold = intern_threshold
+        self._clock = clock
+        d = self.dialect
+        p = d.prefix
+        self._t = {
+            name: f"{p}{name}"
+            for name in ("nodes", "blobs", "ledger", "reservations", "window_events", "kv")
+        }
+        q = d.param
+        t = self._t
+        self._sql = {
+            "get": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
+            f"interned FROM {t['nodes']} WHERE id = {q}",
+            "exists": f"SELECT 1 FROM {t['nodes']} WHERE id = {q}",
+            "children": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
+            f"interned FROM {t['nodes']} WHERE parent = {q}",
+            "child_keys": f"SELECT kind, id FROM {t['nodes']} WHERE parent = {q}",
+            "roots": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
+            f"interned FROM {t['nodes']} WHERE parent IS NULL",
+            "insert": f"INSERT INTO {t['nodes']} (id, parent, kind, attempt, payload, result, "
+            f"result_digest, meta, interned) VALUES ({q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}, {q})",
+            "blob_put": f"INSERT INTO {t['blobs']} (digest, value) VALUES ({q}, {q}) "
+            "ON CONFLICT (digest) DO NOTHING",
+            "meta": f"SELECT meta FROM {t['nodes']} WHERE id = {q}",
+            "set_meta": f"UPDATE {t['nodes']} SET meta = {q} WHERE id = {q}",
+            "delete": f"DELETE FROM {t['nodes']} WHERE id = {q}",
+            "totals": f"SELECT meter, total FROM {t['ledger']} WHERE scope = {q}",
+            "upsert_total": f"INSERT INTO {t['ledger']} (scope, meter, total) VALUES ({q}, {q}, "
+            f"{q}) ON CONFLICT (scope, meter) DO UPDATE SET total = excluded.total",
+            "sweep": f"DELETE FROM {t['reservations']} WHERE expires <= {q}",
+            "active": f"SELECT claims FROM {t['reservations']}",
+            "hold": f"INSERT INTO {t['reservations']} (id, expires, claims) VALUES ({q}, {q}, {q})",
+            "renew": f"UPDATE {t['reservations']} SET expires = {q} WHERE id = {q}",
+            "release": f"DELETE FROM {t['reservations']} WHERE id = {q}",
+            "window_trim": f"DELETE FROM {t['window_events']} WHERE wkey = {q} AND meter = {q} "
+            f"AND at <= {q}",
+            "window_sum": f"SELECT amount FROM {t['window_events']} WHERE wkey = {q} AND "
+            f"meter = {q} AND at > {q}",
+            "window_add": f"INSERT INTO {t['window_events']} (wkey, meter, at, amount) VALUES "
+            f"({q}, {q}, {q}, {q})",
+        }
+
+    # -- backend hooks -------------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        raise NotImplementedError
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _lock_ledger(self, cursor: Any, keys: Sequence[str]) -> None:
+        """Serialise ledger writers for ``keys`` (SQLite: the write transaction already does)."""
+
+    def close(self) -> None:
+        """Close connections (implemented by backends)."""
+        raise NotImplementedError
+
+    def _schema(self) -> list[str]:
+        d, t = self.dialect, self._t
+        opts = d.table_options
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t['nodes']} (id {d.blob} PRIMARY KEY, parent {d.blob}, "
+            f"kind INTEGER NOT NULL, attempt INTEGER NOT NULL, payload TEXT NOT NULL, "
+            f"result TEXT, result_digest {d.blob}, meta TEXT NOT NULL, "
+            f"interned INTEGER NOT NULL){opts}",
+            f"CREATE INDEX IF NOT EXISTS {t['nodes']}_parent ON {t['nodes']} (parent)",
+            f"CREATE TABLE IF NOT EXISTS {t['blobs']} (digest {d.blob} PRIMARY KEY, "
+            f"value TEXT NOT NULL){opts}",
+            f"CREATE TABLE IF NOT EXISTS {t['ledger']} (scope TEXT NOT NULL, meter TEXT NOT NULL, "
+            f"total TEXT NOT NULL, PRIMARY KEY (scope, meter)){opts}",
+            f"CREATE TABLE IF NOT EXISTS {t['reservations']} (id TEXT PRIMARY KEY, "
+            f"expires {d.real} NOT NULL, claims TEXT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {t['window_events']} (wkey TEXT NOT NULL, "
+            f"meter TEXT NOT NULL, at {d.real} NOT NULL, amount TEXT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {t['window_events']}_key ON {t['window_events']} "
+            "(wkey, meter, at)",
+            f"CREATE TABLE IF NOT EXISTS {t['kv']} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ]
+
+    def _init_schema(self) -> None:
+        with self._transaction() as cur:
+            for statement in self._schema():
+                cur.execute(statement)
+            q = self.dialect.param
+            cur.execute(
+                f"INSERT INTO {self._t['kv']} (key, value) VALUES ({q}, {q}) "
+                "ON CONFLICT (key) DO NOTHING",
+                ("schema_version", SCHEMA_VERSION),
+            )
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    @property
+    def store_id(self) -> str:
+        """The logical ledger namespace."""
+        return self._store_id
+
+    def _row_node(self, row: Sequence[Any], cur: Any) -> Node:
+        node_id, parent, kind, attempt, payload_text, r_text, digest, meta, interned = row
+        payload = json.loads(payload_text)
+        result = None if r_text is None else json.loads(r_text)
+        if interned:
+            wanted = set()
+            if interned & _PAYLOAD_INTERNED:
+                wanted |= _refs(payload)
+            if interned & _RESULT_INTERNED:
+                wanted |= _refs(result)
+            blobs = self._load_blobs(cur, wanted)
+            if interned & _PAYLOAD_INTERNED:
+                payload = _rehydrate(payload, blobs)
+                payload_text = _dumps(payload)
+            if interned & _RESULT_INTERNED:
+                result = _rehydrate(result, blobs)
+                r_text = _dumps(result)
+        return trusted_node(
+            bytes(node_id).hex(),
+            None if parent is None else bytes(parent).hex(),
+            _CODE_KIND[kind],
+            attempt,
+            payload,
+            result,
+            None if digest is None else bytes(digest).hex(),
+            json.loads(meta),
+            payload_text,
+            r_text,
+        )
+
+    def _load_blobs(self, cur: Any, digests: Iterable[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        q = self.dialect.param
+        for digest in digests:
+            cur.execute(
+                f"SELECT value FROM {self._t['blobs']} WHERE digest = {q}", (bytes.fromhex(digest),)
+            )
+            row = cur.fetchone()
+            if row is None:
+                raise KeyError(f"interned blob {digest} is missing")
+            out[digest] = row[0]
+        return out
+
+    def _encode(self, node: Node, cur: Any) -> tuple[Any, ...]:
+        payload_text = node.payload_text if node.payload_text is not None else _dumps(node.payload)
+        r_text = node.result_text
+        if r_text is None and node.result is not None:
+            r_text = _dumps(node.result)
+        interned = 0
+        if self.intern_payloads:
+            threshold = self.intern_threshold
+            blobs: dict[bytes, str] = {}
+            if len(payload_text.encode("utf-8")) >= threshold and not _has_ref_key(node.payload):
+                swapped, changed = _intern(node.payload, threshold, blobs)
+                if changed:
+                    payload_text = _dumps(swapped)
+                    interned |= _PAYLOAD_INTERNED
+            if (
+                r_text is not None
+                and len(r_text.encode("utf-8")) >= threshold
+                and not _has_ref_key(node.result)
+            ):
+                swapped_result, changed = _intern(node.result, threshold, blobs)
+                if changed:
+                    r_text = _dumps(swapped_result)
+                    interned |= _RESULT_INTERNED
+            if blobs:
+                cur.executemany(self._sql["blob_put"], list(blobs.items()))
+        return (
+            bytes.fromhex(node.id),
+            None if node.parent is None else bytes.fromhex(node.parent),
+            _KIND_CODE[node.kind],
+            node.attempt,
+            payload_text,
+            r_text,
+            None if node.result_digest is None else bytes.fromhex(node.result_digest),
+            meta_text(node.meta),
+            interned,
+        )
+
+    def _fetch(self, cur: Any, node_id: str) -> Node | None:
+        try:
+            key = bytes.fromhex(node_id)
+        except (ValueError, TypeError):
+            return None
+        cur.execute(self._sql["get"], (key,))
+        row = cur.fetchone()
+        return None if row is None else self._row_node(row, cur)
+
+    def _exists(self, cur: Any, node_id: str) -> bool:
+        try:
+            key = bytes.fromhex(node_id)
+        except (ValueError, TypeError):
+            return False
+        cur.execute(self._sql["exists"], (key,))
+        return cur.fetchone() is not None
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def put(self, node: Node) -> bool:
+        """Store a node; True when it was new (see `pollard.Store.put`)."""
+        check_new_node(node)
+        with self._transaction() as cur:
+            stored = self._fetch(cur, node.id)
+            if stored is not None:
+                if stored.identity() != node.identity():
+                    raise collision(node.id)
+                patch = conflict_patch(stored.meta, stored.result_digest, node)
+                if patch:
+                    meta = {**stored.meta, **patch}
+                    cur.execute(self._sql["set_meta"], (meta_text(meta), bytes.fromhex(node.id)))
+                return False
+            if node.parent is not None and not self._exists(cur, node.parent):
+                raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+            cur.execute(self._sql["insert"], self._encode(node, cur))
+            return True
+
+    def get(self, node_id: str) -> Node:
+        """Return a detached node (KeyError if missing)."""
+        node = self.find(node_id)
+        if node is None:
+            raise KeyError(node_id)
+        return node
+
+    def find(self, node_id: str) -> Node | None:
+        """Return a node, or None when it is not stored."""
+        cur = self._connection().cursor()
+        try:
+            return self._fetch(cur, node_id)
+        finally:
+            cur.close()
+
+    def exists(self, node_id: str) -> bool:
+        """Whether a node id is stored."""
+        cur = self._connection().cursor()
+        try:
+            return self._exists(cur, node_id)
+        finally:
+            cur.close()
+
+    def children(self, node_id: str) -> list[Node]:
+        """Direct children sorted by (kind, id)."""
+        cur = self._connection().cursor()
+        try:
+            cur.execute(self._sql["children"], (bytes.fromhex(node_id),))
+            nodes = [self._row_node(row, cur) for row in cur.fetchall()]
+        finally:
+            cur.close()
+        nodes.sort(key=lambda n: (n.kind.value, n.id))
+        return nodes
+
+    def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
+        """Shallow-merge ``patch`` into a node's meta and return the updated node."""
+        meta_text(dict(patch))
+        with self._transaction() as cur:
+            cur.execute(self._sql["meta"], (bytes.fromhex(node_id),))
+            row = cur.fetchone()
+            if row is None:
+                raise KeyError(node_id)
+            meta = json.loads(row[0])
+            meta.update(patch)
+            cur.execute(self._sql["set_meta"], (meta_text(meta), bytes.fromhex(node_id)))
+            node = self._fetch(cur, node_id)
+        assert node is not None
+        return node
+
+    def walk(self, root_id: str) -> Iterator[Node]:
+        """Iterative preorder over the subtree at ``root_id`` (KeyError if missing)."""
+        first = self.get(root_id)
+        stack: list[str] = []
+        yield first
+        stack.extend(self._child_ids(root_id))
+        while stack:
+            current = stack.pop()
+            node = self.find(current)
+            if node is None:
+                continue
+            yield node
+            stack.extend(self._child_ids(current))
+
+    def _child_ids(self, node_id: str) -> list[str]:
+        cur = self._connection().cursor()
+        try:
+            cur.execute(self._sql["child_keys"], (bytes.fromhex(node_id),))
+            keys = [(_CODE_KIND[kind].value, bytes(cid).hex()) for kind, cid in cur.fetchall()]
+        finally:
+            cur.close()
+        keys.sort(reverse=True)
+        return [cid for _, cid in keys]
+
+    def roots(self) -> list[Node]:
+        """Root nodes sorted by (run label, id)."""
+        cur = self._connection().cursor()
+        try:
+            cur.execute(self._sql["roots"])
+            nodes = [self._row_node(row, cur) for row in cur.fetchall()]
+        finally:
+            cur.close()
+        nodes.sort(
+            key=lambda n: (
+                str(n.payload.get("run", "")) if isinstance(n.payload, dict) else "",
+                n.id,
+            )
+        )
+        return nodes
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def drop_nodes(self, ids: Iterable[str]) -> int:
+        """Delete exactly these nodes; return how many existed."""
+        removed = 0
+        with self._transaction() as cur:
+            for node_id in list(ids):
+                cur.execute(self._sql["delete"], (bytes.fromhex(node_id),))
+                removed += max(cur.rowcount, 0)
+        return removed
+
+    def compact(self) -> int:
+        """Sweep expired reservations and unreferenced blobs; return blobs removed."""
+        t = self._t
+        with self._transaction() as cur:
+            cur.execute(self._sql["sweep"], (self._clock(),))
+            cur.execute(f"SELECT digest FROM {t['blobs']}")
+            digests = {bytes(row[0]).hex() for row in cur.fetchall()}
+            if not digests:
+                return 0
+            used: set[str] = set()
+            cur.execute(f"SELECT payload, result, interned FROM {t['nodes']} WHERE interned > 0")
+            for payload_text, r_text, interned in cur.fetchall():
+                if interned & _PAYLOAD_INTERNED:
+                    used |= _refs(json.loads(payload_text))
+                if interned & _RESULT_INTERNED and r_text is not None:
+                    used |= _refs(json.loads(r_text))
+            unused = digests - used
+            q = self.dialect.param
+            cur.executemany(
+                f"DELETE FROM {t['blobs']} WHERE digest = {q}",
+                [(bytes.fromhex(d),) for d in sorted(unused)],
+            )
+        return len(unused)
+
+    # -- ledger --------------------------------------------------------------------------------
+
+    def _totals(self, cur: Any, scope: str) -> dict[str, Decimal]:
+        cur.execute(self._sql["totals"], (scope,))
+        return {meter: Decimal(total) for meter, total in cur.fetchall()}
+
+    def reserve(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim] = (),
+        *,
+        lease_seconds: float,
+        hold: bool = True,
+    ) -> Admission:
+        """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
+        if not claims and not windows:
+            return Admission(None, None)
+        held_budget = [
+            ["b", c.scope, c.meter, str(c.amount)]
+            for c in claims
+            if c.amount is not None and c.amount > 0
+        ]
+        held_window = [
+            ["w", w.key, w.meter, str(w.amount)]
+            for w in windows
+            if w.amount is not None and w.amount > 0
+        ]
+        with self._transaction() as cur:
+            keys = sorted({c.scope for c in claims} | {w.key for w in windows})
+            self._lock_ledger(cur, keys)
+            now = self._clock()
+            cur.execute(self._sql["sweep"], (now,))
+            active: dict[tuple[str, str, str], Decimal] = {}
+            cur.execute(self._sql["active"])
+            for (text,) in cur.fetchall():
+                for kind, key, meter, amount in json.loads(text):
+                    slot = (kind, key, meter)
+                    active[slot] = active.get(slot, ZERO) + Decimal(amount)
+            totals: dict[str, dict[str, Decimal]] = {}
+            for claim in claims:
+                if claim.scope not in totals:
+                    totals[claim.scope] = self._totals(cur, claim.scope)
+                settled = totals[claim.scope].get(claim.meter, ZERO)
+                short = judge(claim, settled, active.get(("b", claim.scope, claim.meter), ZERO))
+                if short is not None:
+                    return Admission(None, short)
+            for window in windows:
+                cutoff = now - window.window_seconds
+                cur.execute(self._sql["window_trim"], (window.key, window.meter, cutoff))
+                cur.execute(self._sql["window_sum"], (window.key, window.meter, cutoff))
+                settled = sum((Decimal(row[0]) for row in cur.fetchall()), ZERO)
+                short = judge(window, settled, active.get(("w", window.key, window.meter), ZERO))
+                if short is not None:
+                    return Admission(None, short)
+            if not hold or not (held_budget or held_window):
+                return Admission(None, None)
+            rid = uuid.uuid4().hex
+            cur.execute(
+                self._sql["hold"],
+                (rid, now + lease_seconds, json.dumps(held_budget + held_window)),
+            )
+            return Admission(rid, None)
+
+    def renew(self, reservation_id: str, lease_seconds: float) -> bool:
+        """Extend a live reservation's lease; False when it no longer exists."""
+        with self._transaction() as cur:
+            cur.execute(self._sql["renew"], (self._clock() + lease_seconds, reservation_id))
+            return bool(cur.rowcount and cur.rowcount > 0)
+
+    def release(self, reservation_id: str) -> None:
+        """Drop a reservation without charging (idempotent)."""
+        with self._transaction() as cur:
+            cur.execute(self._sql["release"], (reservation_id,))
+
+    def commit(
+        self,
+        node: Node,
+        *,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent] = (),
+        reservation_id: str | None = None,
+    ) -> bool:
+        """Insert a node and settle its charges in one transaction; False if the id exists."""
+        check_new_node(node)
+        with self._transaction() as cur:
+            if self._exists(cur, node.id):
+                return False
+            if node.parent is not None and not self._exists(cur, node.parent):
+                raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+            cur.execute(self._sql["insert"], self._encode(node, cur))
+            if charges:
+                self._lock_ledger(cur, sorted(scopes))
+                rows = []
+                for scope in scopes:
+                    current = self._totals(cur, scope)
+                    for meter, amount in charges.items():
+                        total = current.get(meter, ZERO) + amount
+                        rows.append((scope, meter, str(total)))
+                cur.executemany(self._sql["upsert_total"], rows)
+            if windows:
+                now = self._clock()
+                cur.executemany(
+                    self._sql["window_add"],
+                    [(e.key, e.meter, now, str(e.amount)) for e in windows],
+                )
+            if reservation_id is not None:
+                cur.execute(self._sql["release"], (reservation_id,))
+            return True
+
+    def totals(self, scope: str) -> dict[str, Decimal]:
+        """Running totals per meter for one scope."""
+        cur = self._connection().cursor()
+        try:
+            return self._totals(cur, scope)
+        finally:
+            cur.close()
