@@ -73,9 +73,9 @@ def _gen(schema: Any, root: Any, name: str, depth: int) -> Any:
         return name
     if not isinstance(schema, Mapping):
         return None
+    if depth > 8 * _MAX_DEPTH:
+        raise ValueError("the schema recurses without a way out (no optional or empty branch)")
     if "$ref" in schema:
-        if depth > _MAX_DEPTH:
-            return None
         return _gen(_resolve(root, schema["$ref"]), root, name, depth + 1)
     if "const" in schema:
         return schema["const"]
