@@ -257,6 +257,8 @@ def test_collection_status() -> None:
 def test_collection_indexes_must_line_up() -> None:
     with pytest.raises(ConfigurationError):
         OutputCollection([Output(text="a")], prompt_indexes=[0, 1])
+    with pytest.raises(ConfigurationError):
+        OutputCollection([{"text": "a"}])  # type: ignore[list-item]
 
 
 def test_collection_round_trip() -> None:

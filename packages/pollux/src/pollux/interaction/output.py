@@ -474,7 +474,16 @@ class OutputCollection:
 
     def __post_init__(self) -> None:
         """Freeze the sequences to tuples and check they line up with the outputs."""
-        object.__setattr__(self, "outputs", tuple(self.outputs))
+        outputs = tuple(self.outputs)
+        for output in outputs:
+            if not isinstance(output, Output):
+                raise ConfigurationError(
+                    f"OutputCollection.outputs must contain Output values, "
+                    f"got {type(output).__name__}",
+                    hint="Build the collection from Output objects (Output.from_jsonable for "
+                    "stored ones).",
+                )
+        object.__setattr__(self, "outputs", outputs)
         for name in ("prompt_indexes", "source_indexes"):
             value = getattr(self, name)
             if value is None:
