@@ -22,18 +22,30 @@ from pollux import (
     Continuation,
     Environment,
     Input,
+    Message,
     RateLimitError,
     RetryPolicy,
     Session,
     Source,
     ToolDeclaration,
     ToolResult,
+    check_ready,
     interact,
     run,
     run_many,
     stream,
 )
-from pollux.testing import CutStream, Emulator, ErrorResponse, Reply, StreamError, ToolCall
+from pollux import ToolCall as PolluxToolCall
+from pollux.testing import (
+    CutStream,
+    DropConnection,
+    Emulator,
+    ErrorResponse,
+    Latency,
+    Reply,
+    StreamError,
+    ToolCall,
+)
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.001, max_delay_s=0.005)
 
@@ -351,3 +363,72 @@ async def test_rate_limit_error_type(emu: Emulator, config: Config) -> None:
     emu.script("openai.responses", *[ErrorResponse(429, retry_after=0)] * 3)
     with pytest.raises(RateLimitError):
         await run("x", config=config)
+
+
+async def test_timeout_is_wrapped_and_retried(emu: Emulator) -> None:
+    config = Config(
+        provider="openai",
+        model="gpt-5-nano",
+        api_key="sk-test",
+        retry=RetryPolicy(max_attempts=2, initial_delay_s=0.001, jitter=False),
+        request_timeout_s=0.2,
+    )
+    emu.script("openai.responses", Latency(1.0))
+    out = await run("slow", config=config)
+    assert out.text == "Emulated reply to: slow"
+    assert out.diagnostics.raw.get("attempts") == 2
+
+
+async def test_dropped_connection_exhausts_into_a_network_error(emu: Emulator) -> None:
+    config = Config(
+        provider="openai",
+        model="gpt-5-nano",
+        api_key="sk-test",
+        retry=RetryPolicy(max_attempts=1),
+    )
+    emu.script("openai.responses", DropConnection())
+    with pytest.raises(APIError) as info:
+        await run("x", config=config)
+    assert info.value.retryable is True
+    assert info.value.hint
+
+
+async def test_history_is_replayed_as_input_items(emu: Emulator, config: Config) -> None:
+    call = PolluxToolCall.from_text(
+        id="call_1", name="get_weather", arguments_text='{"city":"Oslo"}'
+    )
+    history = [
+        Message(role="user", content="Weather in Oslo?"),
+        Message(role="assistant", tool_calls=[call]),
+        Message(role="tool", content="21C", tool_call_id="call_1"),
+        Message(role="assistant", content="It is 21C in Oslo."),
+    ]
+    out = await interact(
+        Environment(tools=[WEATHER]), Input("And tomorrow?", history=history), config=config
+    )
+    assert out.text.endswith("And tomorrow?")
+    assert out.continuation is not None  # a conversation can go on from here
+    (body,) = bodies(emu)
+    assert "previous_response_id" not in body
+    assert [item.get("type", item.get("role")) for item in body["input"]] == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "assistant",
+        "user",
+    ]
+
+
+async def test_check_ready_reads_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Emulator(models=["gpt-5-nano"]) as emulator:
+        monkeypatch.setenv("OPENAI_BASE_URL", emulator.base_url("openai"))
+        known = Config(provider="openai", model="gpt-5-nano", api_key="sk-test")
+        readiness = await check_ready(known)
+        assert (readiness.ready, readiness.model_verified, readiness.provider) == (
+            True,
+            True,
+            "openai",
+        )
+        unknown = await check_ready(Config(provider="openai", model="gpt-9", api_key="sk-test"))
+        assert unknown.ready is False
+        assert "gpt-9" in unknown.message
