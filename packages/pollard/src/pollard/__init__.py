@@ -28,12 +28,19 @@ from .errors import PollardError as PollardError
 from .errors import UnsupportedSchema as UnsupportedSchema
 
 if _typing.TYPE_CHECKING:
+    from ._async import AsyncRun as AsyncRun
+    from ._async import AsyncRuntime as AsyncRuntime
     from ._budget import Budget as Budget
     from ._node import Node as Node
     from ._node import NodeKind as NodeKind
     from ._runtime import ReplayMode as ReplayMode
     from ._runtime import Run as Run
     from ._runtime import Runtime as Runtime
+    from ._seal import SealReport as SealReport
+    from ._seal import VerifyFinding as VerifyFinding
+    from ._seal import VerifyReport as VerifyReport
+    from ._seal import seal as seal
+    from ._seal import verify as verify
     from ._store import Store as Store
     from .meters import WindowMeter as WindowMeter
     from .policy import Decision as Decision
@@ -48,6 +55,13 @@ if _typing.TYPE_CHECKING:
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
 # To add a lazily loaded export: add it here, to the TYPE_CHECKING block and to __all__ (sorted).
 _LAZY: dict[str, str] = {
+    "AsyncRun": "pollard._async",
+    "AsyncRuntime": "pollard._async",
+    "SealReport": "pollard._seal",
+    "VerifyReport": "pollard._seal",
+    "VerifyFinding": "pollard._seal",
+    "seal": "pollard._seal",
+    "verify": "pollard._seal",
     "ActionSpec": "pollard.registry",
     "Budget": "pollard._budget",
     "Decision": "pollard.policy",
@@ -68,6 +82,8 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ActionSpec",
+    "AsyncRun",
+    "AsyncRuntime",
     "Budget",
     "BudgetExceeded",
     "ConfirmationRequired",
@@ -86,11 +102,16 @@ __all__ = [
     "Run",
     "Runtime",
     "SQLiteStore",
+    "SealReport",
     "Store",
     "UnsupportedSchema",
+    "VerifyFinding",
+    "VerifyReport",
     "WindowMeter",
     "__version__",
     "redact",
+    "seal",
+    "verify",
 ]
 
 

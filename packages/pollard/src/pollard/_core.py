@@ -909,7 +909,7 @@ class RunState:
         yield from self._stored(failure)
 
     def note(self, payload: Any, *, attempt: int = 0) -> Step:
-        """Record a plain note (idempotent); prechecked for depth and exhausted meters."""
+        """Record a plain note (idempotent); only the depth limit can refuse it."""
         node = Node.create(NodeKind.NOTE, self.cursor_id, payload, attempt=attempt)
         found: Node | None = yield from io(self.rt.store.find, node.id)
         if found is not None:
@@ -922,7 +922,11 @@ class RunState:
             raise MissingRecording(
                 f"replay: no recorded note {summary} under {node.parent}", node.id, summary
             )
-        yield from self._precheck_only("note", node)
+        # A note runs nothing and costs nothing, so only the depth limit applies (pollard 0.8 also
+        # refused notes once any meter was spent, which hid "giving up" notes and branches).
+        short = self._depth_shortfall()
+        if short is not None:
+            yield from self._refuse_budget(short, "note", node.canonical_payload or b"")
         node = node.with_meta({"created_at": utc_now_iso()})
         if (yield from io(self.rt.store.put, node)):
             yield from self._stored(node)

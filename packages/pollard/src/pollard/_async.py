@@ -1,0 +1,260 @@
+"""``AsyncRuntime`` and ``AsyncRun``: the asynchronous shell over the same step core."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
+
+from ._budget import Budget
+from ._core import ARGS, PAYLOAD, RunState, Step, drive_async, drive_sync
+from ._node import Node, NodeKind
+from ._runtime import (
+    ReplayMode,
+    _branch,
+    _check_limits,
+    _checkout,
+    _governance,
+    _prune,
+    _rollback,
+    _RuntimeBase,
+    _tool_step,
+)
+from ._store import Store
+from .errors import PollardError
+
+__all__ = ["AsyncRun", "AsyncRuntime"]
+
+
+class AsyncRuntime(_RuntimeBase):
+    """The asynchronous `Runtime`: async step functions, async streams and async callbacks.
+
+    It takes the same arguments as `Runtime` plus ``offload_store_io``. The step logic is the
+    same code as the sync runtime (one core, two shells).
+
+    Args:
+        store: A `Store`, a SQLite path, or None for a `MemoryStore`.
+        meters: See `Runtime`.
+        registry: See `Runtime`.
+        policies: See `Runtime`.
+        dry_run: See `Runtime`.
+        mode: See `Runtime`.
+        on_node: See `Runtime` (a plain callable; an awaitable result is awaited for steps).
+        reservation_lease_seconds: See `Runtime`.
+        offload_store_io: Run store I/O in a worker thread so the event loop never blocks on
+            the database. Default: True for every store except `MemoryStore`.
+
+    Example:
+        >>> import asyncio
+        >>> from pollard import AsyncRuntime
+        >>> async def model(payload):
+        ...     return {"text": "ok"}
+        >>> async def main():
+        ...     async with AsyncRuntime().run("demo") as run:
+        ...         return (await run.model_call({"model": "m"}, fn=model)).result["text"]
+        >>> asyncio.run(main())
+        'ok'
+    """
+
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        meters: Iterable[Any] | None = None,
+        registry: Any = None,
+        policies: Sequence[Any] | None = None,
+        dry_run: bool = False,
+        mode: str | ReplayMode = "record",
+        on_node: Callable[[Node], Any] | None = None,
+        reservation_lease_seconds: float = 60,
+        offload_store_io: bool | None = None,
+    ) -> None:
+        super().__init__(
+            store,
+            meters=meters,
+            registry=registry,
+            policies=policies,
+            dry_run=dry_run,
+            mode=mode,
+            on_node=on_node,
+            reservation_lease_seconds=reservation_lease_seconds,
+        )
+        if offload_store_io is None:
+            from .stores.memory import MemoryStore
+
+            offload_store_io = not isinstance(self._core.store, MemoryStore)
+        self.offload_store_io = offload_store_io
+
+    def run(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
+        """Start (or re-enter) a run; see `Runtime.run`."""
+        return AsyncRun(drive_sync(self._open(label, budget, attempt)), self.offload_store_io)
+
+    def resume(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
+        """Re-enter a run at its deepest unpruned leaf; see `Runtime.resume`."""
+        return AsyncRun(drive_sync(self._resume(label, budget, attempt)), self.offload_store_io)
+
+    async def __aenter__(self) -> AsyncRuntime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def __enter__(self) -> AsyncRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncRun:
+    """The asynchronous `Run`: the same cursor operations with awaitable steps.
+
+    ``model_call``, ``tool_call``, ``note``, ``confirm`` and ``branch`` are coroutines (also
+    available as ``amodel_call``, ``atool_call``, ``anote``, ``aconfirm``, ``abranch``).
+    ``fn`` may be sync or async and may return a dict, an iterator or an async iterator of
+    chunks; ``on_delta`` may be async.
+    """
+
+    def __init__(self, state: RunState, offload: bool) -> None:
+        self._state = state
+        self._offload = offload
+
+    async def _drive(self, gen: Step) -> Node:
+        return cast(Node, await drive_async(gen, self._offload))
+
+    @property
+    def label(self) -> str:
+        """The run label."""
+        return self._state.label
+
+    @property
+    def root_id(self) -> str:
+        """The run root's node id."""
+        return self._state.root_id
+
+    @property
+    def cursor_id(self) -> str:
+        """The id of the node new steps attach to."""
+        return self._state.cursor_id
+
+    @property
+    def cursor(self) -> Node:
+        """The node new steps attach to."""
+        return self._state.store.get(self._state.cursor_id)
+
+    @property
+    def depth(self) -> int:
+        """The cursor's depth (the root is 0)."""
+        return self._state.depth
+
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        return self._state.store
+
+    @property
+    def mode(self) -> str:
+        """``"record"``, ``"hybrid"`` or ``"replay"``."""
+        return self._state.mode
+
+    async def __aenter__(self) -> AsyncRun:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __enter__(self) -> AsyncRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<AsyncRun {self.label!r} cursor={self.cursor_id[:12]} depth={self.depth}>"
+
+    async def model_call(
+        self,
+        payload: Any,
+        *,
+        fn: Callable[[Any], Any],
+        attempt: int = 0,
+        on_delta: Callable[[Any], Any] | None = None,
+        keep_chunks: bool = False,
+    ) -> Node:
+        """Run a model call as one governed step; see `Run.model_call`."""
+        if not callable(fn):
+            raise TypeError("model_call needs fn=, the function that calls your model")
+        return await self._drive(
+            self._state.step(
+                NodeKind.MODEL_CALL,
+                payload,
+                fn,
+                PAYLOAD,
+                attempt=attempt,
+                on_delta=on_delta,
+                keep_chunks=keep_chunks,
+            )
+        )
+
+    async def tool_call(
+        self,
+        name: str,
+        args: Any,
+        *,
+        fn: Callable[[Any], Any] | None = None,
+        version: str | None = None,
+        attempt: int = 0,
+    ) -> Node:
+        """Run a tool call as one governed step; see `Run.tool_call`."""
+        if self._state.rt.registry is not None:
+            return await self._drive(
+                _governance().tool_call(self._state, name, args, version=version, attempt=attempt)
+            )
+        if not callable(fn):
+            raise TypeError(
+                "tool_call without a registry needs fn=, the function that runs the tool"
+            )
+        kind, payload, call, _ = _tool_step(name, args, fn, version)
+        return await self._drive(self._state.step(kind, payload, call, ARGS, attempt=attempt))
+
+    async def confirm(self, token: str) -> Node:
+        """Execute a call held for confirmation; see `Run.confirm`."""
+        if self._state.rt.registry is None:
+            raise PollardError(
+                "confirm() needs a runtime with a registry", hint="pass registry= to the Runtime"
+            )
+        return await self._drive(_governance().confirm(self._state, token))
+
+    async def note(self, payload: Any, *, attempt: int = 0) -> Node:
+        """Record a plain note; see `Run.note`."""
+        return await self._drive(self._state.note(payload, attempt=attempt))
+
+    async def branch(self, *, attempt: int = 0, budget: Budget | None = None) -> AsyncRun:
+        """Create an alternate child cursor; see `Run.branch`."""
+        state = await drive_async(
+            _branch(self._state, attempt, budget, lambda b: _check_limits(self._state, b)),
+            self._offload,
+        )
+        return AsyncRun(state, self._offload)
+
+    amodel_call = model_call
+    atool_call = tool_call
+    aconfirm = confirm
+    anote = note
+    abranch = branch
+
+    def rollback(self, node_id: str | None = None, *, steps: int = 1) -> Node:
+        """Move the cursor to an ancestor; see `Run.rollback`."""
+        return _rollback(self._state, node_id, steps)
+
+    def checkout(self, node_id: str) -> Node:
+        """Move the cursor to any node of this run; see `Run.checkout`."""
+        return _checkout(self._state, node_id)
+
+    def prune(self) -> Node:
+        """Mark the cursor pruned and move to its parent; see `Run.prune`."""
+        return _prune(self._state)
+
+    def report(self) -> dict[str, dict[str, str]]:
+        """Charges as exact decimal strings; see `Run.report`."""
+        return self._state.report()

@@ -1,0 +1,199 @@
+"""``seal`` and ``verify``: tamper evidence over stored history."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._canon import SEAL_DOMAIN, canonical_bytes
+from ._node import Node
+from ._store import Store
+from .errors import IntegrityError
+
+__all__ = ["SealEntry", "SealReport", "VerifyFinding", "VerifyReport", "seal", "verify"]
+
+SEAL_ALGORITHM = "sha256:pollard/v1:seal"
+
+
+@dataclass(frozen=True, slots=True)
+class SealEntry:
+    r"""One link of the seal chain.
+
+    Attributes:
+        index: The node's position in the preorder walk.
+        node_id: The node id.
+        digest: ``sha256("pollard/v1:seal\\n" + canonical({index, node_id, parent_id, kind,
+            result_digest, previous}))``.
+    """
+
+    index: int
+    node_id: str
+    digest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the entry as JSON-ready data."""
+        return {"index": self.index, "node_id": self.node_id, "digest": self.digest}
+
+
+@dataclass(frozen=True, slots=True)
+class SealReport:
+    """A deterministic rolling SHA-256 over a subtree's node ids and result digests.
+
+    Attributes:
+        root_id: The sealed subtree's root.
+        algorithm: ``"sha256:pollard/v1:seal"``.
+        digest: The final chain digest (store it beside an export to detect later changes).
+        entries: One entry per node in preorder.
+    """
+
+    root_id: str
+    algorithm: str
+    digest: str
+    entries: tuple[SealEntry, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as JSON-ready data."""
+        return {
+            "root_id": self.root_id,
+            "algorithm": self.algorithm,
+            "digest": self.digest,
+            "entries": [entry.to_dict() for entry in self.entries],
+        }
+
+
+def seal(store: Store, root_id: str) -> SealReport:
+    """Seal the subtree at ``root_id``.
+
+    Each node is validated (id and result digest recomputed) before it is hashed into the chain.
+    Mutable metadata (charges, pruned flags) is not part of the seal.
+
+    Args:
+        store: The store.
+        root_id: The subtree root (usually a run root).
+
+    Returns:
+        The seal report; equal trees give equal digests on every backend.
+
+    Raises:
+        KeyError: If ``root_id`` is not stored.
+        IntegrityError: If a node does not match its content.
+
+    Example:
+        >>> from pollard import Runtime, seal
+        >>> run = Runtime().run("audit")
+        >>> _ = run.note({"status": "ready"})
+        >>> len(seal(run.store, run.root_id).digest)
+        64
+    """
+    previous = ""
+    entries: list[SealEntry] = []
+    for index, node in enumerate(store.walk(root_id)):
+        node.check()
+        material = {
+            "index": index,
+            "node_id": node.id,
+            "parent_id": node.parent or "",
+            "kind": node.kind.value,
+            "result_digest": node.result_digest or "",
+            "previous": previous,
+        }
+        previous = hashlib.sha256(SEAL_DOMAIN + canonical_bytes(material)).hexdigest()
+        entries.append(SealEntry(index, node.id, previous))
+    return SealReport(root_id, SEAL_ALGORITHM, previous, tuple(entries))
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyFinding:
+    """One verification problem.
+
+    Attributes:
+        node_id: The node at fault.
+        message: What is wrong.
+    """
+
+    node_id: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the finding as JSON-ready data."""
+        return {"node_id": self.node_id, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """The result of `verify`.
+
+    Attributes:
+        ok: True when there are no findings.
+        findings: The problems found.
+        nodes: How many nodes were checked.
+    """
+
+    ok: bool
+    findings: tuple[VerifyFinding, ...] = ()
+    nodes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as JSON-ready data."""
+        return {
+            "ok": self.ok,
+            "nodes": self.nodes,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def _check(node: Node, findings: list[VerifyFinding]) -> None:
+    try:
+        node.check()
+    except IntegrityError as exc:
+        findings.append(VerifyFinding(node.id, exc.message))
+
+
+def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -> VerifyReport:
+    """Verify stored history: ids, result digests and parent links.
+
+    Args:
+        store: The store.
+        node_id: A node whose ancestry (up to its root) is verified. ``None`` verifies every
+            node of every root in the store.
+        subtree: Also verify every node below ``node_id``.
+
+    Returns:
+        A report; ``ok`` is False when any node does not match its content, a parent is missing,
+        or the ancestry has a cycle.
+
+    Raises:
+        KeyError: If ``node_id`` is not stored.
+    """
+    findings: list[VerifyFinding] = []
+    checked = 0
+    if node_id is None:
+        for root in store.roots():
+            for node in store.walk(root.id):
+                _check(node, findings)
+                checked += 1
+        return VerifyReport(not findings, tuple(findings), checked)
+    start = store.get(node_id)
+    seen: set[str] = set()
+    current: Node | None = start
+    while current is not None:
+        if current.id in seen:
+            findings.append(VerifyFinding(current.id, "the ancestry has a cycle"))
+            break
+        seen.add(current.id)
+        _check(current, findings)
+        checked += 1
+        if current.parent is None:
+            break
+        parent = store.find(current.parent)
+        if parent is None:
+            findings.append(VerifyFinding(current.id, f"the parent {current.parent} is not stored"))
+        current = parent
+    if subtree:
+        for node in store.walk(node_id):
+            if node.id == node_id:
+                continue
+            _check(node, findings)
+            checked += 1
+    return VerifyReport(not findings, tuple(findings), checked)
