@@ -303,3 +303,32 @@ def test_provider_options_may_not_overwrite_generated_keys() -> None:
             provider_options={"max_output_tokens": 9},
         )
     assert "max_output_tokens" in str(info.value)
+
+
+def test_provider_options_extend_the_objects_pollux_builds() -> None:
+    kwargs = compile_request(
+        model="m",
+        instructions=None,
+        source_parts=(),
+        content="x",
+        output_schema={"type": "object", "properties": {}},
+        reasoning_effort="high",
+        provider_options={
+            "text": {"verbosity": "low"},
+            "reasoning": {"summary": "detailed"},
+            "include": ["reasoning.encrypted_content"],
+        },
+    )
+    assert kwargs["text"]["verbosity"] == "low"
+    assert kwargs["text"]["format"]["name"] == SCHEMA_NAME
+    assert kwargs["reasoning"] == {"effort": "high", "summary": "detailed"}
+    assert kwargs["include"] == ["reasoning.encrypted_content"]
+    with pytest.raises(ConfigurationError, match=r"text\.format"):
+        compile_request(
+            model="m",
+            instructions=None,
+            source_parts=(),
+            content="x",
+            output_schema={"type": "object", "properties": {}},
+            provider_options={"text": {"format": {"type": "text"}}},
+        )

@@ -214,8 +214,8 @@ def validate_options(
             )
 
 
-# Keys pollux always owns; provider_options may add others (and may set ``reasoning``,
-# ``text`` or ``tool_choice`` when the matching pollux parameter is unset).
+# Keys pollux always owns; provider_options may add others, and may extend the objects pollux
+# builds (``text``, ``reasoning``) with keys pollux does not set.
 _RESERVED_KEYS = ("model", "input", "instructions", "stream", "previous_response_id", "tools")
 
 
@@ -308,19 +308,42 @@ def compile_request(
     if max_tokens is not None:
         kwargs["max_output_tokens"] = max_tokens
     if reasoning_effort is not None:
-        kwargs["reasoning"] = {"effort": reasoning_effort, "summary": "auto"}
+        kwargs["reasoning"] = {"effort": reasoning_effort}
+        extra_reasoning = (provider_options or {}).get("reasoning")
+        # The summary is a default, not a user choice: provider_options may pick another one.
+        if not (isinstance(extra_reasoning, Mapping) and "summary" in extra_reasoning):
+            kwargs["reasoning"]["summary"] = "auto"
     if provider_options:
-        collisions = set(provider_options) & set(kwargs)
+        collisions = _merge_options(kwargs, provider_options, prefix="")
         if collisions:
             raise ConfigurationError(
                 "provider_options['openai'] collides with "
-                + ", ".join(sorted(repr(k) for k in collisions)),
+                + ", ".join(repr(k) for k in collisions),
                 hint="Set these through the pollux parameters, not provider_options.",
             )
-        kwargs.update(copy.deepcopy(dict(provider_options)))
     if stream:
         kwargs["stream"] = True
     return kwargs
+
+
+def _merge_options(target: dict[str, Any], extra: Mapping[str, Any], *, prefix: str) -> list[str]:
+    """Deep-merge ``extra`` into ``target``; return the leaf keys both define (not merged).
+
+    Objects merge key by key, so ``{"text": {"verbosity": "low"}}`` combines with the
+    ``text.format`` pollux builds, and ``{"reasoning": {"summary": "detailed"}}`` with the
+    effort; a key set on both sides is a collision.
+    """
+    collisions: list[str] = []
+    for key, value in extra.items():
+        path = f"{prefix}{key}"
+        current = target.get(key)
+        if key not in target:
+            target[key] = copy.deepcopy(value)
+        elif isinstance(current, dict) and isinstance(value, Mapping):
+            collisions.extend(_merge_options(current, value, prefix=f"{path}."))
+        else:
+            collisions.append(path)
+    return collisions
 
 
 __all__ = [
