@@ -112,3 +112,5 @@ def test_process_mode_serves_from_a_child_process() -> None:
             emu.script("local")
         with pytest.raises(EmulatorError, match="child process"):
             _ = emu.requests
+        start = emu.now()
+        assert emu.advance(90) == start + 90 == emu.now()

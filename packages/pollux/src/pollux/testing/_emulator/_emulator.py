@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
 from ._clock import DEFAULT_START, VirtualClock
-from ._core import Core, Settings
-from ._http import HTTPRequest, Outcome
+from ._core import ApiError, Call, Core, Route, Settings, WireSpec
+from ._http import HTTPRequest, Outcome, json_response
 from ._log import RecordedRequest, selector_matches
 from ._model import PrefixCache
 from ._script import Handler, Scripted
@@ -56,8 +58,8 @@ class Emulator:
         batch_durations: Virtual seconds a batch spends ``validating``, ``in_progress``,
             ``finalizing`` and ``cancelling`` (defaults 1, 10, 1, 1). A job that would not finish
             within its 24 hour completion window expires.
-        process: Run the server in a child process (for benchmarks; scripting, the request log
-            and :meth:`advance` are then unavailable).
+        process: Run the server in a child process (for benchmarks). Scripting and the request
+            log are then unavailable; :meth:`advance` still works.
         port: The port to bind (0 picks a free one).
 
     Example:
@@ -103,8 +105,8 @@ class Emulator:
         )
         self._clock = VirtualClock(start_time)
         self._cache = PrefixCache(self._clock, cache_min_tokens, cache_block_tokens, cache_ttl)
-        wires = load_wires()
-        self._mounts = {w.name: w.base_path for w in wires}
+        wires = [*load_wires(), _control_wire()]
+        self._mounts = {w.name: w.base_path for w in wires if not w.name.startswith("_")}
         self._core = Core(wires, self._clock, self._settings, self._cache)
         self._process = process
         self._port = port
@@ -366,15 +368,30 @@ class Emulator:
 
     def now(self) -> float:
         """The virtual clock (seconds since the epoch)."""
+        if self._child is not None:
+            return self.advance(0)
         return self._clock.now()
 
     def advance(self, seconds: float) -> float:
         """Move the virtual clock forward (batch jobs progress, files and caches expire).
 
+        Works in process mode too (through a control endpoint).
+
         Returns:
             The new virtual time.
         """
-        self._require_in_process("advance()")
+        if self._child is not None:
+            if seconds < 0:
+                raise ValueError(f"the emulator clock only moves forward; got {seconds!r} seconds")
+            data = json.dumps({"seconds": seconds}).encode()
+            request = urllib.request.Request(
+                self.url + "/_emulator/advance",
+                data=data,
+                headers={"content-type": "application/json"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return float(json.load(answer)["now"])
         return self._clock.advance(seconds)
 
     @property
@@ -391,3 +408,22 @@ class Emulator:
     def __repr__(self) -> str:
         where = self._origin or "not running"
         return f"<Emulator {where}>"
+
+
+def _advance(call: Call) -> Outcome:
+    seconds = call.body().get("seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        raise ApiError(400, "'seconds' must be a number >= 0", error_type="invalid_request_error")
+    return json_response({"now": call.core.clock.advance(float(seconds))})
+
+
+def _control_wire() -> WireSpec:
+    """Internal endpoints that let a parent process drive a child emulator's clock."""
+    return WireSpec(
+        "_emulator",
+        "/_emulator",
+        "/_emulator",
+        (Route("POST", "/advance", "advance", _advance),),
+        lambda error: {"error": {"message": error.message}},
+        lambda headers: None,
+    )

@@ -89,7 +89,10 @@ class HTTPServer:
         finally:
             self._writers.discard(writer)
             self._tasks.discard(task)
-            writer.transport.abort() if writer.transport.is_closing() else writer.close()
+            if writer.transport.is_closing():
+                writer.transport.abort()
+            else:
+                writer.close()
 
     async def _send(self, writer: asyncio.StreamWriter, outcome: Outcome, keep_alive: bool) -> bool:
         """Write ``outcome``; return whether the connection stays open."""
