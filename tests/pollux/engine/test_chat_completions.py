@@ -484,3 +484,17 @@ async def test_openrouter_auth_error_names_the_env_var(
         await pollux.run("Hi", config=config)
     assert info.value.error_category == "auth_refreshable" and info.value.retryable is False
     assert "OPENROUTER_API_KEY" in (info.value.hint or "")
+
+
+async def test_shared_text_is_spliced_exactly(emu: Emulator, local_config: Config) -> None:
+    tricky = 'Quotes " and \\ backslashes, tabs\t, newlines\n, unicode é 漢字 🚀, nul-ish \\u0000'
+    second = "Second source."
+    await pollux.run_many(
+        ["Q1?", 'Q2 "quoted"?'],
+        sources=[Source.from_text(tricky), Source.from_text(second)],
+        config=local_config,
+    )
+    contents = sorted(body["messages"][0]["content"] for body in _chat_bodies(emu))  # type: ignore[index]
+    assert contents == sorted(
+        [f"{tricky}\n\n{second}\n\nQ1?", f'{tricky}\n\n{second}\n\nQ2 "quoted"?']
+    )

@@ -7,13 +7,7 @@ from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pollux._engine.execute import (
-    Runtime,
-    close_async_iterator,
-    collect_outputs,
-    run_calls,
-    stream_call,
-)
+from pollux._engine.execute import Runtime, collect_outputs, run_calls, stream_call
 from pollux.config import Config
 from pollux.errors import ConfigurationError
 from pollux.interaction.environment import Environment
@@ -266,7 +260,7 @@ class Session:
             raise result
         return result
 
-    async def stream(
+    def stream(
         self,
         environment: Environment,
         input: Input,
@@ -281,7 +275,12 @@ class Session:
         tool_choice: ToolChoice | None = None,
         provider_options: dict[str, dict[str, Any]] | None = None,
     ) -> AsyncGenerator[Event, None]:
-        """Stream one interaction as Events; see :func:`pollux.stream`."""
+        """Stream one interaction as Events; see :func:`pollux.stream`.
+
+        Returns the event iterator directly (no extra generator layer per event); arguments
+        are checked now, capabilities when iteration starts. Close it (``aclose()``) when you
+        stop early, or iterate it to the end.
+        """
         rt = self._runtime()
         env = build_environment(environment, instructions=None, sources=(), tools=None)
         requirements = OutputRequirements(
@@ -295,12 +294,7 @@ class Session:
             tool_choice=tool_choice,
             provider_options=provider_options,
         )
-        events = stream_call(rt, env, input, requirements)
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await close_async_iterator(events)
+        return stream_call(rt, env, input, requirements)
 
     async def check_ready(self) -> ProviderReadiness:
         """Probe the provider; see :func:`pollux.check_ready`."""

@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["ConnectionPool", "Response", "StreamResponse", "TransportError", "iter_sse"]
+__all__ = [
+    "ConnectionPool",
+    "Response",
+    "SSEDecoder",
+    "StreamResponse",
+    "TransportError",
+    "iter_sse",
+]
 
 TransportErrorKind = Literal["connect", "timeout", "disconnect", "protocol"]
 
@@ -318,20 +325,29 @@ class StreamResponse:
         return b"".join(parts)
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
-        """Yield body chunks as they arrive; raise TransportError when the body is cut."""
+        """Yield body data as it arrives; raise TransportError when the body is cut.
+
+        Chunked bodies are de-framed in bulk: one socket read may carry many HTTP chunks (and
+        many SSE events), and they come out as one block, so per-event cost stays small.
+        """
         reader = self._conn.reader
         headers = self.headers
         timeout_s = self._timeout_s
         try:
-            if headers.get("transfer-encoding", "").lower().endswith("chunked"):
-                while True:
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                buffer = b""
+                done = False
+                while not done:
+                    out, buffer, done = _dechunk(buffer)
+                    if out:
+                        yield out
+                    if done:
+                        break
                     async with _timeout(timeout_s):
-                        size = _chunk_size(await reader.readuntil(b"\r\n"))
-                        if size == 0:
-                            await _skip_trailers(reader)
-                            break
-                        data = await reader.readexactly(size + 2)
-                    yield data[:-2]
+                        data = await reader.read(1 << 16)
+                    if not data:
+                        raise asyncio.IncompleteReadError(buffer, None)
+                    buffer = buffer + data if buffer else data
             elif "content-length" in headers:
                 remaining = int(headers["content-length"])
                 while remaining > 0:
@@ -354,7 +370,7 @@ class StreamResponse:
             ) from None
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             raise TransportError("connection closed mid-stream", kind="disconnect") from exc
-        except (ValueError, asyncio.LimitOverrunError) as exc:
+        except ValueError as exc:
             raise TransportError(f"malformed chunked body: {exc}", kind="protocol") from exc
         self.complete = True
 
@@ -363,41 +379,90 @@ class StreamResponse:
         return iter_sse(self.iter_bytes())
 
 
-async def iter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
-    """Parse Server-Sent Events from byte chunks; yield each event's joined ``data`` field."""
-    buffer = b""
-    async for chunk in chunks:
-        buffer = buffer + chunk if buffer else chunk
+def _dechunk(buffer: bytes) -> tuple[bytes, bytes, bool]:
+    """Decode every complete HTTP chunk in ``buffer``: (data, rest, reached the last chunk)."""
+    parts: list[bytes] = []
+    pos = 0
+    size_end = len(buffer)
+    while True:
+        line_end = buffer.find(b"\r\n", pos)
+        if line_end < 0:
+            break
+        size = int(buffer[pos:line_end].split(b";", 1)[0], 16)
+        if size == 0:
+            # The last chunk, then optional trailers, then an empty line.
+            if buffer.startswith(b"\r\n", line_end + 2):
+                return b"".join(parts), b"", True
+            trailers_end = buffer.find(b"\r\n\r\n", line_end)
+            if trailers_end >= 0:
+                return b"".join(parts), b"", True
+            break
+        start = line_end + 2
+        stop = start + size
+        if stop + 2 > size_end:
+            break
+        parts.append(buffer[start:stop])
+        pos = stop + 2
+    return b"".join(parts), buffer[pos:], False
+
+
+class SSEDecoder:
+    """Incremental Server-Sent Events parser: feed bytes, get each event's ``data`` payload."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add bytes; return the data of every event completed by them (UTF-8 bytes)."""
+        buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
+        events: list[bytes] = []
+        pos = 0
         while True:
-            end = buffer.find(b"\n\n")
+            end = buffer.find(b"\n\n", pos)
             if end < 0:
                 break
-            block = buffer[:end]
-            buffer = buffer[end + 2 :]
-            data = _sse_data(block)
+            data = _sse_data(buffer[pos:end])
+            pos = end + 2
             if data is not None:
-                yield data
-    if buffer.strip():
-        data = _sse_data(buffer)
-        if data is not None:
-            yield data
+                events.append(data)
+        self._buffer = buffer[pos:] if pos else buffer
+        return events
+
+    def flush(self) -> list[bytes]:
+        """The data of a last event not followed by a blank line, if any."""
+        rest, self._buffer = self._buffer, b""
+        if rest.strip():
+            data = _sse_data(rest.rstrip(b"\n"))
+            if data is not None:
+                return [data]
+        return []
 
 
-def _sse_data(block: bytes) -> str | None:
+async def iter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """Parse Server-Sent Events from byte chunks; yield each event's joined ``data`` field."""
+    decoder = SSEDecoder()
+    async for chunk in chunks:
+        for data in decoder.feed(chunk):
+            yield data.decode("utf-8")
+    for data in decoder.flush():
+        yield data.decode("utf-8")
+
+
+def _sse_data(block: bytes) -> bytes | None:
     if block.startswith(b"data:") and b"\n" not in block:
         # The common case: one data line per event.
-        value = block[5:]
-        return (value[1:] if value.startswith(b" ") else value).decode("utf-8")
+        return block[6:] if block.startswith(b"data: ") else block[5:]
     values = []
     for line in block.split(b"\n"):
         if line.startswith(b"data:"):
-            value = line[5:]
-            values.append(value[1:] if value.startswith(b" ") else value)
+            values.append(line[6:] if line.startswith(b"data: ") else line[5:])
     if not values:
         return None
-    return b"\n".join(values).decode("utf-8")
+    return b"\n".join(values)
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:

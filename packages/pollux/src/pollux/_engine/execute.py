@@ -182,10 +182,19 @@ async def stream_call(
                     accumulator.add(first)
                     for event in _events(first):
                         yield event
+                    add = accumulator.add
                     async for chunk in iterator:
-                        accumulator.add(chunk)
-                        for event in _events(chunk):
-                            yield event
+                        add(chunk)
+                        # Inlined _events() for the common one-text-delta chunk: this loop
+                        # runs once per streamed token.
+                        if chunk.reasoning:
+                            yield Event(type="reasoning_delta", text=chunk.reasoning)
+                        if chunk.text:
+                            yield Event(type="text_delta", text=chunk.text)
+                        for delta in chunk.tool_call_deltas:
+                            yield Event(type="tool_call_delta", delta=delta)
+                        if chunk.usage is not None:
+                            yield Event(type="usage", usage=chunk.usage)
             except Exception as exc:
                 raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
             finally:

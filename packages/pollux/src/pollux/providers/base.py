@@ -188,9 +188,12 @@ class ProviderResponse:
         return payload
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StreamChunk:
-    """One provider stream increment in neutral form.
+    """One provider stream increment in neutral form (treat it as immutable).
+
+    Not a frozen dataclass on purpose: one is built per streamed token, and a frozen
+    constructor costs about four times as much.
 
     ``usage`` is the provider's latest *cumulative* usage when present (it replaces the previous
     one). ``tool_call_deltas`` are fragments keyed by ``index``; the engine concatenates argument

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
@@ -29,9 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TEXT_LIKE_MIME",
+    "SharedText",
     "build_payload",
     "history_messages",
     "is_text_like",
+    "shared_text",
     "source_part",
     "strict_schema",
 ]
@@ -217,6 +221,33 @@ def prior_messages(request: ProviderRequest) -> list[dict[str, Any]]:
     return []
 
 
+@dataclass(frozen=True, slots=True)
+class SharedText:
+    """All-text sources, joined and JSON-escaped once per call (see :func:`shared_text`).
+
+    A fan-out sends the same sources with every prompt; escaping 20 KB of text per request
+    costs more than everything else the client does, so it is done once and spliced in.
+    """
+
+    text: str
+    escaped: bytes
+
+
+# A marker no real prompt contains (NUL bytes plus a per-process random token); it stands in
+# for the shared text while the small rest of the payload is encoded, then is replaced.
+_MARKER = f"\x00pollux-sources-{uuid.uuid4().hex}\x00"
+_MARKER_JSON = json.dumps(_MARKER)[1:-1].encode("ascii")
+
+
+def shared_text(parts: Sequence[Any]) -> tuple[Any, ...]:
+    """Collapse all-text parts into one :class:`SharedText`; keep mixed parts as they are."""
+    if parts and all(isinstance(p, dict) and p.get("type") == "text" for p in parts):
+        text = "\n\n".join(p["text"] for p in parts)
+        escaped = json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8")
+        return (SharedText(text=text, escaped=escaped),)
+    return tuple(parts)
+
+
 def _with_sources(messages: list[dict[str, Any]], parts: Sequence[Any]) -> list[dict[str, Any]]:
     """Attach source parts to the first user message (or add one when there is none)."""
     if not parts:
@@ -224,11 +255,17 @@ def _with_sources(messages: list[dict[str, Any]], parts: Sequence[Any]) -> list[
     for position, message in enumerate(messages):
         if message.get("role") == "user":
             text = message.get("content") or ""
-            merged = [*parts, {"type": "text", "text": text}] if text else list(parts)
             out = list(messages)
-            out[position] = {**message, "content": _flatten(merged)}
+            out[position] = {**message, "content": _source_content(parts, text)}
             return out
-    return [{"role": "user", "content": _flatten(list(parts))}, *messages]
+    return [{"role": "user", "content": _source_content(parts, "")}, *messages]
+
+
+def _source_content(parts: Sequence[Any], text: str) -> Any:
+    if len(parts) == 1 and isinstance(parts[0], SharedText):
+        return f"{_MARKER}\n\n{text}" if text else _MARKER
+    merged = [*parts, {"type": "text", "text": text}] if text else list(parts)
+    return _flatten(merged)
 
 
 def _flatten(parts: list[dict[str, Any]]) -> Any:
@@ -297,6 +334,9 @@ def build_payload(
     return payload
 
 
-def encode(payload: Mapping[str, Any]) -> bytes:
-    """Compact UTF-8 JSON, as sent on the wire."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def encode(payload: Mapping[str, Any], parts: Sequence[Any] = ()) -> bytes:
+    """Compact UTF-8 JSON, as sent on the wire (shared text spliced in once, if any)."""
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if len(parts) == 1 and isinstance(parts[0], SharedText):
+        body = body.replace(_MARKER_JSON, parts[0].escaped, 1)
+    return body

@@ -112,44 +112,61 @@ def _provider_state(message: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def chunk_from(data: Mapping[str, Any]) -> StreamChunk:
-    """One ``chat.completion.chunk``."""
-    choices = data.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    delta = choice.get("delta") if isinstance(choice, Mapping) else None
-    delta = delta if isinstance(delta, Mapping) else {}
+def _tool_deltas(raw_calls: list[Any]) -> tuple[ToolCallDelta, ...]:
     deltas: list[ToolCallDelta] = []
-    raw_calls = delta.get("tool_calls")
-    if isinstance(raw_calls, list):
-        for position, raw in enumerate(raw_calls):
-            if not isinstance(raw, Mapping):
-                continue
-            function = raw.get("function")
-            function = function if isinstance(function, Mapping) else {}
-            index = raw.get("index")
-            call_id = raw.get("id")
-            name = function.get("name")
-            arguments = function.get("arguments")
-            deltas.append(
-                ToolCallDelta(
-                    index=index if isinstance(index, int) else position,
-                    id=call_id if isinstance(call_id, str) and call_id else None,
-                    name=name if isinstance(name, str) and name else None,
-                    arguments=arguments if isinstance(arguments, str) else "",
-                )
+    for position, raw in enumerate(raw_calls):
+        if not isinstance(raw, dict):
+            continue
+        function = raw.get("function")
+        function = function if isinstance(function, dict) else {}
+        index = raw.get("index")
+        call_id = raw.get("id")
+        name = function.get("name")
+        arguments = function.get("arguments")
+        deltas.append(
+            ToolCallDelta(
+                index=index if isinstance(index, int) else position,
+                id=call_id if isinstance(call_id, str) and call_id else None,
+                name=name if isinstance(name, str) and name else None,
+                arguments=arguments if isinstance(arguments, str) else "",
             )
-    finish = choice.get("finish_reason") if isinstance(choice, Mapping) else None
-    response_id = data.get("id")
+        )
+    return tuple(deltas)
+
+
+def chunk_from(data: dict[str, Any]) -> StreamChunk:
+    """One ``chat.completion.chunk`` (a parsed JSON object).
+
+    This runs once per streamed event, so it sticks to exact ``dict``/``str`` type checks
+    (JSON decoding produces nothing else) instead of ABC ``isinstance`` checks.
+    """
+    choices = data.get("choices")
+    delta: Any = None
+    finish: Any = None
+    if type(choices) is list and choices:
+        choice = choices[0]
+        if type(choice) is dict:
+            delta = choice.get("delta")
+            finish = choice.get("finish_reason")
+    if type(delta) is not dict:
+        delta = _EMPTY
     content = delta.get("content")
-    reasoning = delta.get("reasoning_content")
-    if not isinstance(reasoning, str) or not reasoning:
-        reasoning = delta.get("reasoning")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    raw_calls = delta.get("tool_calls")
+    usage = data.get("usage")
+    response_id = data.get("id")
+    details = delta.get("reasoning_details")
     return StreamChunk(
-        text=content if isinstance(content, str) else "",
-        reasoning=reasoning if isinstance(reasoning, str) else "",
-        tool_call_deltas=tuple(deltas),
-        usage=usage_from(data.get("usage")),
-        finish_reason=finish if isinstance(finish, str) else None,
-        response_id=response_id if isinstance(response_id, str) else None,
-        provider_state=_provider_state(delta),
+        text=content if type(content) is str else "",
+        reasoning=reasoning if type(reasoning) is str else "",
+        tool_call_deltas=_tool_deltas(raw_calls) if type(raw_calls) is list else (),
+        usage=usage_from(usage) if usage else None,
+        finish_reason=finish if type(finish) is str else None,
+        response_id=response_id if type(response_id) is str else None,
+        provider_state={"reasoning_details": details}
+        if type(details) is list and details
+        else None,
     )
+
+
+_EMPTY: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pollux._transport import ConnectionPool, TransportError
+from pollux._transport import ConnectionPool, SSEDecoder, TransportError
 from pollux.errors import APIError, ConfigurationError, ToolCallParseError
 from pollux.providers._errors import api_error, body_message, network_error
 from pollux.providers.base import (
@@ -29,6 +29,7 @@ from pollux.providers.openai_compat.compile import (
     encode,
     is_text_like,
     prior_messages,
+    shared_text,
     source_part,
     turn_messages,
 )
@@ -131,7 +132,7 @@ class ChatCompletionsProvider(ProviderBase):
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Encode every source once per call (text inline, media as data URLs)."""
-        parts = tuple(source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources)
+        parts = shared_text([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
         return PreparedSources(sources=tuple(sources), parts=parts)
 
     # -- compile / execute -------------------------------------------------------------------
@@ -143,7 +144,7 @@ class ChatCompletionsProvider(ProviderBase):
     def compile(self, request: ProviderRequest) -> CompiledChat:
         """Encode the request body once; retries resend the same bytes."""
         payload = build_payload(request, provider=self.name, extra=self.extra_payload(request))
-        return CompiledChat(body=encode(payload), stream=request.stream)
+        return CompiledChat(body=encode(payload, request.sources.parts), stream=request.stream)
 
     async def execute(self, compiled: CompiledChat) -> ProviderResponse:
         """POST ``/chat/completions`` and extract the response."""
@@ -180,22 +181,24 @@ class ChatCompletionsProvider(ProviderBase):
                     body = await response.read()
                     raise self._status_error(response.status, body, response.headers, "stream")
                 finished = False
-                async for data in response.iter_sse():
-                    if data == "[DONE]":
-                        finished = True
-                        continue
-                    try:
-                        event = json.loads(data)
-                    except ValueError:
-                        continue
-                    if not isinstance(event, Mapping):
-                        continue
-                    if "error" in event and not event.get("choices"):
-                        raise self._status_error(None, event, None, "stream")
-                    chunk = chunk_from(event)
-                    if chunk.finish_reason is not None:
-                        finished = True
-                    yield chunk
+                decoder = SSEDecoder()
+                async for block in response.iter_bytes():
+                    for data in decoder.feed(block):
+                        if data == b"[DONE]":
+                            finished = True
+                            continue
+                        try:
+                            event = json.loads(data.decode("utf-8"))
+                        except ValueError:
+                            continue
+                        if not isinstance(event, dict):
+                            continue
+                        if "error" in event and not event.get("choices"):
+                            raise self._status_error(None, event, None, "stream")
+                        chunk = chunk_from(event)
+                        if chunk.finish_reason is not None:
+                            finished = True
+                        yield chunk
                 if not finished:
                     raise APIError(
                         f"{self.name} stream ended before the response was complete",
