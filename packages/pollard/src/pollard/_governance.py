@@ -1,0 +1,475 @@
+"""The registered branch of ``tool_call`` and ``confirm``: the registry firewall as core steps.
+
+Both entry points are generators driven by the sync or the async shell (see ``pollard._core``), so
+the firewall exists once for ``Run`` and ``AsyncRun``. The order of a registered call:
+
+1. resolve the name (and version) in the registry; 2. redact sensitive fields; 3. validate the
+arguments; 4. in hybrid/replay, serve a recorded call without asking policies again; 5. policies
+(first DENY refuses, else any CONFIRM holds the call); 6. dry run records side-effecting actions
+without calling them; 7. the handler runs as a normal step.
+
+Identity: a registered call's payload is ``{"tool", "version", "args" (redacted), "spec_digest"}``
+(plus ``"dry_run": true`` for a dry-run record). It commits to its own action's digest only; the
+registry digest goes to meta, so an unrelated registry edit leaves recorded ids valid.
+
+Durable confirmation: a CONFIRM answer records a refusal whose payload holds everything needed to
+run the call later (tool, version, spec digest, redacted args, attempt); its id is the resume token.
+The originals of sensitive arguments never reach the store: they are kept in the runtime's memory
+for the process that asked, and must be passed again (``confirm(token, args=...)``) after a
+restart, where they are checked against the recorded markers.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Generator, Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ._canon import node_id, payload_digest, validate_json
+from ._core import Effect, Invoke, io
+from ._node import NodeKind
+from .errors import ConfirmationRequired, PolicyViolation, PollardError
+from .policy import Decision, PolicyContext
+from .redaction import contains_redaction, redact
+
+if TYPE_CHECKING:
+    from ._core import RunState
+    from .registry import ActionSpec, Registry
+
+__all__ = ["SENSITIVE_HINT", "bind_root", "confirm", "identity_payload", "tool_call"]
+
+Step = Generator[Effect, Any, Any]
+
+SENSITIVE_HINT = "sensitive"
+"""The hint of markers that replace schema-sensitive fields."""
+UNREGISTERED_HINT = "unregistered action arguments"
+"""The hint of the marker that replaces all arguments of an unknown action."""
+
+_TOOL = NodeKind.TOOL_CALL.value
+_CONFIRM_HINT = (
+    "call run.confirm(error.resume_token) once the action is approved; after a restart, pass "
+    "sensitive arguments again with run.confirm(token, args=...)"
+)
+
+
+class _IsAsync(Effect):
+    """Asks the shell which driver runs the step (False for the sync shell)."""
+
+    __slots__ = ()
+
+    def run_sync(self) -> Any:
+        return False
+
+    async def run_async(self, offload: bool) -> Any:
+        return True
+
+
+def identity_payload(spec: ActionSpec, redacted_args: Any) -> dict[str, Any]:
+    """Return the identity payload of a registered call (args already redacted)."""
+    return {
+        "tool": spec.name,
+        "version": spec.version,
+        "args": redacted_args,
+        "spec_digest": spec.spec_digest,
+    }
+
+
+def _marker(registry: Registry) -> Callable[[object], object]:
+    key = registry.redaction_key
+
+    def replace(value: object) -> object:
+        return redact(value, SENSITIVE_HINT, key=key)
+
+    return replace
+
+
+def _checked_args(args: object) -> dict[str, Any]:
+    if not isinstance(args, Mapping):
+        raise TypeError(f"tool_call args must be a dict, got {type(args).__name__}")
+    plain = dict(args)
+    validate_json(plain)  # TypeError naming the $.path of a value that is not JSON
+    return copy.deepcopy(plain)
+
+
+def _refusal_payload(
+    rule: str,
+    detail: str,
+    blocked: Mapping[str, Any],
+    *,
+    tool: str,
+    version: str | None,
+    spec: ActionSpec | None,
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "reason": "policy",
+        "rule": rule,
+        "detail": detail,
+        "blocked_kind": _TOOL,
+        "blocked_payload_digest": payload_digest(blocked),
+        "tool": tool,
+        "version": version,
+    }
+    if spec is not None:
+        payload["spec_digest"] = spec.spec_digest
+    return payload
+
+
+def _refuse(
+    state: RunState,
+    rule: str,
+    detail: str,
+    blocked: Mapping[str, Any],
+    *,
+    tool: str,
+    version: str | None,
+    spec: ActionSpec | None = None,
+    extra: Mapping[str, Any] | None = None,
+    error: Callable[[str], PollardError] | None = None,
+) -> Step:
+    """Record a policy refusal under the cursor and raise (the generator never returns)."""
+    registry = state.rt.registry
+    payload = _refusal_payload(rule, detail, blocked, tool=tool, version=version, spec=spec)
+    payload.update(extra or {})
+
+    def violation(refusal_id: str) -> PollardError:
+        return PolicyViolation(f"tool_call refused: {detail}", refusal_id, detail=detail)
+
+    return (
+        yield from state.refuse(
+            payload, error or violation, meta={"registry_digest": registry.registry_digest}
+        )
+    )
+
+
+def tool_call(
+    state: RunState,
+    name: str,
+    args: Mapping[str, Any],
+    *,
+    version: str | None = None,
+    attempt: int = 0,
+) -> Step:
+    """Resolve, validate, redact, ask policies and run one registered tool call."""
+    registry: Registry = state.rt.registry
+    if not isinstance(name, str):
+        raise TypeError(f"tool_call name must be a str, got {type(name).__name__}")
+    if version is not None and not isinstance(version, str):
+        raise TypeError(f"tool_call version must be a str or None, got {type(version).__name__}")
+    original = _checked_args(args)
+    spec = registry.get(name)
+    if spec is None:
+        # No schema says which fields are secret: the whole argument object is redacted, so an
+        # unregistered call never puts a plaintext value into the store.
+        blocked = {
+            "tool": name,
+            "version": version,
+            "args": redact(original, UNREGISTERED_HINT, key=registry.redaction_key),
+        }
+        shown = name + (f"@{version}" if version is not None else "")
+        return (
+            yield from _refuse(
+                state,
+                "unknown_action",
+                f"unknown registered action: {shown}",
+                blocked,
+                tool=name,
+                version=version,
+            )
+        )
+    redacted = spec.redact_args(original, _marker(registry))
+    payload = identity_payload(spec, redacted)
+    if version is not None and version != spec.version:
+        return (
+            yield from _refuse(
+                state,
+                "version_mismatch",
+                f"version mismatch for {name}: requested {version}, registered {spec.version}",
+                {**payload, "version": version},
+                tool=name,
+                version=version,
+                spec=spec,
+            )
+        )
+    finding = spec.validate(original, engine=registry.schema_engine)
+    if finding is not None:
+        return (
+            yield from _refuse(
+                state,
+                "invalid_args",
+                f"schema validation failed: {finding}",
+                payload,
+                tool=name,
+                version=spec.version,
+                spec=spec,
+            )
+        )
+    return (yield from _admit(state, spec, original, payload, attempt, confirmed=False))
+
+
+def _decide(state: RunState, spec: ActionSpec, original: dict[str, Any], confirmed: bool) -> Step:
+    """Run the policies; return ``(decision, policy name)``: the first DENY, else any CONFIRM."""
+    policies = state.rt.policies
+    if not policies:
+        return Decision.ALLOW, None
+    report = yield from io(state.report)
+    counters = {name: Decimal(value) for name, value in report["total"].items()}
+    verdict: tuple[Decision, str | None] = (Decision.ALLOW, None)
+    for policy in policies:
+        context = PolicyContext(
+            spec=spec,
+            args=copy.deepcopy(original),
+            cursor_id=state.cursor_id,
+            run_label=state.label,
+            counters=dict(counters),
+            confirmed=confirmed,
+            dry_run=state.rt.dry_run,
+        )
+        answer = yield Invoke(policy.decide, context)
+        try:
+            decision = Decision(answer)
+        except ValueError:
+            raise TypeError(
+                f"policy {_policy_name(policy)} returned {answer!r}; "
+                "return Decision.ALLOW, Decision.DENY or Decision.CONFIRM"
+            ) from None
+        if decision is Decision.DENY:
+            return decision, _policy_name(policy)
+        if decision is Decision.CONFIRM and verdict[0] is Decision.ALLOW:
+            verdict = (decision, _policy_name(policy))
+    return verdict
+
+
+def _policy_name(policy: object) -> str:
+    name = getattr(policy, "name", None)
+    return name if isinstance(name, str) and name else type(policy).__name__
+
+
+def _admit(
+    state: RunState,
+    spec: ActionSpec,
+    original: dict[str, Any],
+    payload: dict[str, Any],
+    attempt: int,
+    *,
+    confirmed: bool,
+) -> Step:
+    rt = state.rt
+    meta = {"registry_digest": rt.registry.registry_digest}
+    dry = bool(rt.dry_run and spec.side_effects)
+    # A dry-run record has its own identity, so it is never served as (or collides with) the
+    # real call recorded later.
+    step_payload = {**payload, "dry_run": True} if dry else payload
+    if state.mode != "record":
+        found = yield from state.lookup(_TOOL, step_payload, attempt)
+        if found is not None and (found.result is not None or found.meta.get("dry_run")):
+            # Recorded calls were admitted when they were recorded: serve them as they are.
+            if dry:
+                return (yield from state.record_dry_run(_TOOL, step_payload, attempt=attempt))
+            return (yield from state.step(_TOOL, payload, _unreachable, None, attempt=attempt))
+    decision, who = yield from _decide(state, spec, original, confirmed)
+    if decision is Decision.DENY:
+        return (
+            yield from _refuse(
+                state,
+                "denied",
+                f"denied by policy {who}",
+                step_payload,
+                tool=spec.name,
+                version=spec.version,
+                spec=spec,
+            )
+        )
+    if decision is Decision.CONFIRM and not confirmed:
+        pending = copy.deepcopy(original)
+        detail = f"confirmation required by policy {who}"
+
+        def hold(refusal_id: str) -> PollardError:
+            rt.pending[refusal_id] = pending
+            return ConfirmationRequired(
+                f"tool_call {spec.name}@{spec.version} needs confirmation (policy {who}); "
+                f"resume token {refusal_id}",
+                refusal_id,
+                hint=_CONFIRM_HINT,
+            )
+
+        extra: dict[str, Any] = {"args": payload["args"], "attempt": attempt}
+        # The same call asked again from the same node (after a rollback, say) after an earlier
+        # request was confirmed is a new request: give it its own token instead of the old one.
+        base = _refusal_payload(
+            "confirmation_required",
+            detail,
+            step_payload,
+            tool=spec.name,
+            version=spec.version,
+            spec=spec,
+        )
+        while True:
+            candidate = node_id(NodeKind.REFUSAL.value, state.cursor_id, {**base, **extra})
+            existing = yield from io(rt.store.find, candidate)
+            status = existing.meta.get("confirmation") if existing is not None else None
+            if not (isinstance(status, Mapping) and status.get("status") == "confirmed"):
+                break
+            extra["request"] = int(extra.get("request", 0)) + 1
+        return (
+            yield from _refuse(
+                state,
+                "confirmation_required",
+                detail,
+                step_payload,
+                tool=spec.name,
+                version=spec.version,
+                spec=spec,
+                extra=extra,
+                error=hold,
+            )
+        )
+    if dry:
+        return (yield from state.record_dry_run(_TOOL, step_payload, attempt=attempt, meta=meta))
+    handler = spec.handler
+    if handler is None:  # checked after policies and dry run: a dry run needs no handler
+        return (
+            yield from _refuse(
+                state,
+                "no_handler",
+                "registered action has no handler",
+                payload,
+                tool=spec.name,
+                version=spec.version,
+                spec=spec,
+            )
+        )
+    is_async = yield _IsAsync()
+    if not is_async and _is_async_callable(handler):
+        # Refuse before dispatch: nothing ran, so nothing is recorded or charged.
+        raise TypeError(
+            f"the handler of {spec.name!r} is async; use AsyncRuntime (atool_call) to call it"
+        )
+    return (yield from state.step(_TOOL, payload, handler, original, attempt=attempt, meta=meta))
+
+
+def _is_async_callable(function: object) -> bool:
+    if inspect.iscoroutinefunction(function):
+        return True
+    call = getattr(function, "__call__", None)  # noqa: B004 - a callable object's async __call__
+    return inspect.iscoroutinefunction(call)
+
+
+def _unreachable(_arg: object) -> NoReturn:  # pragma: no cover - only served nodes reach here
+    raise AssertionError("a served registered call must not be executed")
+
+
+# -- confirmation ----------------------------------------------------------------------------------
+
+
+def _bad_token(token: object, why: str) -> ValueError:
+    return ValueError(f"cannot confirm {token!r}: {why}")
+
+
+def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = None) -> Step:
+    """Execute the registered call held by a confirmation refusal (see the module docstring)."""
+    rt = state.rt
+    registry: Registry = rt.registry
+    if not isinstance(token, str):
+        raise TypeError(f"a confirmation token is a str, got {type(token).__name__}")
+    refusal = yield from io(rt.store.find, token)
+    if (
+        refusal is None
+        or refusal.kind is not NodeKind.REFUSAL
+        or not isinstance(refusal.payload, Mapping)
+        or refusal.payload.get("rule") != "confirmation_required"
+    ):
+        raise _bad_token(token, "it is not a pending confirmation in this store")
+    parent = refusal.parent
+    assert parent is not None
+    chain = yield from io(state.ancestors, parent)  # ValueError when it is another run's
+    recorded = refusal.payload
+    status = refusal.meta.get("confirmation")
+    if isinstance(status, Mapping) and status.get("status") == "confirmed":
+        node = yield from io(rt.store.get, str(status["node_id"]))
+        state.cursor_id, state.depth = node.id, len(chain)
+        return node
+    # The confirmed call belongs where the call was asked, not under the refusal.
+    state.cursor_id, state.depth = parent, len(chain) - 1
+    name, version = str(recorded["tool"]), recorded.get("version")
+    spec = registry.get(name)
+    if spec is None or spec.version != version or spec.spec_digest != recorded.get("spec_digest"):
+        return (
+            yield from _refuse(
+                state,
+                "spec_changed",
+                f"the action {name}@{version} changed or left the registry since confirmation "
+                "was requested",
+                {"tool": name, "version": version, "token": token},
+                tool=name,
+                version=version if isinstance(version, str) else None,
+            )
+        )
+    original = _confirmed_args(state, spec, token, recorded, args)
+    payload = identity_payload(spec, recorded["args"])
+    attempt = recorded.get("attempt", 0)
+    node = yield from _admit(
+        state, spec, original, payload, attempt if isinstance(attempt, int) else 0, confirmed=True
+    )
+    if rt.mode != "replay":
+        yield from io(
+            rt.store.update_meta,
+            token,
+            {"confirmation": {"status": "confirmed", "node_id": node.id}},
+        )
+    rt.pending.pop(token, None)
+    return node
+
+
+def _confirmed_args(
+    state: RunState,
+    spec: ActionSpec,
+    token: str,
+    recorded: Mapping[str, Any],
+    given: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Return the original arguments of a pending call, checked against the recorded ones."""
+    registry: Registry = state.rt.registry
+    if given is not None:
+        original = _checked_args(given)
+    elif token in state.rt.pending:
+        original = copy.deepcopy(state.rt.pending[token])
+    elif not contains_redaction(recorded.get("args")):
+        original = copy.deepcopy(dict(recorded["args"]))
+    else:
+        raise _bad_token(
+            token,
+            "its sensitive arguments are not in the store (by design); pass them again with "
+            "run.confirm(token, args=...)",
+        )
+    if spec.redact_args(original, _marker(registry)) != recorded.get("args"):
+        raise _bad_token(token, "the arguments do not match the ones recorded for confirmation")
+    finding = spec.validate(original, engine=registry.schema_engine)
+    if finding is not None:  # pragma: no cover - the spec digest is unchanged, so this held before
+        raise _bad_token(token, f"schema validation failed: {finding}")
+    return original
+
+
+# -- root binding ----------------------------------------------------------------------------------
+
+
+def bind_root(state: RunState) -> None:
+    """Record the registry digest in the run root's meta (audit only; never in an identity).
+
+    Called once per run by the shell, as a plain call. A run resumed under another registry keeps
+    every digest it ran under in ``registry_digests``; its recordings stay valid (see the identity
+    notes above). Replay writes nothing.
+    """
+    rt = state.rt
+    if rt.registry is None or rt.mode == "replay":
+        return
+    digest = rt.registry.registry_digest
+    root = rt.store.get(state.root_id)
+    seen = root.meta.get("registry_digests")
+    history = [d for d in seen if isinstance(d, str)] if isinstance(seen, list) else []
+    if root.meta.get("registry_digest") == digest and digest in history:
+        return
+    if digest not in history:
+        history.append(digest)
+    rt.store.update_meta(state.root_id, {"registry_digest": digest, "registry_digests": history})
