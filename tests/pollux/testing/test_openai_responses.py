@@ -10,7 +10,17 @@ import openai
 import pydantic
 import pytest
 
-from pollux.testing import CutStream, Emulator, ErrorResponse, Reply, StreamError, ToolCall
+from pollux.testing import (
+    CutStream,
+    DropConnection,
+    Emulator,
+    ErrorResponse,
+    Latency,
+    MalformedBody,
+    Reply,
+    StreamError,
+    ToolCall,
+)
 
 TOOL: dict[str, Any] = {
     "type": "function",
@@ -305,3 +315,55 @@ async def test_async_responses_plain_and_streamed(emulator: Emulator) -> None:
         stream = await client.responses.create(model="gpt-5", input="async hi", stream=True)
         deltas = [e.delta async for e in stream if e.type == "response.output_text.delta"]
     assert response.output_text == "".join(deltas) == "Emulated reply to: async hi"
+
+
+@pytest.mark.parametrize(
+    ("status", "exception"),
+    [
+        (400, openai.BadRequestError),
+        (401, openai.AuthenticationError),
+        (404, openai.NotFoundError),
+        (429, openai.RateLimitError),
+        (500, openai.InternalServerError),
+        (503, openai.InternalServerError),
+    ],
+)
+def test_status_faults_on_responses_files_and_batches(
+    emulator: Emulator, status: int, exception: type[openai.APIStatusError]
+) -> None:
+    emulator.script("openai.responses", ErrorResponse(status))
+    emulator.script("openai.files.create", ErrorResponse(status))
+    emulator.script("openai.batches", ErrorResponse(status))
+    with _client(emulator) as client:
+        with pytest.raises(exception):
+            client.responses.create(model="gpt-5", input="x", stream=True)
+        with pytest.raises(exception):
+            client.files.create(file=("a.jsonl", b"{}"), purpose="batch")
+        with pytest.raises(exception):
+            client.batches.retrieve("batch_any")
+    emulator.assert_consumed()
+
+
+def test_network_faults_on_responses(emulator: Emulator) -> None:
+    emulator.script("openai.responses", DropConnection(), MalformedBody(), Latency(5))
+    with _client(emulator, timeout=0.2) as client:
+        with pytest.raises(openai.APIConnectionError):
+            client.responses.create(model="gpt-5", input="x")
+        with pytest.raises(json.JSONDecodeError):
+            client.responses.create(model="gpt-5", input="x")
+        with pytest.raises(openai.APITimeoutError):
+            client.responses.create(model="gpt-5", input="x")
+
+
+async def test_async_stream_cut_on_responses(emulator: Emulator) -> None:
+    emulator.script("openai.responses", CutStream(after_events=4))
+    async with openai.AsyncOpenAI(
+        base_url=emulator.base_url("openai"), api_key="k", max_retries=0
+    ) as client:
+        stream = await client.responses.create(model="gpt-5", input="x", stream=True)
+        seen = []
+        with pytest.raises(openai.APIConnectionError):
+            async for event in stream:
+                seen.append(event.type)
+    assert seen[:2] == ["response.created", "response.in_progress"]
+    assert len(seen) == 4
