@@ -1,19 +1,105 @@
-"""The main job, offline: no keys, no network.
+"""The main job: ask many questions about one shared source with a single ``run_many`` fan-out.
 
-Placeholder: the repository foundation is in place; the real fan-out over the mock provider and the
-governed pollard run arrive with the engine and pollard core work.
+Offline by default: with no configuration it uses pollux's mock provider, which answers
+deterministically without a network or a key (its answers are placeholders, not a model's).
+Configure a real backend through the environment and the same code runs against it:
+
+- ``POLLUX_LOCAL_BASE_URL=http://localhost:8080/v1`` (plus ``POLLUX_LOCAL_MODEL`` if the server
+  needs a model name): any OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio);
+- ``OPENROUTER_API_KEY=...``: OpenRouter (``POLLUX_OPENROUTER_MODEL``, default
+  ``openai/gpt-4o-mini``);
+- ``OPENAI_API_KEY=...``: OpenAI (``POLLUX_OPENAI_MODEL``, default ``gpt-5-nano``).
+
+Pass ``--mock`` to force the offline run. Run it with ``make demo`` or
+``python examples/quickstart.py``.
 """
 
 from __future__ import annotations
 
-import pollard
+import asyncio
+import os
+import sys
+
 import pollux
+from pollux import Config, Source
+
+DOCUMENT = """\
+Castor and Pollux are the twin brothers of Greek and Roman mythology known together as the
+Dioscuri. Pollux was the son of Zeus and immortal; Castor was the son of the mortal king
+Tyndareus. When Castor was killed, Pollux asked Zeus to let him share his immortality with his
+brother, and the twins were turned into the constellation Gemini. Sailors saw them as protectors
+and took the electrical glow now called St. Elmo's fire as a sign of their presence. Pollux is
+also the brightest star in Gemini, an orange giant about 34 light-years from the Sun.
+"""
+
+QUESTIONS = [
+    "Who were the parents of Castor and Pollux?",
+    "Why did the twins become a constellation?",
+    "What did sailors believe about the twins?",
+    "How far is the star Pollux from the Sun?",
+    "In one sentence, what is this text about?",
+]
 
 
-def main() -> None:
-    print(f"pollux {pollux.__version__} and pollard {pollard.__version__} are installed.")
-    print("This demo is a placeholder: the offline main job lands with the engine and core work.")
+async def choose_config(force_mock: bool) -> tuple[Config, str]:
+    """The backend to use, and an honest one-line description of it."""
+    mock = Config(provider="openai", model="gpt-5-nano", use_mock=True)
+    mock_note = "mock provider (offline; answers are deterministic placeholders, not a model's)"
+    if force_mock:
+        return mock, mock_note
+    base_url = os.environ.get("POLLUX_LOCAL_BASE_URL")
+    if base_url:
+        local = Config(
+            provider="local", base_url=base_url, model=os.environ.get("POLLUX_LOCAL_MODEL")
+        )
+        status = await pollux.check_ready(local)
+        if status.ready:
+            return local, f"local server at {base_url} ({status.message})"
+        print(f"Local server not ready: {status.message}\nFalling back to the mock provider.\n")
+        return mock, mock_note
+    if os.environ.get("OPENROUTER_API_KEY"):
+        model = os.environ.get("POLLUX_OPENROUTER_MODEL", "openai/gpt-4o-mini")
+        return Config(provider="openrouter", model=model), f"OpenRouter, model {model}"
+    if os.environ.get("OPENAI_API_KEY"):
+        model = os.environ.get("POLLUX_OPENAI_MODEL", "gpt-5-nano")
+        return Config(provider="openai", model=model), f"OpenAI, model {model}"
+    return mock, mock_note
+
+
+async def main() -> int:
+    config, backend = await choose_config(force_mock="--mock" in sys.argv[1:])
+    print(f"pollux {pollux.__version__}: {len(QUESTIONS)} questions over one shared source")
+    print(f"Backend: {backend}\n")
+
+    results = await pollux.run_many(
+        QUESTIONS,
+        sources=[Source.from_text(DOCUMENT, identifier="dioscuri.txt")],
+        instructions="Answer in one short sentence, using only the source.",
+        config=config,
+    )
+
+    for number, (question, output) in enumerate(
+        zip(QUESTIONS, results.outputs, strict=True), start=1
+    ):
+        print(f"{number}. {question}")
+        if output.failed:
+            error = output.diagnostics.error or {}
+            print(f"   FAILED: {error.get('message')}\n   hint: {error.get('hint')}")
+        else:
+            print(f"   {output.text.strip()}")
+            print(
+                f"   [{output.usage.input_tokens} in / {output.usage.output_tokens} out tokens,"
+                f" {output.metrics.duration_s * 1000:.1f} ms, {output.metrics.completion_status}]"
+            )
+
+    usage = results.usage
+    print(
+        f"\nStatus: {results.status}. Total usage: {usage.input_tokens} input + "
+        f"{usage.output_tokens} output = {usage.total_tokens} tokens"
+        + (" (estimated by the mock at 4 characters per token)." if config.use_mock else ".")
+    )
+    return 0 if results.status != "error" else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(asyncio.run(main()))
