@@ -77,9 +77,9 @@ Step = Generator["Effect", Any, Any]
 _END = object()
 
 PAYLOAD: Any = object()
-"""``arg`` sentinel for `RunState.step`: call ``fn`` with a detached copy of the payload."""
+"""``arg`` sentinel for `RunState.step`: call ``fn`` with the payload the caller passed."""
 ARGS: Any = object()
-"""``arg`` sentinel for `RunState.step`: call ``fn`` with a detached copy of ``payload["args"]``."""
+"""``arg`` sentinel for `RunState.step`: call ``fn`` with ``payload["args"]``."""
 
 
 # -- effects ---------------------------------------------------------------------------------------
@@ -670,6 +670,12 @@ class RunState:
         rt = self.rt
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         kind = node.kind.value
+        # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
+        # the caller does to it later can change the recorded payload.
+        if arg is PAYLOAD:
+            arg = payload
+        elif arg is ARGS:
+            arg = payload.get("args") if isinstance(payload, Mapping) else None
         if rt.mode != "record":
             found: Node | None = yield from io(rt.store.find, node.id)
             if found is not None and (found.result is not None or found.meta.get("dry_run")):
@@ -717,9 +723,6 @@ class RunState:
     ) -> Step:
         rt = self.rt
         kind = node.kind.value
-        if arg is PAYLOAD or arg is ARGS:
-            copy = json.loads(node.payload_text or json.dumps(node.payload))
-            arg = copy if arg is PAYLOAD else copy.get("args")
         meta: dict[str, Any] = {"created_at": utc_now_iso()}
         started = time.perf_counter()
         try:
@@ -745,14 +748,7 @@ class RunState:
                 if patch:
                     meta.update(patch)
             meta["charges"] = {name: decimal_text(v) for name, v in sorted(charges.items())}
-            final = Node.create(
-                node.kind,
-                node.parent,
-                node.payload,
-                attempt=node.attempt,
-                result=result,
-                meta=meta,
-            )
+            final = node.with_result(result, meta)
         except GeneratorExit:
             if reservation is not None:
                 rt.store.release(reservation)

@@ -82,6 +82,9 @@ class Node:
     payload_text: str | None = field(default=None, repr=False, compare=False)
     canonical_payload: bytes | None = field(default=None, repr=False, compare=False)
     result_text: str | None = field(default=None, repr=False, compare=False)
+    # True when this process computed id and digest from the content (Node.create/with_result),
+    # so stores can skip re-verifying it. Never set from outside data.
+    content_checked: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _kind(self.kind))
@@ -130,24 +133,42 @@ class Node:
         kind = _kind(kind)
         if type(attempt) is not int or attempt < 0:
             raise ValueError(f"attempt must be an int >= 0, got {attempt!r}")
+        if kind is NodeKind.ROOT:
+            if parent is not None:
+                raise ValueError("a root node has no parent")
+        elif not is_hex64(parent):
+            raise ValueError(f"a {kind.value} node needs a parent node id, got {parent!r}")
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
         text, canonical = payload_forms(payload)
-        if parent is not None and not is_hex64(parent):
-            raise ValueError(f"parent must be a node id, got {parent!r}")
         digest = hashlib.sha256(identity_bytes(kind.value, parent, attempt, canonical)).hexdigest()
-        r_text = None if result is None else result_text(result)
-        return cls(
-            id=digest,
-            parent=parent,
-            kind=kind,
-            attempt=attempt,
-            payload=json.loads(text),
-            result=None if r_text is None else json.loads(r_text),
-            result_digest=None if r_text is None else result_digest(r_text),
-            meta=dict(meta or {}),
-            payload_text=text,
-            canonical_payload=canonical,
-            result_text=r_text,
+        node = trusted_node(
+            digest, parent, kind, attempt, json.loads(text), None, None, dict(meta or {}), text
         )
+        object.__setattr__(node, "canonical_payload", canonical)
+        object.__setattr__(node, "content_checked", True)
+        if result is not None:
+            node = node.with_result(result, node.meta)
+        return node
+
+    def with_result(self, result: JsonValue, meta: dict[str, Any]) -> Node:
+        """Return a copy with ``result`` (digest computed) and ``meta``; identity unchanged.
+
+        Raises:
+            TypeError: If the result is not JSON.
+            ValueError: If the result holds NaN or an infinity.
+        """
+        node = _clone(self, dict(meta))
+        if result is None:
+            values: tuple[Any, Any, Any] = (None, None, None)
+        else:
+            text = result_text(result)
+            values = (json.loads(text), result_digest(text), text)
+        setter = object.__setattr__
+        setter(node, "result", values[0])
+        setter(node, "result_digest", values[1])
+        setter(node, "result_text", values[2])
+        return node
 
     def expected_id(self) -> str:
         """Recompute the id from kind, parent, attempt and payload."""
@@ -210,10 +231,20 @@ class Node:
 
 
 def _clone(node: Node, meta: dict[str, Any]) -> Node:
-    copy = object.__new__(Node)
-    for name in Node.__slots__:
-        object.__setattr__(copy, name, getattr(node, name))
-    object.__setattr__(copy, "meta", meta)
+    copy = trusted_node(
+        node.id,
+        node.parent,
+        node.kind,
+        node.attempt,
+        node.payload,
+        node.result,
+        node.result_digest,
+        meta,
+        node.payload_text,
+        node.result_text,
+    )
+    object.__setattr__(copy, "canonical_payload", node.canonical_payload)
+    object.__setattr__(copy, "content_checked", node.content_checked)
     return copy
 
 
@@ -243,4 +274,5 @@ def trusted_node(
     setter(node, "payload_text", payload_text)
     setter(node, "canonical_payload", None)
     setter(node, "result_text", result_text)
+    setter(node, "content_checked", False)
     return node

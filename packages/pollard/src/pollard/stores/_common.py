@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pollard._canon import result_text as _result_text
 from pollard._node import Node
 from pollard.errors import IntegrityError
 
 __all__ = ["check_new_node", "collision", "conflict_patch", "meta_text"]
+
+_meta_dumps = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 def check_new_node(node: Node) -> None:
@@ -18,18 +21,18 @@ def check_new_node(node: Node) -> None:
     Raises:
         IntegrityError: If the id or the digest does not match the content.
     """
-    node.check()
-    meta_text(node.meta)
+    if not node.content_checked:
+        node.check()
 
 
 def meta_text(meta: dict[str, Any]) -> str:
-    """Serialise meta (JSON object, floats allowed, NaN rejected).
+    """Serialise meta as sorted compact JSON (floats allowed, NaN rejected).
 
     Raises:
-        TypeError: If meta is not JSON.
+        TypeError: If meta holds a value JSON cannot encode.
         ValueError: If meta holds NaN or an infinity.
     """
-    return _result_text(meta)
+    return _meta_dumps(meta)
 
 
 def conflict_patch(
