@@ -367,3 +367,19 @@ async def test_async_stream_cut_on_responses(emulator: Emulator) -> None:
                 seen.append(event.type)
     assert seen[:2] == ["response.created", "response.in_progress"]
     assert len(seen) == 4
+
+
+def test_unknown_parameters_are_rejected_on_the_openai_wire(emulator: Emulator) -> None:
+    with _client(emulator) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            client.responses.create(model="gpt-5", input="x", extra_body={"seed": 7})
+        assert (info.value.param, info.value.code) == ("seed", "unknown_parameter")
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}], extra_body={"bogus": 1}
+            )
+    with openai.OpenAI(base_url=emulator.base_url("local"), api_key="k") as local:
+        answer = local.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], extra_body={"num_ctx": 8192}
+        )
+    assert answer.choices[0].message.content == "Emulated reply to: x"

@@ -192,6 +192,7 @@ def _run_line(state: OpenAIState, job: Job, entry: dict[str, Any]) -> tuple[int,
     try:
         if job.endpoint == "/v1/responses":
             return 200, response_body(core, state, body, reply)
+        chat.reject_unknown(body, chat.OPENAI_CHAT_PARAMS)
         return 200, chat.completion_body(core, body, reply)
     except ApiError as exc:
         return exc.status, openai_error_body(exc)

@@ -77,6 +77,7 @@ class OpenAIState:
         return record
 
 
+MAX_STORED = 50_000
 _ITEM_TYPES = (
     "message",
     "function_call",
@@ -351,7 +352,50 @@ class _Built:
     items: list[dict[str, Any]]
 
 
+RESPONSES_PARAMS = frozenset(
+    [
+        "access_programs",
+        "background",
+        "background_options",
+        "context_management",
+        "conversation",
+        "image",
+        "include",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "max_tool_calls",
+        "metadata",
+        "model",
+        "moderation",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "text",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "truncation",
+        "user",
+    ]
+)
+
+
 def _build(core: Core, state: OpenAIState, body: Mapping[str, Any], reply: Reply | None) -> _Built:
+    for key in body:
+        if key not in RESPONSES_PARAMS:
+            raise bad_request(f"Unknown parameter: '{key}'.", key, "unknown_parameter")
     request = compile_request(core, state, body)
     out = generate(request, reply, core.cache, lambda: core.new_id("call_"))
     response_id = core.new_id("resp_")
@@ -434,6 +478,9 @@ def _build(core: Core, state: OpenAIState, body: Mapping[str, Any], reply: Reply
         state.responses[response_id] = StoredResponse(
             response, context, [str(tc.call_id) for tc in out.tool_calls]
         )
+        if len(state.responses) > MAX_STORED:
+            # Bounded for long benchmark runs: forget the oldest response.
+            del state.responses[next(iter(state.responses))]
     return _Built(response, out, request, items)
 
 

@@ -263,9 +263,70 @@ def _finish(out: ModelOutput) -> str:
     return "tool_calls" if out.tool_calls else "stop"
 
 
-def completion(call: Call, *, reasoning_field: str = "reasoning_content") -> Outcome:
-    """``POST /chat/completions``, plain or streamed."""
+OPENAI_CHAT_PARAMS = frozenset(
+    [
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "messages",
+        "metadata",
+        "modalities",
+        "model",
+        "moderation",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+    ]
+)
+
+
+def reject_unknown(body: Mapping[str, Any], known: frozenset[str]) -> None:
+    """Reject parameters the OpenAI API does not know, as it does (400 ``unknown_parameter``)."""
+    for key in body:
+        if key not in known:
+            raise bad_request(f"Unknown parameter: '{key}'.", key, "unknown_parameter")
+
+
+def completion(
+    call: Call,
+    *,
+    reasoning_field: str = "reasoning_content",
+    known_params: frozenset[str] | None = None,
+) -> Outcome:
+    """``POST /chat/completions``, plain or streamed.
+
+    ``known_params`` makes unknown parameters a 400, as on OpenAI; local servers and OpenRouter
+    accept (and ignore) extra parameters.
+    """
     body = call.body()
+    if known_params is not None:
+        reject_unknown(body, known_params)
     if body.get("stream"):
         request = compile_request(call.core, body)
         out = generate(request, call.reply, call.core.cache, lambda: call.core.new_id("call_"))

@@ -26,7 +26,13 @@ def _routes() -> tuple[Route, ...]:
         Route("GET", "/v1/batches", "batches.list", _batches.list_batches),
         Route("GET", "/v1/batches/{batch_id}", "batches.retrieve", _batches.retrieve),
         Route("POST", "/v1/batches/{batch_id}/cancel", "batches.cancel", _batches.cancel),
-        Route("POST", "/v1/chat/completions", "chat.completions", chat.completion, generates=True),
+        Route(
+            "POST",
+            "/v1/chat/completions",
+            "chat.completions",
+            lambda call: chat.completion(call, known_params=chat.OPENAI_CHAT_PARAMS),
+            generates=True,
+        ),
         Route("GET", "/v1/models", "models.list", chat.list_models),
         Route("GET", "/v1/models/{model}", "models.retrieve", chat.retrieve_model),
     )
