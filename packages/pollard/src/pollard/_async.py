@@ -217,13 +217,13 @@ class AsyncRun:
         kind, payload, call, _ = _tool_step(name, args, fn, version)
         return await self._drive(self._state.step(kind, payload, call, ARGS, attempt=attempt))
 
-    async def confirm(self, token: str) -> Node:
-        """Execute a call held for confirmation; see `Run.confirm`."""
+    async def confirm(self, token: str, *, args: Any = None) -> Node:
+        """Execute a call held for confirmation; see `Run.confirm` (``args`` as there)."""
         if self._state.rt.registry is None:
             raise PollardError(
                 "confirm() needs a runtime with a registry", hint="pass registry= to the Runtime"
             )
-        return await self._drive(_governance().confirm(self._state, token))
+        return await self._drive(_governance().confirm(self._state, token, args=args))
 
     async def note(self, payload: Any, *, attempt: int = 0) -> Node:
         """Record a plain note; see `Run.note`."""
