@@ -498,3 +498,40 @@ async def test_shared_text_is_spliced_exactly(emu: Emulator, local_config: Confi
     assert contents == sorted(
         [f"{tricky}\n\n{second}\n\nQ1?", f'{tricky}\n\n{second}\n\nQ2 "quoted"?']
     )
+
+
+async def test_server_tool_json_failure_is_a_tool_call_parse_error(
+    emu: Emulator, local_config: Config
+) -> None:
+    from pollux import ToolCallParseError
+
+    message = "Failed to parse tool call arguments as JSON"
+    emu.script("local", ErrorResponse(500, message=message))
+    with pytest.raises(ToolCallParseError):
+        await pollux.run("Hi", config=dataclasses.replace(local_config, retry=RetryPolicy(1)))
+    emu.script("local", Reply("fine"), ErrorResponse(400, message=message))
+    one_at_a_time = dataclasses.replace(local_config, request_concurrency=1)
+    result = await pollux.run_many(["a", "b"], config=one_at_a_time)
+    assert result.status == "partial"
+    assert result.errors[1] is not None and result.errors[1]["type"] == "ToolCallParseError"
+
+
+async def test_malformed_tool_arguments_are_kept_raw(emu: Emulator, local_config: Config) -> None:
+    from pollux import ToolCallParseError
+
+    emu.script("local", Reply(tool_calls=[ToolCall("get_weather", '{"city": "Par')]))
+    out = await pollux.interact(Environment(tools=[WEATHER]), Input("Hi"), config=local_config)
+    call = out.tool_calls[0]
+    assert call.arguments_text == '{"city": "Par' and call.arguments is None
+    assert call.arguments_error
+    with pytest.raises(ToolCallParseError):
+        call.arguments_dict()
+
+
+async def test_declared_capabilities_override_the_table(
+    emu: Emulator, local_config: Config
+) -> None:
+    limited = dataclasses.replace(local_config, capabilities={"structured_outputs": False})
+    with pytest.raises(ConfigurationError, match="structured output"):
+        await pollux.run("Hi", config=limited, output={"type": "object", "properties": {}})
+    assert emu.requests_for("local.chat") == []

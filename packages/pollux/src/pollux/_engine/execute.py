@@ -17,7 +17,7 @@ from pollux._engine.assemble import StreamAccumulator, assemble
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
-from pollux.errors import APIError
+from pollux.errors import APIError, ToolCallParseError
 from pollux.interaction.events import Event
 from pollux.interaction.output import Output, error_output
 
@@ -114,9 +114,13 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int) -> Output
 
 
 def collect_outputs(results: Sequence[Output | Exception]) -> list[Output]:
-    """Partial results: API failures become error Outputs; anything else is raised."""
+    """Partial results: failures of single calls become error Outputs; anything else raises.
+
+    A provider failure (APIError) or a model's malformed tool-call JSON (ToolCallParseError)
+    belongs to one prompt; a bug (InternalError) or a configuration mistake belongs to all.
+    """
     for result in results:
-        if isinstance(result, Exception) and not isinstance(result, APIError):
+        if isinstance(result, Exception) and not isinstance(result, (APIError, ToolCallParseError)):
             raise result
     return [
         error_output(result, duration_s=0.0) if isinstance(result, Exception) else result

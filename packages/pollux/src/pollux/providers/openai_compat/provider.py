@@ -249,7 +249,10 @@ class ChatCompletionsProvider(ProviderBase):
     ) -> Exception:
         message = body_message(body)
         low = message.lower()
-        if "tool" in low and ("parse" in low or "json" in low) and status in (None, 400, 500):
+        # llama.cpp and vLLM report a model's malformed tool-call JSON as a 400/500 (or an SSE
+        # error) such as "Failed to parse tool call arguments as JSON".
+        tool_call = "tool call" in low or "tool_call" in low or "function call" in low
+        if tool_call and "pars" in low and status in (None, 400, 500):
             return ToolCallParseError(
                 f"{self.name} could not parse the model's tool-call arguments: {message}",
                 hint="The model produced malformed tool JSON; retry, simplify the tool "
