@@ -38,7 +38,14 @@ def _sqlite_plain(tmp_path: Path, **kwargs: object) -> Store:
     return SQLiteStore(tmp_path / "plain.db", intern_payloads=False, **kwargs)  # type: ignore[arg-type]
 
 
+def _hashrope(tmp_path: Path, **kwargs: object) -> Store:
+    from pollard import HashRopeStore
+
+    return HashRopeStore(**kwargs)  # type: ignore[arg-type]
+
+
 FACTORIES: dict[str, Callable[..., Store]] = {
+    "hashrope": _hashrope,
     "memory": _memory,
     "sqlite": _sqlite,
     "sqlite-plain": _sqlite_plain,

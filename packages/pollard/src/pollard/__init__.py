@@ -49,6 +49,7 @@ if _typing.TYPE_CHECKING:
     from .redaction import redact as redact
     from .registry import ActionSpec as ActionSpec
     from .registry import Registry as Registry
+    from .stores.hashrope import HashRopeStore as HashRopeStore
     from .stores.memory import MemoryStore as MemoryStore
     from .stores.sqlite import SQLiteStore as SQLiteStore
 
@@ -65,6 +66,7 @@ _LAZY: dict[str, str] = {
     "ActionSpec": "pollard.registry",
     "Budget": "pollard._budget",
     "Decision": "pollard.policy",
+    "HashRopeStore": "pollard.stores.hashrope",
     "MemoryStore": "pollard.stores.memory",
     "Node": "pollard._node",
     "NodeKind": "pollard._node",
@@ -88,6 +90,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
     "Decision",
+    "HashRopeStore",
     "IntegrityError",
     "MemoryStore",
     "MissingRecording",
