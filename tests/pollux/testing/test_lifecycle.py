@@ -102,11 +102,12 @@ def test_virtual_clock_only_moves_forward() -> None:
 
 
 def test_process_mode_serves_from_a_child_process() -> None:
-    with Emulator(process=True) as emu:
-        with openai.OpenAI(base_url=emu.base_url("local"), api_key="k") as client:
+    with Emulator(process=True, models=["m"], api_key="sk-child") as emu:
+        with openai.OpenAI(base_url=emu.base_url("local"), api_key="sk-child") as client:
             answer = client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "from afar"}]
             )
+            assert [m.id for m in client.models.list().data] == ["m"]
         assert answer.choices[0].message.content == "Emulated reply to: from afar"
         with pytest.raises(EmulatorError, match="child process"):
             emu.script("local")

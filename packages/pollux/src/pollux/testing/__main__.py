@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -17,12 +18,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added latency per request")
     parser.add_argument("--api-key", default=None, help="require this API key")
     parser.add_argument("--record", action="store_true", help="keep a request log (uses memory)")
+    parser.add_argument(
+        "--options", default="{}", help="more Emulator keyword arguments, as a JSON object"
+    )
     args = parser.parse_args(argv)
+    options = json.loads(args.options)
+    if not isinstance(options, dict):
+        parser.error("--options takes a JSON object")
+    if args.latency_ms:
+        options["latency"] = args.latency_ms / 1000
+    if args.api_key:
+        options["api_key"] = args.api_key
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    emulator = Emulator(
-        port=args.port, latency=args.latency_ms / 1000, api_key=args.api_key, record=args.record
-    )
+    emulator = Emulator(port=args.port, record=args.record, **options)
     with emulator as emu:
         sys.stdout.write(f"listening on {emu.url}\n")
         for wire in emu.wires:

@@ -258,7 +258,19 @@ class Core:
         return json_response(body, error.status, dict(error.headers))
 
     async def handle(self, http: HTTPRequest) -> Outcome:
-        """Answer one HTTP request."""
+        """Answer one HTTP request; an unexpected failure is a 500, kept in ``errors``."""
+        try:
+            return await self._handle(http)
+        except Exception:
+            self.errors.append(traceback.format_exc())
+            return self.error_response(
+                None,
+                ApiError(
+                    500, "The emulator failed; see Emulator.errors.", error_type="server_error"
+                ),
+            )
+
+    async def _handle(self, http: HTTPRequest) -> Outcome:
         wire, route, params = self.router.match(http.method, http.path)
         parsed: Any = None
         if http.body and "json" in http.headers.get("content-type", ""):

@@ -103,6 +103,18 @@ class Emulator:
             record=record,
             batch_durations=durations,
         )
+        # What a child process needs to build the same emulator (process=True).
+        self._options: dict[str, Any] = {
+            "api_key": api_key,
+            "latency": latency,
+            "stream_delay": stream_delay,
+            "models": list(models),
+            "start_time": start_time,
+            "cache_min_tokens": cache_min_tokens,
+            "cache_block_tokens": cache_block_tokens,
+            "cache_ttl": cache_ttl,
+            "batch_durations": durations,
+        }
         self._clock = VirtualClock(start_time)
         self._cache = PrefixCache(self._clock, cache_min_tokens, cache_block_tokens, cache_ttl)
         wires = [*load_wires(), _control_wire()]
@@ -137,11 +149,15 @@ class Emulator:
         return self
 
     def _start_process(self) -> None:
-        cmd = [sys.executable, "-m", "pollux.testing", "--port", str(self._port)]
-        if self._settings.latency:
-            cmd += ["--latency-ms", str(self._settings.latency * 1000)]
-        if self._settings.api_key:
-            cmd += ["--api-key", self._settings.api_key]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pollux.testing",
+            "--port",
+            str(self._port),
+            "--options",
+            json.dumps(self._options),
+        ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._child = subprocess.Popen(
