@@ -118,13 +118,14 @@ def _scrub(message: str, secret: str) -> str:
     return message.replace(secret, "<dsn>") if secret else message
 
 
-def open_store(spec: StoreSpec, *, create: bool = False) -> Any:
+def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) -> Any:
     """Open the store a spec names.
 
     Args:
         spec: A parsed spec.
         create: Whether a missing SQLite file may be created (destinations of ``merge`` and
             ``import``); reading commands refuse a missing file instead of creating an empty one.
+        write: Whether the command writes; a SQLite store is otherwise opened read-only.
 
     Returns:
         An open store; the caller closes it.
@@ -152,6 +153,6 @@ def open_store(spec: StoreSpec, *, create: bool = False) -> Any:
     from pollard.stores.sqlite import SQLiteStore
 
     try:
-        return SQLiteStore(path)
+        return SQLiteStore(path, read_only=not (write or create))
     except Exception as exc:
         raise CLIError(f"cannot open {spec.label}: {exc}") from None

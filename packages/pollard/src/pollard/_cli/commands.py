@@ -1,0 +1,334 @@
+"""The command implementations behind ``pollard.cli`` (each one a thin shell over the API)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pollard._canon import is_hex64
+from pollard._gc import gc
+from pollard._merge import merge
+from pollard._seal import seal, verify
+from pollard._store import Store
+from pollard._transfer import export_subtree, read_subtree, write_subtree
+from pollard._view import add_into, build_view, decimal_map_json
+from pollard.errors import IntegrityError, PollardError
+from pollard.html import render_rows
+
+from .specs import CLIError, StoreSpec, open_store, parse_store_spec
+from .text import amounts, render_table, render_tree
+
+Handler = Callable[[argparse.Namespace, ExitStack], int]
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _json(value: Any) -> None:
+    _out(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _open(
+    stack: ExitStack, text: str, *, create: bool = False, write: bool = False
+) -> tuple[StoreSpec, Store]:
+    spec = parse_store_spec(text)
+    store = open_store(spec, create=create, write=write)
+    stack.callback(store.close)
+    return spec, store
+
+
+def resolve_root(store: Store, text: str) -> str:
+    """Resolve ROOT: a stored node id, a unique id prefix of a run root, or a run label."""
+    if is_hex64(text) and store.exists(text):
+        return text
+    roots = store.roots()
+    lowered = text.lower()
+    by_prefix = [r.id for r in roots if r.id.startswith(lowered)] if lowered else []
+    if len(by_prefix) == 1:
+        return by_prefix[0]
+    if len(by_prefix) > 1:
+        raise CLIError(f"{text!r} matches {len(by_prefix)} runs; give more of the id")
+    by_label = [r.id for r in roots if isinstance(r.payload, dict) and r.payload.get("run") == text]
+    if len(by_label) == 1:
+        return by_label[0]
+    if len(by_label) > 1:
+        raise CLIError(f"{len(by_label)} runs are labelled {text!r}; give the root id")
+    raise CLIError(f"no node or run matches {text!r}")
+
+
+def cmd_runs(args: argparse.Namespace, stack: ExitStack) -> int:
+    runs: list[dict[str, Any]] = []
+    for text in args.stores:
+        spec, store = _open(stack, text)
+        for root in store.roots():
+            nodes = pruned = 0
+            for node in store.walk(root.id):
+                nodes += 1
+                pruned += 1 if node.pruned else 0
+            label = root.payload.get("run") if isinstance(root.payload, dict) else None
+            runs.append(
+                {
+                    "store": spec.label,
+                    "root_id": root.id,
+                    "label": label if isinstance(label, str) else "",
+                    "attempt": root.attempt,
+                    "nodes": nodes,
+                    "pruned": pruned,
+                }
+            )
+    if args.json:
+        _json({"runs": runs})
+    elif runs:
+        headers = ["store", "root", "label", "attempt", "nodes", "pruned"]
+        rows = [
+            [
+                r["store"],
+                r["root_id"][:12],
+                r["label"],
+                str(r["attempt"]),
+                str(r["nodes"]),
+                str(r["pruned"]),
+            ]
+            for r in runs
+        ]
+        _out(render_table(headers, rows))
+    else:
+        _out("no runs")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    root_id = resolve_root(store, args.root)
+    rows = build_view(store.walk(root_id), payloads=args.payloads)
+    if args.html:
+        data = render_rows(rows, root_id=root_id, payloads=args.payloads).encode("utf-8")
+        target = Path(args.html)
+        try:
+            target.write_bytes(data)
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+        if args.json:
+            _json({"root_id": root_id, "output": str(target), "bytes": len(data)})
+        else:
+            _out(str(target))
+        return 0
+    if args.json:
+        _json({"root_id": root_id, "nodes": [row.to_json() for row in rows]})
+    else:
+        _out(render_tree(rows, unicode=args.unicode))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    root_id = resolve_root(store, args.root)
+    spent: dict[str, Decimal] = {}
+    avoided: dict[str, Decimal] = {}
+    count = refusals = pruned = 0
+    for row in build_view(store.walk(root_id)):
+        count += 1
+        refusals += 1 if row.refusal is not None else 0
+        pruned += 1 if row.pruned else 0
+        add_into(spent, row.charges)
+        add_into(avoided, row.avoided)
+    spent = dict(sorted(spent.items()))
+    avoided = dict(sorted(avoided.items()))
+    if args.json:
+        _json(
+            {
+                "root_id": root_id,
+                "nodes": count,
+                "refusals": refusals,
+                "pruned": pruned,
+                "spent": decimal_map_json(spent),
+                "avoided": decimal_map_json(avoided),
+            }
+        )
+    else:
+        _out(f"root      {root_id}")
+        _out(f"nodes     {count} ({refusals} refused, {pruned} pruned)")
+        _out(f"spent     {amounts(spent) or 'nothing'}")
+        _out(f"avoided   {amounts(avoided) or 'nothing'}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    if args.root:
+        root_id = resolve_root(store, args.root)
+        report = verify(store, root_id, subtree=True)
+        roots = 1
+    else:
+        report = verify(store)
+        roots = len(store.roots())
+    findings = [finding.to_dict() for finding in report.findings]
+    if args.json:
+        _json({"ok": report.ok, "roots": roots, "nodes": report.nodes, "findings": findings})
+    else:
+        for finding in findings:
+            _out(f"{finding['node_id']}: {finding['message']}")
+        verdict = "ok" if report.ok else f"{len(findings)} finding(s)"
+        _out(f"verified {report.nodes} node(s) in {roots} run(s): {verdict}")
+    return 0 if report.ok else 1
+
+
+def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    root_id = resolve_root(store, args.root)
+    report = seal(store, root_id)
+    full = report.to_dict()
+    if args.output:
+        text = json.dumps(full, indent=2, sort_keys=True) + "\n"
+        Path(args.output).write_text(text, encoding="utf-8")
+        summary = {"root_id": root_id, "digest": report.digest, "output": args.output}
+        if args.json:
+            _json(summary)
+        else:
+            _out(report.digest)
+        return 0
+    if args.json:
+        _json(full)
+    else:
+        _out(report.digest)
+    return 0
+
+
+def _same_store(a: StoreSpec, b: StoreSpec) -> bool:
+    if a.path is not None and b.path is not None:
+        return a.path.resolve() == b.path.resolve()
+    return a.kind == b.kind and a.label == b.label
+
+
+def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
+    dest_spec = parse_store_spec(args.dest)
+    source_specs = [parse_store_spec(text) for text in args.sources]
+    for spec in source_specs:
+        if _same_store(spec, dest_spec):
+            raise CLIError(f"source {spec.label} is the destination")
+    sources = [(spec, open_store(spec)) for spec in source_specs]
+    for _, store in sources:
+        stack.callback(store.close)
+    dest = open_store(dest_spec, create=True)
+    stack.callback(dest.close)
+    results = []
+    totals = {"copied": 0, "existing": 0, "result_conflicts": 0, "meta_conflicts": 0}
+    for spec, store in sources:
+        report = merge(dest, store, replay=args.replay).to_dict()
+        for key in totals:
+            totals[key] += report[key]
+        results.append({"source": spec.label, **report})
+    if args.json:
+        _json({"destination": dest_spec.label, "sources": results, "totals": totals})
+    else:
+        for item in results:
+            _out(
+                f"{item['source']}: copied {item['copied']}, existing {item['existing']}, "
+                f"result conflicts {item['result_conflicts']}, "
+                f"meta conflicts {item['meta_conflicts']}"
+            )
+        _out(f"merged into {dest_spec.label}: copied {totals['copied']} node(s)")
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store, write=True)
+    report = gc(store, args.mode)
+    if args.json:
+        _json(report.to_dict())
+    else:
+        _out(
+            f"{report.mode}: removed {report.removed_nodes} node(s), {report.removed_blobs} blob(s)"
+        )
+        for root_id, digest in report.survivor_seals.items():
+            _out(f"seal {root_id} {digest}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    root_id = resolve_root(store, args.root)
+    report = export_subtree(store, root_id, args.file)
+    if args.json:
+        _json(report.to_dict())
+    else:
+        _out(f"exported {report.nodes} node(s) to {report.path}")
+        _out(f"seal {report.digest}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, stack: ExitStack) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise CLIError(f"no such file: {args.file}")
+    # Verify the whole file before the target store is opened (or created).
+    root_id, nodes, digest = read_subtree(path, expected_digest=args.expect_seal)
+    _, store = _open(stack, args.store, create=True)
+    report = write_subtree(store, root_id, nodes, digest)
+    if args.json:
+        _json(report.to_dict())
+    else:
+        _out(
+            f"imported {report.imported} node(s) ({report.existing} already present) "
+            f"under {report.root_id}"
+        )
+        _out(f"seal {report.digest}")
+    return 0
+
+
+COMMANDS: dict[str, Handler] = {
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "report": cmd_report,
+    "verify": cmd_verify,
+    "seal": cmd_seal,
+    "merge": cmd_merge,
+    "gc": cmd_gc,
+    "export": cmd_export,
+    "import": cmd_import,
+}
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+        return text if " " in text else f"not found: {text}"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command and map errors to exit codes (0 ok, 1 integrity, 2 input)."""
+    handler = COMMANDS[args.command]
+    try:
+        with ExitStack() as stack:
+            return handler(args, stack)
+    except BrokenPipeError:
+        # `pollard show ... | head`: the reader went away, which is not an error. Point stdout at
+        # devnull so the interpreter's final flush does not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except IntegrityError as exc:
+        sys.stderr.write(f"pollard: integrity: {_message(exc)}\n")
+        return 1
+    except (
+        CLIError,
+        PollardError,
+        ImportError,
+        KeyError,
+        OSError,
+        TypeError,
+        ValueError,
+        sqlite3.Error,
+    ) as exc:
+        sys.stderr.write(f"pollard: {_message(exc)}\n")
+        return 2
