@@ -168,3 +168,13 @@ def test_policies_see_dry_run(registry: Registry) -> None:
     with Runtime(registry=registry, policies=[seen], dry_run=True).run("dryctx") as run:
         run.tool_call("send", SEND_ARGS)
     assert seen.seen[0].dry_run is True
+
+
+def test_a_token_from_another_run_is_refused(registry: Registry, calls: Calls) -> None:
+    store = MemoryStore()
+    runtime = Runtime(store, registry=registry, policies=[ConfirmWrites()])
+    with runtime.run("a") as run:
+        token = ask(run, "send", SEND_ARGS)
+    with runtime.run("b") as other, pytest.raises(ValueError, match="not in run 'b'"):
+        other.confirm(token)
+    assert calls.log == []

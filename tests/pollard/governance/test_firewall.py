@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pollard import Runtime
+from pollard import Budget, Runtime
 from pollard._canon import payload_digest
-from pollard.errors import ConfirmationRequired, PolicyViolation
+from pollard.errors import BudgetExceeded, ConfirmationRequired, PolicyViolation
 from pollard.policy import Decision
 from pollard.registry import ActionSpec, Registry
 from pollard.stores.memory import MemoryStore
@@ -249,4 +249,13 @@ def test_replay_reproduces_a_recorded_denial_and_serves_confirmed_calls(
         assert run.tool_call("send", SEND_ARGS).id == confirmed.id
         with pytest.raises(PolicyViolation, match="unknown registered action"):
             run.tool_call("wipe", {})
+    assert len(calls.log) == 1
+
+
+def test_budgets_gate_registered_calls_like_any_step(registry: Registry, calls: Calls) -> None:
+    with Runtime(registry=registry).run("budget", budget=Budget(steps=1)) as run:
+        run.tool_call("lookup", {"number": "INV-1"})
+        with pytest.raises(BudgetExceeded) as info:
+            run.tool_call("lookup", {"number": "INV-2"})
+        assert run.store.get(info.value.refusal_id).payload["meter"] == "steps"
     assert len(calls.log) == 1
