@@ -95,6 +95,18 @@ def run() -> list[Result]:
             note="above 1: the SDK, not the emulator, limits a test",
         )
     )
+    with Emulator(process=True, latency=0.05) as emu:
+        waiting = asyncio.run(_load(emu.port, 64, 3.0))
+    ideal = 64 / 0.05
+    results.append(
+        Result(
+            "emulator with 50 ms latency, 64 connections / ideal (1280 req/s)",
+            waiting / ideal,
+            "x",
+            target=0.7,
+            note="latency overlaps: no thread or process per request",
+        )
+    )
     with Emulator(record=False) as emu:
         in_thread = asyncio.run(_load(emu.port, 16, 2.0))
     results.append(
