@@ -170,3 +170,38 @@ def test_text_like_mimes() -> None:
         assert is_text_like(mime)
     for mime in ("application/pdf", "image/png", "application/octet-stream"):
         assert not is_text_like(mime)
+
+
+async def test_cancelled_prepare_deletes_finished_uploads(files: dict[str, Path]) -> None:
+    import asyncio
+
+    client = FakeClient()
+    gate = asyncio.Event()
+    first_done = asyncio.Event()
+    real_create = client.files.create
+
+    async def create(*, file: tuple[str, Any, str], purpose: str, **kwargs: Any) -> Any:
+        if file[0] == "chart.png":
+            await gate.wait()  # never released: this upload is in flight at cancellation
+        created = await real_create(file=file, purpose=purpose, **kwargs)
+        first_done.set()
+        return created
+
+    client.files.create = create  # type: ignore[method-assign]
+    task = asyncio.ensure_future(
+        prepare_parts(client, [Source.from_file(files["pdf"]), Source.from_file(files["png"])])
+    )
+    await first_done.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.files.deleted == ["file-1"]
+
+
+async def test_bad_text_fails_before_any_upload(files: dict[str, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe\xfa")
+    client = FakeClient()
+    with pytest.raises(SourceError):
+        await prepare_parts(client, [Source.from_file(files["pdf"]), Source.from_file(bad)])
+    assert client.files.created == []

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -223,43 +223,73 @@ async def delete_files(client: Any, file_ids: Sequence[str]) -> list[str]:
     return [file_id for file_id, ok in zip(file_ids, results, strict=True) if not ok]
 
 
+async def _upload_all(
+    client: Any, pending: dict[tuple[str, str], Source], *, timeout_s: float
+) -> dict[tuple[str, str], str]:
+    """Upload every pending source concurrently; all or nothing.
+
+    When one upload fails, or the caller is cancelled, the files that did get uploaded are
+    deleted before the error propagates: nobody else knows their ids.
+    """
+    tasks = {
+        key: asyncio.ensure_future(upload_source(client, source, timeout_s=timeout_s))
+        for key, source in pending.items()
+    }
+    if not tasks:
+        return {}
+    try:
+        await asyncio.wait(tasks.values())
+    except BaseException:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        await asyncio.shield(delete_files(client, _succeeded(tasks)))
+        raise
+    failure = next(
+        (t.exception() for t in tasks.values() if not t.cancelled() and t.exception()), None
+    )
+    if failure is not None:
+        await delete_files(client, _succeeded(tasks))
+        raise failure
+    return {key: task.result() for key, task in tasks.items()}
+
+
+def _succeeded(tasks: Mapping[tuple[str, str], asyncio.Future[str]]) -> list[str]:
+    return [
+        task.result()
+        for task in tasks.values()
+        if task.done() and not task.cancelled() and task.exception() is None
+    ]
+
+
 async def prepare_parts(
     client: Any, sources: Sequence[Source], *, timeout_s: float = 300.0
 ) -> PreparedParts:
     """Build the input parts for ``sources``, uploading what must be uploaded.
 
-    Routes are planned first (no I/O). Distinct uploads run concurrently; when one fails,
-    the files already uploaded are deleted before the error propagates.
+    Routes are planned first (no I/O) and text is read next, so bad input fails before any
+    upload. Distinct uploads run concurrently; when one fails (or the call is cancelled), the
+    files already uploaded are deleted before the error propagates.
     """
     routes = [plan_source(source) for source in sources]
     pending: dict[tuple[str, str], Source] = {}
     for source, route in zip(sources, routes, strict=True):
         if route in ("upload_image", "upload_file"):
             pending.setdefault(_upload_key(source), source)
-    keys = list(pending)
-    outcomes = await asyncio.gather(
-        *(upload_source(client, pending[key], timeout_s=timeout_s) for key in keys),
-        return_exceptions=True,
-    )
-    uploaded: dict[tuple[str, str], str] = {}
-    failure: BaseException | None = None
-    for key, outcome in zip(keys, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            failure = failure or outcome
-        else:
-            uploaded[key] = outcome
-    if failure is not None:
-        await delete_files(client, list(uploaded.values()))
-        raise failure
-    parts: list[dict[str, Any]] = []
-    for source, route in zip(sources, routes, strict=True):
+    # Text is read first: a bad text file then fails before anything was uploaded.
+    texts: dict[int, str] = {}
+    for index, (source, route) in enumerate(zip(sources, routes, strict=True)):
         if route == "text":
             # In-memory content needs no thread hop; files are read off the event loop.
             if source._data is not None:
-                text = _inline_text(source)
+                texts[index] = _inline_text(source)
             else:
-                text = await asyncio.to_thread(_inline_text, source)
-            parts.append({"type": "input_text", "text": text})
+                texts[index] = await asyncio.to_thread(_inline_text, source)
+    uploaded = await _upload_all(client, pending, timeout_s=timeout_s)
+    parts: list[dict[str, Any]] = []
+    for index, (source, route) in enumerate(zip(sources, routes, strict=True)):
+        if route == "text":
+            parts.append({"type": "input_text", "text": texts[index]})
         elif route == "upload_image":
             file_id = uploaded[_upload_key(source)]
             parts.append({"type": "input_image", "file_id": file_id, "detail": "auto"})
