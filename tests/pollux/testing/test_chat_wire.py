@@ -311,3 +311,61 @@ def test_openrouter_wire_catalog_and_reasoning_field() -> None:
                 client.chat.completions.create(
                     model="other", messages=[{"role": "user", "content": "hi"}]
                 )
+
+
+def test_reply_structured_truncated_and_usage_overrides(emulator: Emulator) -> None:
+    emulator.script(
+        "local.chat.completions",
+        Reply(structured={"answer": 42}),
+        Reply("cut", truncated=True, input_tokens=1000, output_tokens=7, cached_tokens=512),
+    )
+    assert len(emulator.pending("local")) == 2
+    assert emulator.pending("openai") == []
+    with _client(emulator) as client:
+        first = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "q"}]
+        )
+        second = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "q"}]
+        )
+    assert json.loads(first.choices[0].message.content or "") == {"answer": 42}
+    assert second.choices[0].finish_reason == "length"
+    assert second.usage is not None and second.usage.prompt_tokens_details is not None
+    assert (second.usage.prompt_tokens, second.usage.completion_tokens) == (1000, 7)
+    assert second.usage.prompt_tokens_details.cached_tokens == 512
+    emulator.on("local", lambda request: Reply("handled"))
+    emulator.script("local", Reply("queued"))
+    emulator.reset()
+    assert emulator.pending() == [] and emulator.requests == []
+    with _client(emulator) as client:
+        third = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "q"}]
+        )
+    assert third.choices[0].message.content == "Emulated reply to: q"
+
+
+def test_json_object_mode_and_named_tool_choice(emulator: Emulator) -> None:
+    with _client(emulator) as client:
+        as_json = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "json please"}],
+            response_format={"type": "json_object"},
+        )
+        forced = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "no tool named here"}],
+            tools=[WEATHER_TOOL],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        )
+        declined = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "get_weather is mentioned"}],
+            tools=[WEATHER_TOOL],
+            tool_choice="none",
+        )
+    assert json.loads(as_json.choices[0].message.content or "") == {
+        "answer": "Emulated reply to: json please"
+    }
+    assert forced.choices[0].message.tool_calls is not None
+    assert declined.choices[0].message.tool_calls is None
+    assert len(emulator.requests_for("local.chat.completions")) == 3
