@@ -184,3 +184,9 @@ async def test_module_level_calls_reuse_one_session(mock_config: Config) -> None
     provider = first._provider
     await pollux.run_many(["a", "b"], config=mock_config)
     assert first._provider is provider
+
+
+async def test_mock_check_ready_is_honest(mock_config: Config) -> None:
+    status = await pollux.check_ready(mock_config)
+    assert status.ready and not status.model_verified
+    assert "mock" in status.message

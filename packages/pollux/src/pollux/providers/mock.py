@@ -21,6 +21,7 @@ from pollux.providers.base import (
     Capabilities,
     PreparedSources,
     ProviderBase,
+    ProviderReadiness,
     ProviderRequest,
     ProviderResponse,
     StreamChunk,
@@ -111,6 +112,15 @@ class MockProvider(ProviderBase):
     def capabilities_for(self, model: str | None) -> Capabilities:
         """Everything the engine can express, except caches and deferred delivery."""
         return CAPABILITIES.with_overrides(self.config.capabilities)
+
+    async def check_ready(self, model: str | None) -> ProviderReadiness:
+        """Always ready: the mock needs no server, key or network."""
+        return ProviderReadiness(
+            ready=True,
+            provider=self.name,
+            model=model,
+            message="mock provider: offline and always ready (answers are placeholders)",
+        )
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Read each source's size and fingerprint once per call (nothing is uploaded)."""
