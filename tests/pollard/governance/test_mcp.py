@@ -6,8 +6,11 @@ from typing import Any
 
 import mcp.types as mt
 import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
 
-from pollard.errors import UnsupportedSchema
+from pollard import AsyncRuntime
+from pollard.errors import PolicyViolation, UnsupportedSchema
 from pollard.mcp import MCP_VERSION, registry_from_mcp
 
 WEATHER_SCHEMA = {
@@ -129,3 +132,29 @@ async def test_real_mcp_types_and_params_pagination() -> None:
     result = await send.handler({"to": "a", "body": "b"})
     assert result["is_error"] is True
     assert result["content"][0]["text"] == "boom"
+
+
+async def test_a_real_in_process_mcp_server_through_the_async_firewall() -> None:
+    server = MCPServer("pollard-test")
+
+    @server.tool(annotations=mt.ToolAnnotations(read_only_hint=True))
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @server.tool()
+    def shout(text: str, times: int | None = None) -> str:
+        """Shout some text."""
+        return text.upper() * (times or 1)
+
+    async with Client(server) as client:
+        registry = await registry_from_mcp(client.session)
+        assert [(s.name, s.side_effects) for s in registry] == [("add", False), ("shout", True)]
+        runtime = AsyncRuntime(registry=registry)
+        async with runtime, runtime.run("mcp-server") as run:
+            added = await run.atool_call("add", {"a": 1, "b": 2})
+            with pytest.raises(PolicyViolation, match=r"\$\.b: expected integer, got string"):
+                await run.atool_call("add", {"a": 1, "b": "2"})
+    assert added.result is not None
+    assert added.result["content"][0]["text"] == "3"
+    assert added.result["is_error"] is False
