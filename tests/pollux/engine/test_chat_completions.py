@@ -535,3 +535,18 @@ async def test_declared_capabilities_override_the_table(
     with pytest.raises(ConfigurationError, match="structured output"):
         await pollux.run("Hi", config=limited, output={"type": "object", "properties": {}})
     assert emu.requests_for("local.chat") == []
+
+
+async def test_provider_options_pass_through_but_never_overwrite(
+    emu: Emulator, local_config: Config
+) -> None:
+    options = {"local": {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20}}
+    await pollux.run("Hi", config=local_config, provider_options=options)
+    body = _chat_bodies(emu)[-1]
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["top_k"] == 20
+    emu.clear_requests()
+    with pytest.raises(ConfigurationError, match="max_tokens"):
+        await pollux.run(
+            "Hi", config=local_config, max_tokens=5, provider_options={"local": {"max_tokens": 9}}
+        )
+    assert emu.requests_for("local.chat") == []

@@ -33,8 +33,10 @@ __all__ = [
     "TEXT_LIKE_MIME",
     "SharedText",
     "build_payload",
+    "check_provider_options",
     "history_messages",
     "is_text_like",
+    "pollux_keys",
     "shared_text",
     "source_part",
     "strict_schema",
@@ -276,6 +278,39 @@ def _flatten(parts: list[dict[str, Any]]) -> Any:
     return parts
 
 
+def pollux_keys(request: ProviderRequest, extra: Mapping[str, Any] | None = None) -> set[str]:
+    """The payload keys pollux itself writes for ``request`` (what provider_options may not set)."""
+    req = request.requirements
+    keys = {"messages"}
+    if request.model:
+        keys.add("model")
+    if request.tools:
+        keys.add("tools")
+    if req.tool_choice is not None:
+        keys.add("tool_choice")
+    if req.output_schema is not None:
+        keys.add("response_format")
+    for name in ("temperature", "top_p", "max_tokens", "seed"):
+        if getattr(req, name) is not None:
+            keys.add(name)
+    if request.stream:
+        keys.update(("stream", "stream_options"))
+    if extra:
+        keys.update(extra)
+    return keys
+
+
+def check_provider_options(options: Mapping[str, Any], keys: set[str], provider: str) -> None:
+    """Refuse provider_options that would overwrite what pollux sets from named arguments."""
+    clash = sorted(set(options) & RESERVED_KEYS & keys)
+    if clash:
+        raise ConfigurationError(
+            f"provider_options[{provider!r}] sets {', '.join(clash)}, which pollux "
+            "already sets from the call's arguments",
+            hint="Use the named arguments (output=, max_tokens=, tools=, ...) instead.",
+        )
+
+
 def build_payload(
     request: ProviderRequest,
     *,
@@ -323,13 +358,7 @@ def build_payload(
         payload["stream_options"] = {"include_usage": True}
     options = req.provider_options_for(provider)
     if options:
-        clash = sorted(set(options) & RESERVED_KEYS & set(payload))
-        if clash:
-            raise ConfigurationError(
-                f"provider_options[{provider!r}] sets {', '.join(clash)}, which pollux "
-                "already sets from the call's arguments",
-                hint="Use the named arguments (output=, max_tokens=, tools=, ...) instead.",
-            )
+        check_provider_options(options, set(payload), provider)
         payload.update(options)
     return payload
 

@@ -26,8 +26,10 @@ from pollux.providers.base import (
 from pollux.providers.openai_compat.compile import (
     audio_format,
     build_payload,
+    check_provider_options,
     encode,
     is_text_like,
+    pollux_keys,
     prior_messages,
     shared_text,
     source_part,
@@ -97,9 +99,13 @@ class ChatCompletionsProvider(ProviderBase):
     # -- validation --------------------------------------------------------------------------
 
     def validate(self, request: ProviderRequest) -> None:
-        """Reject sources the Chat Completions path cannot carry, before any I/O."""
+        """Reject sources and provider_options the Chat Completions path cannot take (no I/O)."""
         for source in request.sources.sources:
             self._check_source(source)
+        options = request.requirements.provider_options_for(self.name)
+        if options:
+            keys = pollux_keys(request, self.extra_payload(request))
+            check_provider_options(options, keys, self.name)
 
     def _check_source(self, source: Source) -> None:
         mime = source.mime_type
