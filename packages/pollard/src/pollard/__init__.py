@@ -31,6 +31,10 @@ if _typing.TYPE_CHECKING:
     from ._async import AsyncRun as AsyncRun
     from ._async import AsyncRuntime as AsyncRuntime
     from ._budget import Budget as Budget
+    from ._gc import GCReport as GCReport
+    from ._gc import gc as gc
+    from ._merge import MergeReport as MergeReport
+    from ._merge import merge as merge
     from ._node import Node as Node
     from ._node import NodeKind as NodeKind
     from ._runtime import ReplayMode as ReplayMode
@@ -42,6 +46,10 @@ if _typing.TYPE_CHECKING:
     from ._seal import seal as seal
     from ._seal import verify as verify
     from ._store import Store as Store
+    from ._transfer import ExportReport as ExportReport
+    from ._transfer import ImportReport as ImportReport
+    from ._transfer import export_subtree as export_subtree
+    from ._transfer import import_subtree as import_subtree
     from .meters import WindowMeter as WindowMeter
     from .policy import Decision as Decision
     from .policy import Policy as Policy
@@ -80,6 +88,14 @@ _LAZY: dict[str, str] = {
     "Store": "pollard._store",
     "WindowMeter": "pollard.meters",
     "redact": "pollard.redaction",
+    "ExportReport": "pollard._transfer",
+    "GCReport": "pollard._gc",
+    "ImportReport": "pollard._transfer",
+    "MergeReport": "pollard._merge",
+    "export_subtree": "pollard._transfer",
+    "gc": "pollard._gc",
+    "import_subtree": "pollard._transfer",
+    "merge": "pollard._merge",
 }
 
 __all__ = [
@@ -90,9 +106,13 @@ __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
     "Decision",
+    "ExportReport",
+    "GCReport",
     "HashRopeStore",
+    "ImportReport",
     "IntegrityError",
     "MemoryStore",
+    "MergeReport",
     "MissingRecording",
     "Node",
     "NodeKind",
@@ -112,6 +132,10 @@ __all__ = [
     "VerifyReport",
     "WindowMeter",
     "__version__",
+    "export_subtree",
+    "gc",
+    "import_subtree",
+    "merge",
     "redact",
     "seal",
     "verify",

@@ -87,7 +87,7 @@ def gc(store: Store, mode: GCMode = "drop-pruned") -> GCReport:
         >>> store = MemoryStore()
         >>> with Runtime(store).run("job") as run:
         ...     _ = run.note({"status": "draft"})
-        ...     run.prune()
+        ...     _ = run.prune()
         >>> gc(store, "drop-pruned").removed_nodes
         1
     """
