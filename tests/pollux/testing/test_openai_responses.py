@@ -58,6 +58,7 @@ def test_plain_response_text_usage_and_log(emulator: Emulator) -> None:
     assert response.usage.input_tokens == 3 + 3  # instructions + input
     assert response.usage.output_tokens == 7
     assert response.usage.total_tokens == 13
+    assert response._request_id is not None and response._request_id.startswith("req_")
     assert emulator.last_request.route == "openai.responses.create"
     assert emulator.last_request.json["instructions"] == "Be terse."
 

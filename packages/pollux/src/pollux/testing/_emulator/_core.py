@@ -260,7 +260,10 @@ class Core:
     async def handle(self, http: HTTPRequest) -> Outcome:
         """Answer one HTTP request; an unexpected failure is a 500, kept in ``errors``."""
         try:
-            return await self._handle(http)
+            outcome = await self._handle(http)
+            if not isinstance(outcome, Drop):
+                outcome.headers.setdefault("x-request-id", f"req_{next(self._ids):012x}")
+            return outcome
         except Exception:
             self.errors.append(traceback.format_exc())
             return self.error_response(
