@@ -584,13 +584,23 @@ def _rollback(state: RunState, node_id: str | None, steps: int) -> Node:
         target = node_id
     state.depth -= chain.index(target)
     state.cursor_id = target
+    _keep_scopes(state, chain[chain.index(target) :])
     return state.store.get(target)
+
+
+def _keep_scopes(state: RunState, chain: Sequence[str]) -> None:
+    # A branch budget governs only its anchor's subtree: moving the cursor out of it drops it.
+    inside = set(chain)
+    state.scopes = tuple(
+        scope for i, scope in enumerate(state.scopes) if i == 0 or scope.id in inside
+    )
 
 
 def _checkout(state: RunState, node_id: str) -> Node:
     chain = state.ancestors(node_id)
     state.cursor_id = node_id
     state.depth = len(chain) - 1
+    _keep_scopes(state, chain)
     return state.store.get(node_id)
 
 
@@ -606,4 +616,5 @@ def _prune(state: RunState) -> Node:
     pruned = state.store.update_meta(node.id, {"pruned": True})
     state.cursor_id = node.parent
     state.depth -= 1
+    _keep_scopes(state, state.ancestors(node.parent))
     return pruned

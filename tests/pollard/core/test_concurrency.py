@@ -1,0 +1,117 @@
+"""Concurrent writers on one SQLite file never overspend an exact budget."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pollard import Budget, BudgetExceeded, NodeKind, Runtime, SQLiteStore, WindowMeter
+
+WORKER = r"""
+import json, sys
+from pollard import Budget, BudgetExceeded, Runtime
+path, worker, attempts, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ran = 0
+def fn(payload):
+    global ran
+    ran += 1
+    return {"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1}}
+with Runtime(path) as rt:
+    run = rt.run("shared", budget=Budget(steps=limit))
+    for i in range(attempts):
+        try:
+            run.model_call({"model": "m", "worker": worker, "i": i}, fn=fn)
+        except BudgetExceeded:
+            run.rollback()
+print(json.dumps({"ran": ran}))
+"""
+
+
+def _model_calls(path: Path) -> int:
+    with SQLiteStore(path) as store:
+        root = store.roots()[0]
+        return sum(1 for n in store.walk(root.id) if n.kind is NodeKind.MODEL_CALL)
+
+
+@pytest.mark.slow
+def test_processes_share_one_exact_budget(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    SQLiteStore(path).close()
+    limit, workers, attempts = 10, 4, 6
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(path), str(w), str(attempts), str(limit)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    ran = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        ran += json.loads(out)["ran"]
+    assert ran == limit  # 24 attempts, exactly 10 executed: never more, and none lost
+    assert _model_calls(path) == limit
+    with SQLiteStore(path) as store:
+        assert store.totals(store.roots()[0].id)["steps"] == limit
+
+
+def test_threads_share_one_exact_budget_and_window(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    store = SQLiteStore(path)
+    rt = Runtime(store, meters=[WindowMeter("requests", 7, 3600)])
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def fn(payload: Any) -> dict[str, Any]:
+        with lock:
+            ran.append(1)
+        return {"text": "ok"}
+
+    def worker(index: int) -> None:
+        run = rt.run("shared", budget=Budget(steps=9))
+        for i in range(5):
+            try:
+                run.model_call({"model": "m", "w": index, "i": i}, fn=fn)
+            except BudgetExceeded:
+                run.rollback()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ran) == 7  # the window (7) binds before the budget (9)
+    assert _model_calls(path) == 7
+    rt.close()
+    store.close()
+
+
+def test_abandoned_reservation_frees_capacity_after_its_lease(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from pollard._ledger import BudgetClaim
+
+    from .conftest import FakeClock
+
+    clock = FakeClock()
+    store = SQLiteStore(tmp_path / "lease.db", clock=clock)
+    run = Runtime(store, reservation_lease_seconds=5).run("t", budget=Budget(steps=1))
+    held = store.reserve(
+        [BudgetClaim(run.root_id, "steps", Decimal(1), Decimal(1))], lease_seconds=5
+    )
+    assert held.ok  # a crashed worker's reservation
+    with pytest.raises(BudgetExceeded):
+        run.model_call({"model": "m"}, fn=lambda p: {"text": "x"})
+    run.rollback()
+    clock.advance(6)
+    assert run.model_call({"model": "m"}, fn=lambda p: {"text": "x"}).result == {"text": "x"}
+    store.close()
