@@ -178,13 +178,16 @@ class CompiledSchema:
     sensitive: bool
     _defs: Mapping[str, Any] = field(repr=False)
     _patterns: Mapping[str, re.Pattern[str]] = field(repr=False)
+    _delegate: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     # -- validation --------------------------------------------------------------------------
 
     def validate(self, value: object, *, engine: Engine = "builtin") -> str | None:
         """Return the first finding as ``"$.path: message"``, or None when the value is valid."""
         if engine == "jsonschema":
-            return _validate_with_jsonschema(self.schema, value)
+            if not self._delegate:  # built once: constructing a validator costs more than using it
+                self._delegate.append(_jsonschema_validator(self.schema))
+            return _validate_with_jsonschema(self._delegate[0], value)
         return self._check(self.schema, value, "$")
 
     def _resolve(self, ref: str) -> Mapping[str, Any] | bool:
@@ -567,7 +570,7 @@ def strip_keywords(schema: Any, drop: frozenset[str]) -> Any:
 # -- delegation to jsonschema -----------------------------------------------------------------
 
 
-def _validate_with_jsonschema(schema: Mapping[str, Any] | bool, value: object) -> str | None:
+def _jsonschema_validator(schema: Mapping[str, Any] | bool) -> Any:
     try:
         import jsonschema
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
@@ -579,7 +582,10 @@ def _validate_with_jsonschema(schema: Mapping[str, Any] | bool, value: object) -
         # Our own keyword is not JSON Schema; 2020-12 ignores unknown keywords, but a validator
         # that is told about them cannot mistake them for anything.
         document = strip_keywords(dict(schema), frozenset({"sensitive", "$schema"}))
-    validator = jsonschema.Draft202012Validator(document)
+    return jsonschema.Draft202012Validator(document)
+
+
+def _validate_with_jsonschema(validator: Any, value: object) -> str | None:
     errors = sorted(
         validator.iter_errors(value),
         key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator)),
