@@ -42,6 +42,7 @@ from pollux.testing import (
     Emulator,
     ErrorResponse,
     Latency,
+    MalformedBody,
     Reply,
     StreamError,
     ToolCall,
@@ -432,3 +433,10 @@ async def test_check_ready_reads_the_model(monkeypatch: pytest.MonkeyPatch) -> N
         unknown = await check_ready(Config(provider="openai", model="gpt-9", api_key="sk-test"))
         assert unknown.ready is False
         assert "gpt-9" in unknown.message
+
+
+async def test_malformed_body_is_retried(emu: Emulator, config: Config) -> None:
+    emu.script("openai.responses", MalformedBody(), Reply("intact"))
+    out = await run("x", config=config)
+    assert out.text == "intact"
+    assert out.diagnostics.raw.get("attempts") == 2

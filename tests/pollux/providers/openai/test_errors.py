@@ -142,3 +142,25 @@ def test_pollux_errors_pass_through_and_others_are_wrapped() -> None:
     assert isinstance(wrapped, APIError)
     assert wrapped.retryable is False
     assert wrapped.hint
+
+
+def test_undecodable_responses_are_retryable() -> None:
+    import json
+
+    try:
+        json.loads('{"id": "resp_1", "out')
+    except ValueError as exc:
+        err = wrap_openai_error(exc, phase="generate")
+    assert isinstance(err, APIError)
+    assert err.retryable is True
+    assert err.error_category == "malformed_response"
+    assert err.hint
+
+
+def test_stream_error_without_status() -> None:
+    exc = openai.APIError("The server had an error", _REQUEST, body={"code": "server_error"})
+    err = wrap_openai_error(exc, phase="stream")
+    assert isinstance(err, APIError)
+    assert err.retryable is True
+    assert err.phase == "stream"
+    assert "server had an error" in str(err)

@@ -72,6 +72,25 @@ def wrap_openai_error(
         )
     if "APIStatusError" in names:
         return _status_error(exc, phase=phase)
+    if "APIResponseValidationError" in names or isinstance(exc, ValueError):
+        # The SDK could not decode what came back (a truncated or garbled body or event).
+        return APIError(
+            f"openai {phase} failed: the response could not be decoded ({exc})",
+            hint="The body was cut or garbled on the way (often a proxy); retrying usually helps.",
+            retryable=True,
+            provider=PROVIDER,
+            phase=phase,
+            error_category="malformed_response",
+        )
+    if "APIError" in names:
+        # An error the API reported inside a stream, without an HTTP status.
+        body = _error_body(exc)
+        code = body.get("code")
+        return stream_error(
+            str(getattr(exc, "message", exc)),
+            code=str(code) if code is not None else None,
+            phase=phase,
+        )
     if "OpenAIError" in names:
         return APIError(
             f"openai {phase} failed: {exc}",
