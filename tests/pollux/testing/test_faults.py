@@ -262,3 +262,21 @@ def test_script_validation(emulator: Emulator) -> None:
     emulator.script("local", Reply("unused"))
     with pytest.raises(AssertionError, match="never used"):
         emulator.assert_consumed()
+
+
+def test_error_response_with_a_verbatim_body(emulator: Emulator) -> None:
+    upstream = {
+        "error": {
+            "code": 502,
+            "message": "Provider returned error",
+            "metadata": {"provider_name": "Upstream", "raw": '{"error": "overloaded"}'},
+        }
+    }
+    emulator.script("openrouter", ErrorResponse(502, body=upstream, retry_after=1))
+    with (
+        openai.OpenAI(base_url=emulator.base_url("openrouter"), api_key="k", max_retries=0) as c,
+        pytest.raises(openai.InternalServerError) as info,
+    ):
+        c.chat.completions.create(model="m", messages=MESSAGES)
+    assert info.value.body == upstream["error"]
+    assert info.value.response.headers["retry-after"] == "1"

@@ -342,6 +342,8 @@ class Core:
             await asyncio.sleep(item.seconds)
             item = self.scripts.take(route_name, route.generates)
         if isinstance(item, ErrorResponse):
+            if item.body is not None:
+                return json_response(item.body, item.status, dict(fault_error(item).headers))
             return self.error_response(wire, fault_error(item))
         if isinstance(item, DropConnection):
             return Drop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Fault:
@@ -27,11 +28,13 @@ class ErrorResponse(Fault):
         param: The error ``param`` field.
         retry_after: Seconds sent in a ``Retry-After`` header (typical for 429 and 503).
         headers: Extra response headers.
+        body: A JSON body sent verbatim instead of the wire's error body (for provider-specific
+            shapes, such as OpenRouter's upstream errors with ``metadata.raw``).
 
     Example:
         >>> ErrorResponse(429, retry_after=2)
         ErrorResponse(status=429, message=None, error_type=None, code=None, param=None, \
-retry_after=2, headers={})
+retry_after=2, headers={}, body=None)
     """
 
     status: int
@@ -41,6 +44,7 @@ retry_after=2, headers={})
     param: str | None = None
     retry_after: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
 
     def __post_init__(self) -> None:
         if not 400 <= self.status <= 599:
