@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pollard import IntegrityError, MemoryStore, Node, NodeKind
+from pollard import IntegrityError, MemoryStore, Node, NodeKind, SQLiteStore
 from pollard._merge import merge, union_meta
 
+from ._cli import tamper
 from ._trees import build_sample
 
 
@@ -107,23 +110,29 @@ def test_metadata_is_unioned_and_scalar_conflicts_keep_the_destination() -> None
     assert a.get(root_id).meta == meta
 
 
-def test_a_tampered_source_stops_the_merge_before_any_write() -> None:
-    src, dst = MemoryStore(), MemoryStore()
-    sample = build_sample(src)
-    # Tamper with the stored result of one node behind the store's back.
-    row = src._rows[sample.tool]
-    row.result_text = '{"queued":false}'
-    with pytest.raises(IntegrityError, match=sample.tool):
+def test_a_tampered_source_stops_the_merge_before_any_write(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "src.db") as src:
+        sample = build_sample(src)
+    tamper(
+        tmp_path / "src.db",
+        f"UPDATE nodes SET result = '{{\"queued\":false}}' WHERE id = X'{sample.tool}'",
+    )
+    dst = MemoryStore()
+    with (
+        SQLiteStore(tmp_path / "src.db", read_only=True) as src,
+        pytest.raises(IntegrityError, match=sample.tool),
+    ):
         merge(dst, src)
     assert dst.roots() == []
 
 
-def test_an_identity_collision_is_refused() -> None:
-    src, dst = MemoryStore(), MemoryStore()
+def test_an_identity_collision_is_refused(tmp_path: Path) -> None:
+    src = MemoryStore()
     sample = build_sample(src)
-    merge(dst, src)
-    dst._rows[sample.model].payload_text = '{"model":"forged"}'
-    with pytest.raises(IntegrityError):
+    with SQLiteStore(tmp_path / "dst.db") as dst:
+        merge(dst, src)
+    tamper(tmp_path / "dst.db", f"UPDATE nodes SET attempt = 7 WHERE id = X'{sample.model}'")
+    with SQLiteStore(tmp_path / "dst.db") as dst, pytest.raises(IntegrityError, match="collision"):
         merge(dst, src)
 
 

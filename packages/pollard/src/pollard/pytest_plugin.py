@@ -92,11 +92,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
         if not isinstance(exc, MissingRecording):
             raise
-        raise _missing(exc) from exc
+        raise _missing(exc) from None
 
 
 def _missing(exc: Any) -> BaseException:
-    summary = f" ({exc.payload_summary})" if getattr(exc, "payload_summary", "") else ""
+    summary = getattr(exc, "payload_summary", "") or ""
+    summary = f" ({summary})" if summary and summary not in str(exc) else ""
     return pytest.fail.Exception(
         f"MissingRecording: {exc}{summary}\n"
         "  record it with --pollard-mode=record or --pollard-mode=hybrid",
@@ -129,7 +130,7 @@ def pollard_run(request: pytest.FixtureRequest) -> Iterator[Run]:
         try:
             run = runtime.run(request.node.nodeid)
         except MissingRecording as exc:
-            raise _missing(exc) from exc
+            raise _missing(exc) from None
         with run:
             yield run
     finally:
