@@ -177,3 +177,25 @@ def test_jsonschema_engine_through_the_runtime() -> None:
         assert run.tool_call("zip", {"zip": "12345"}).result == {"ok": True}
         with pytest.raises(PolicyViolation, match=r"\$\.zip: failed the 'pattern' constraint"):
             run.tool_call("zip", {"zip": "1234"})
+
+
+def test_redaction_through_a_recursive_schema_reaches_every_depth() -> None:
+    tree = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "secret": {"type": "string", "sensitive": True},
+            "children": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    s = spec(schema=tree)
+    args = {
+        "name": "a",
+        "secret": "s1",
+        "children": [{"name": "b", "children": [{"name": "c", "secret": "s3"}]}],
+    }
+    out = s.redact_args(args, lambda v: redact(v, "sensitive"))
+    assert isinstance(out, dict)
+    assert is_redacted(out["secret"]) and out["name"] == "a"
+    deep = out["children"][0]["children"][0]
+    assert is_redacted(deep["secret"]) and deep["name"] == "c"

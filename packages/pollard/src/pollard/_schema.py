@@ -179,6 +179,7 @@ class CompiledSchema:
     _defs: Mapping[str, Any] = field(repr=False)
     _patterns: Mapping[str, re.Pattern[str]] = field(repr=False)
     _delegate: list[Any] = field(default_factory=list, repr=False, compare=False)
+    _reaches_sensitive: frozenset[int] = field(default=frozenset(), repr=False, compare=False)
 
     # -- validation --------------------------------------------------------------------------
 
@@ -314,10 +315,16 @@ class CompiledSchema:
                         children.append(properties[key])
                     elif "additionalProperties" in schema:
                         children.append(schema["additionalProperties"])
+                # Only descend where a sensitive field can be reached: most fields are plain.
+                children = [c for c in children if id(c) in self._reaches_sensitive]
                 out[key] = self._redact(children, item, replace) if children else item
             return out
         if isinstance(value, list):
-            items = [s["items"] for s in applicable if "items" in s]
+            items = [
+                s["items"]
+                for s in applicable
+                if "items" in s and id(s["items"]) in self._reaches_sensitive
+            ]
             return [self._redact(items, item, replace) for item in value] if items else value
         return value
 
@@ -513,6 +520,38 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
+def _reaching_sensitive(root: dict[str, Any], defs: Mapping[str, Any]) -> frozenset[int]:
+    """Ids of the schema objects from which a ``sensitive: true`` schema can be reached."""
+    edges: dict[int, list[int]] = {}
+    sensitive: list[int] = []
+    seen: set[int] = set()
+    stack: list[object] = [root, *defs.values()]
+    while stack:
+        schema = stack.pop()
+        if not isinstance(schema, dict) or id(schema) in seen:
+            continue
+        seen.add(id(schema))
+        if schema.get("sensitive") is True:
+            sensitive.append(id(schema))
+        children: list[object] = [*schema.get("properties", {}).values()]
+        children += [schema[k] for k in ("items", "additionalProperties") if k in schema]
+        for name in _COMBINATORS:
+            children += schema.get(name, ())
+        if "$ref" in schema:
+            children.append(root if schema["$ref"] == "#" else defs[schema["$ref"]])
+        for child in children:
+            edges.setdefault(id(child), []).append(id(schema))  # reversed: child -> parents
+        stack.extend(children)
+    reached = set(sensitive)
+    frontier = list(sensitive)
+    while frontier:
+        for parent in edges.get(frontier.pop(), ()):
+            if parent not in reached:
+                reached.add(parent)
+                frontier.append(parent)
+    return frozenset(reached)
+
+
 def compile_schema(schema: object) -> CompiledSchema:
     """Check a schema against the supported subset and compile it.
 
@@ -539,6 +578,7 @@ def compile_schema(schema: object) -> CompiledSchema:
     return CompiledSchema(
         schema=copied,
         sensitive=compiler.sensitive,
+        _reaches_sensitive=_reaching_sensitive(copied, compiler.defs),
         _defs=compiler.defs,
         _patterns=compiler.patterns,
     )
