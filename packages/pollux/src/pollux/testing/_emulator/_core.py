@@ -323,6 +323,11 @@ class Core:
         if self.settings.latency > 0:
             await asyncio.sleep(self.settings.latency)
         item = self.scripts.take(route_name, route.generates)
+        while isinstance(item, Latency):
+            # Latency modifies the request: it waits, then the next queued item (or the handler,
+            # or the default model) answers the same request.
+            await asyncio.sleep(item.seconds)
+            item = self.scripts.take(route_name, route.generates)
         if item is None:
             handler = self.scripts.handler_for(route_name)
             if handler is not None:
@@ -338,9 +343,9 @@ class Core:
                             error_type="server_error",
                         ),
                     )
-        while isinstance(item, Latency):
+        if isinstance(item, Latency):  # returned by a handler
             await asyncio.sleep(item.seconds)
-            item = self.scripts.take(route_name, route.generates)
+            item = None
         if isinstance(item, ErrorResponse):
             if item.body is not None:
                 return json_response(item.body, item.status, dict(fault_error(item).headers))

@@ -53,9 +53,12 @@ retry_after=2, headers={}, body=None)
 
 @dataclass(frozen=True, slots=True)
 class Latency(Fault):
-    """Wait ``seconds``, then answer the request normally.
+    """Wait ``seconds``, then answer the same request normally.
 
-    A client timeout shorter than this surfaces as the SDK's timeout error.
+    Unlike other items, a queued ``Latency`` does not use up a request: after the wait, the next
+    queued item (or the handler, or the default model) answers it, so
+    ``script(sel, Latency(1), Reply("slow"))`` is one slow reply. A client timeout shorter than
+    the wait surfaces as the SDK's timeout error.
     """
 
     seconds: float
