@@ -550,3 +550,13 @@ async def test_provider_options_pass_through_but_never_overwrite(
             "Hi", config=local_config, max_tokens=5, provider_options={"local": {"max_tokens": 9}}
         )
     assert emu.requests_for("local.chat") == []
+
+
+async def test_a_rate_limit_pauses_the_whole_session(emu: Emulator, local_config: Config) -> None:
+    emu.script("local", ErrorResponse(429, retry_after=0.05))
+    async with Session(local_config) as session:
+        result = await session.run_many([f"q{i}?" for i in range(6)])
+        assert result.status == "ok"
+        assert session._pacer.pause_s() == 0.0
+        # The 429 was seen and recorded for everyone, then the pause expired.
+        assert session._pacer._until > 0

@@ -150,3 +150,22 @@ async def test_scheduler_cancellation_cancels_workers() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_pacer_holds_every_call_for_a_rate_limit_pause() -> None:
+    from pollux import RateLimitError
+    from pollux._engine.retry import Pacer
+
+    fake = FakeTime()
+    pacer = Pacer(clock=fake.clock, sleep=fake.sleep)
+    await pacer.wait()
+    assert fake.sleeps == []
+    pacer.note(APIError("server error", retryable=True, retry_after_s=9.0))  # not a rate limit
+    pacer.note(RateLimitError("slow down", retryable=True))  # no Retry-After
+    assert pacer.pause_s() == 0.0
+    pacer.note(RateLimitError("slow down", retryable=True, retry_after_s=2.0))
+    fake.now += 0.5
+    assert pacer.pause_s() == 1.5
+    await pacer.wait()
+    await pacer.wait()  # the pause is over: the second caller does not wait again
+    assert fake.sleeps == [1.5]

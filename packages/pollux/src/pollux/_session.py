@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pollux._engine.execute import Runtime, collect_outputs, run_calls, stream_call
+from pollux._engine.retry import Pacer
 from pollux.config import Config
 from pollux.errors import ConfigurationError
 from pollux.interaction.environment import Environment
@@ -95,8 +96,9 @@ class Session:
 
     Reuse a Session for many calls: connections stay open (keep-alive), the provider's
     concurrency limiter is shared by every call (``Config.request_concurrency`` bounds the
-    calls in flight across all of them), and metadata such as OpenRouter's model catalog is
-    fetched once. The module-level functions (:func:`pollux.run`, ...) do the same behind the
+    calls in flight across all of them), a rate limit's ``Retry-After`` pauses every call of
+    the session rather than one, and metadata such as OpenRouter's model catalog is fetched
+    once. The module-level functions (:func:`pollux.run`, ...) do the same behind the
     scenes. Using a Session after it was closed raises ConfigurationError.
 
     Args:
@@ -117,6 +119,7 @@ class Session:
         self.config = config
         self._provider: Provider | None = None
         self._limiter: asyncio.Semaphore | None = None
+        self._pacer = Pacer()
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -155,7 +158,7 @@ class Session:
             self._provider = build_provider(self.config)
             self._limiter = asyncio.Semaphore(self.config.request_concurrency)
         assert self._limiter is not None
-        return Runtime(self._provider, self.config, self._limiter)
+        return Runtime(self._provider, self.config, self._limiter, self._pacer)
 
     # -- calls -------------------------------------------------------------------------------
 

@@ -10,34 +10,36 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pollux._engine.assemble import StreamAccumulator, assemble
 from pollux._engine.plan import plan_calls
-from pollux._engine.retry import raise_stamped, with_retries
+from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
 from pollux.errors import APIError, ToolCallParseError
 from pollux.interaction.events import Event
 from pollux.interaction.output import Output, error_output
+from pollux.providers.base import PreparedSources
 
 if TYPE_CHECKING:
     from pollux.config import Config
     from pollux.interaction.environment import Environment
     from pollux.interaction.input import Input
     from pollux.interaction.requirements import OutputRequirements
-    from pollux.providers.base import PreparedSources, Provider, ProviderRequest, StreamChunk
+    from pollux.providers.base import Provider, ProviderRequest, StreamChunk
 
 __all__ = ["Runtime", "close_async_iterator", "run_calls", "stream_call"]
 
 
 @dataclass(slots=True)
 class Runtime:
-    """What a Session lends the engine: the provider, its config and its shared limiter."""
+    """What a Session lends the engine: the provider, its config, its limiter and pacer."""
 
     provider: Provider
     config: Config
     limiter: asyncio.Semaphore
+    pacer: Pacer = field(default_factory=Pacer)
 
 
 async def close_async_iterator(iterator: object) -> None:
@@ -47,7 +49,12 @@ async def close_async_iterator(iterator: object) -> None:
         await aclose()
 
 
-async def _prepare(rt: Runtime, environment: Environment) -> PreparedSources:
+async def _prepare(
+    rt: Runtime, environment: Environment, requests: Sequence[ProviderRequest]
+) -> PreparedSources:
+    if not any(rt.provider.needs_sources(request) for request in requests):
+        # Every call continues provider-side state that already holds the sources: no upload.
+        return PreparedSources(sources=tuple(environment.sources))
     # Uploads are side effects: retried only when the provider flags the failure as retryable
     # (the default rule of the retry loop), never on bare exceptions.
     try:
@@ -75,7 +82,7 @@ async def run_calls(
     if not plan.requests:
         return []
     await provider.preflight(plan.requests[0])
-    prepared = await _prepare(rt, environment)
+    prepared = await _prepare(rt, environment, plan.requests)
     try:
         requests = [replace(request, sources=prepared) for request in plan.requests]
 
@@ -94,10 +101,17 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int) -> Output
         compiled = provider.compile(request)
         attempts = 0
 
+        pacer = rt.pacer
+
         async def attempt() -> Any:
             nonlocal attempts
             attempts += 1
-            return await provider.execute(compiled)
+            await pacer.wait()
+            try:
+                return await provider.execute(compiled)
+            except Exception as exc:
+                pacer.note(exc)
+                raise
 
         try:
             response = await with_retries(attempt, rt.config.retry)
@@ -129,17 +143,19 @@ def collect_outputs(results: Sequence[Output | Exception]) -> list[Output]:
 
 
 async def _open_stream(
-    provider: Provider, compiled: Any
+    provider: Provider, compiled: Any, pacer: Pacer
 ) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None]:
     # Pull the first chunk inside the retry loop: a stream that fails before producing anything
     # (429, 503, connection refused) is retried like any call; once a chunk is out, it is not.
+    await pacer.wait()
     iterator = provider.stream(compiled)
     try:
         first = await iterator.__anext__()
     except StopAsyncIteration:
         await close_async_iterator(iterator)
         return iterator, None
-    except BaseException:
+    except BaseException as exc:
+        pacer.note(exc)
         await close_async_iterator(iterator)
         raise
     return iterator, first
@@ -167,7 +183,7 @@ async def stream_call(
     provider = rt.provider
     plan = plan_calls(provider, rt.config, environment, [item], requirements, stream=True)
     await provider.preflight(plan.requests[0])
-    prepared = await _prepare(rt, environment)
+    prepared = await _prepare(rt, environment, plan.requests)
     try:
         request = replace(plan.requests[0], sources=prepared)
         compiled = provider.compile(request)
@@ -177,7 +193,7 @@ async def stream_call(
             start = time.perf_counter()
             try:
                 iterator, first = await with_retries(
-                    lambda: _open_stream(provider, compiled), rt.config.retry
+                    lambda: _open_stream(provider, compiled, rt.pacer), rt.config.retry
                 )
             except Exception as exc:
                 raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)

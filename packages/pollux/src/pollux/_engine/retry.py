@@ -13,14 +13,50 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
-from pollux.errors import APIError, InternalError, PolluxError
+from pollux.errors import APIError, InternalError, PolluxError, RateLimitError
 from pollux.retry import RetryPolicy
 
-__all__ = ["is_retryable", "raise_stamped", "stamp", "with_retries"]
+__all__ = ["Pacer", "is_retryable", "raise_stamped", "stamp", "with_retries"]
 
 T = TypeVar("T")
 
 _NEVER_RETRY = frozenset({"context_overflow", "auth_refreshable"})
+
+
+class Pacer:
+    """A cool-down shared by every call of one Session.
+
+    When the provider answers one call with 429 and a ``Retry-After``, the other calls in flight
+    would hit the same limit; the pacer holds every new attempt back until the pause the
+    provider asked for is over, instead of letting each task discover the limit on its own.
+    """
+
+    __slots__ = ("_clock", "_sleep", "_until")
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
+        self._until = 0.0
+
+    def note(self, exc: BaseException) -> None:
+        """Record a rate limit's requested pause (other errors are ignored)."""
+        if isinstance(exc, RateLimitError) and exc.retry_after_s:
+            self._until = max(self._until, self._clock() + exc.retry_after_s)
+
+    def pause_s(self) -> float:
+        """Seconds left in the current cool-down (0 when there is none)."""
+        return max(0.0, self._until - self._clock())
+
+    async def wait(self) -> None:
+        """Sleep out the current cool-down, if any."""
+        delay = self._until - self._clock()
+        if delay > 0:
+            await self._sleep(delay)
 
 
 def is_retryable(exc: BaseException) -> bool:
