@@ -195,8 +195,13 @@ class Emulator:
                 are in :attr:`errors`); raised once, after shutting down.
         """
         if self._thread is not None:
-            self._thread.stop()
-            self._thread = None
+            thread, self._thread = self._thread, None
+            try:
+                thread.stop()
+            except TimeoutError as exc:
+                raise EmulatorError(
+                    str(exc), hint="a handler installed with Emulator.on must return promptly"
+                ) from exc
         self._stop_process()
         self._origin = ""
         if self._core.errors:
@@ -329,7 +334,8 @@ class Emulator:
 
         ``selector`` is a wire (``"openai"``), a route group (``"openai.responses"``) or a route
         (``"local.chat.completions"``). Each item answers one request, in order: a :class:`Reply`
-        answers the next generation request, a :class:`Fault` the next request of any kind.
+        answers the next generation request, a :class:`Fault` the next request of any kind (a
+        :class:`Latency` delays the request that the following item answers).
 
         Example:
             >>> from pollux.testing import ErrorResponse, Reply

@@ -186,12 +186,17 @@ class ServerThread:
             asyncio.set_event_loop(None)
             loop.close()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
         """Stop the loop, close every connection and join the thread."""
         if self._thread is None:
             return
         if self._loop is not None and self._thread.is_alive():
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
+        self._thread.join(timeout)
+        stuck = self._thread.is_alive()
         self._thread = None
+        if stuck:
+            raise TimeoutError(
+                f"the emulator thread did not stop within {timeout} s (a handler is blocking it)"
+            )
