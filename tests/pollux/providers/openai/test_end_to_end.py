@@ -213,6 +213,14 @@ async def test_tool_loop_with_continuation(emu: Emulator, config: Config, pdf: P
             env, Input(continuation=first.continuation, tool_results=results)
         )
     assert second.text == "Paris is sunny; Atlantis is unknown."
+    # The PDF was uploaded for the first turn only (and deleted after it); the continuation turn
+    # neither uploads nor sends it.
+    assert routes(emu) == [
+        "openai.files.create",
+        "openai.responses.create",
+        "openai.files.delete",
+        "openai.responses.create",
+    ]
     one, two = bodies(emu)
     assert one["tools"][0]["name"] == "get_weather" and one["tools"][0]["strict"] is True
     assert two["previous_response_id"] == first.diagnostics.raw["response"]["response_id"]

@@ -293,3 +293,21 @@ def test_store_false_responses_cannot_be_continued() -> None:
     with pytest.raises(ConfigurationError, match="store=False") as info:
         provider.validate(request_for(continuation=continuation))
     assert "history" in (info.value.hint or "")
+
+
+def test_continuation_turns_need_no_sources() -> None:
+    provider = OpenAIProvider(CONFIG)
+    assert provider.needs_sources(request_for()) is True
+    continuation = Continuation._create(
+        provider="openai", model=None, state={"response_id": "resp_1"}
+    )
+    assert (
+        provider.needs_sources(
+            request_for(
+                None,
+                continuation=continuation,
+                tool_results=(ToolResult(call_id="c", content="x"),),
+            )
+        )
+        is False
+    )

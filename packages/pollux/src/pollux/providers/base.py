@@ -12,6 +12,8 @@ only through the :class:`Provider` protocol below, in this order for every inter
 3. ``prepare_sources(sources)``: once per call (once for a whole ``run_many`` fan-out), turn the
    environment's sources into provider wire parts, uploading when needed. Whatever it uploads is
    listed in :attr:`PreparedSources.owned` and released by ``release_sources`` in a ``finally``.
+   Skipped when ``needs_sources(request)`` is False for every call (a continuation whose provider
+   keeps the earlier input server-side, so the sources are not sent again).
 4. ``compile(request)``: build the wire payload once; retries reuse it.
 5. ``execute(compiled)`` (request plus response extraction) or ``stream(compiled)`` (an async
    iterator of :class:`StreamChunk`). Both raise :class:`~pollux.errors.APIError` (or a subclass)
@@ -252,6 +254,10 @@ class Provider(Protocol):
         """Checks that may read provider metadata (cached); no side effects, no uploads."""
         ...
 
+    def needs_sources(self, request: ProviderRequest) -> bool:
+        """Whether this call sends the environment's sources (no I/O)."""
+        ...
+
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Turn sources into wire parts once per call; list owned uploads for release."""
         ...
@@ -306,6 +312,10 @@ class ProviderBase:
 
     async def preflight(self, request: ProviderRequest) -> None:
         """No pre-flight by default."""
+
+    def needs_sources(self, request: ProviderRequest) -> bool:
+        """Every call sends the sources by default."""
+        return True
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Keep the sources as they are; the provider compiles them itself."""

@@ -142,6 +142,10 @@ class OpenAIProvider(ProviderBase):
 
     # ----------------------------------------------------------------- sources
 
+    def needs_sources(self, request: ProviderRequest) -> bool:
+        """A continuation turn sends no sources: OpenAI keeps them with the previous response."""
+        return _response_id(request.continuation_state) is None
+
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Inline text, upload files (Files API, ``purpose="user_data"``), link URLs."""
         prepared = await prepare_parts(
