@@ -560,3 +560,24 @@ async def test_a_rate_limit_pauses_the_whole_session(emu: Emulator, local_config
         assert session._pacer.pause_s() == 0.0
         # The 429 was seen and recorded for everyone, then the pause expired.
         assert session._pacer._until > 0
+
+
+async def test_plain_chat_continues_without_tools(emu: Emulator, local_config: Config) -> None:
+    env = Environment(instructions="Be brief.", sources=[Source.from_text("DOC")])
+    emu.script("local", Reply("Paris."), Reply("About 2 million."))
+    first = await pollux.interact(env, Input("Capital of France?"), config=local_config)
+    assert first.continuation is not None
+    second = await pollux.interact(
+        env, Input("Population?", continuation=first.continuation), config=local_config
+    )
+    assert second.text == "About 2 million."
+    messages = _chat_bodies(emu)[-1]["messages"]
+    assert isinstance(messages, list)
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("system", "Be brief."),
+        ("user", "DOC\n\nCapital of France?"),
+        ("assistant", "Paris."),
+        ("user", "Population?"),
+    ]
+    fan_out = await pollux.run_many(["a", "b"], config=local_config)
+    assert all(output.continuation is None for output in fan_out.outputs)

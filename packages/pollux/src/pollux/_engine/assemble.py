@@ -69,12 +69,24 @@ def assemble(
     model: str | None,
     duration_s: float,
     attempts: int = 1,
+    continuable: bool = False,
 ) -> Output:
-    """Build the Output for one completed exchange."""
+    """Build the Output for one completed exchange.
+
+    A continuation is attached when the model asked for tools, when the turn continued a
+    conversation, or when ``continuable`` (a single interaction on a provider with
+    conversation support, so a plain chat can go on). Fan-out outputs skip it otherwise:
+    nobody continues 300 parallel answers, and the transcript copy is not free.
+    """
     structured, structured_error = parse_structured(request, response)
     item = request.input
     continuation = None
-    if response.tool_calls or item.continuation is not None or item.history is not None:
+    if (
+        continuable
+        or response.tool_calls
+        or item.continuation is not None
+        or item.history is not None
+    ):
         continuation = Continuation._create(
             provider=provider.name,
             model=model,

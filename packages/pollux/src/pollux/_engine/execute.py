@@ -86,15 +86,17 @@ async def run_calls(
     try:
         requests = [replace(request, sources=prepared) for request in plan.requests]
 
+        continuable = len(requests) == 1 and plan.capabilities.conversation
+
         async def call(index: int) -> Output:
-            return await _call_one(rt, requests[index], index)
+            return await _call_one(rt, requests[index], index, continuable)
 
         return await run_bounded(len(requests), call, concurrency=config.request_concurrency)
     finally:
         await provider.release_sources(prepared)
 
 
-async def _call_one(rt: Runtime, request: ProviderRequest, index: int) -> Output:
+async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuable: bool) -> Output:
     provider = rt.provider
     async with rt.limiter:
         start = time.perf_counter()
@@ -124,6 +126,7 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int) -> Output
             model=rt.config.model,
             duration_s=time.perf_counter() - start,
             attempts=attempts,
+            continuable=continuable,
         )
 
 
@@ -225,7 +228,14 @@ async def stream_call(
             yield Event(type="tool_call", tool_call=call)
         if response.finish_reason is not None:
             yield Event(type="finish", finish_reason=response.finish_reason)
-        output = assemble(provider, request, response, model=rt.config.model, duration_s=duration)
+        output = assemble(
+            provider,
+            request,
+            response,
+            model=rt.config.model,
+            duration_s=duration,
+            continuable=plan.capabilities.conversation,
+        )
         yield Event(type="done", output=output)
     finally:
         await provider.release_sources(prepared)
