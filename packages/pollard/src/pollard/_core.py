@@ -682,7 +682,9 @@ class RunState:
                 return (yield from self._serve(found, on_delta))
             if rt.mode == "replay":
                 yield from self._replay_miss(node)
-        node = yield from self._fresh(node)
+            # Hybrid: the id may exist without a result (a dry-run twin); record mode needs no
+            # probe, because commit refuses an existing id and the next attempt is used.
+            node = yield from self._fresh(node)
         canonical = node.canonical_payload or b""
         # Precheck and reserve: one atomic store call applies the ledger rule to every scope.
         short = self._depth_shortfall()

@@ -17,10 +17,11 @@ Windows use the same rule with ``settled`` = the sum of events inside the slidin
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "Admission",
@@ -78,10 +79,19 @@ def decimal_text(value: Decimal) -> str:
     return text
 
 
+_second_cache: list[Any] = [-1, ""]
+
+
 def utc_now_iso() -> str:
     """Return the current UTC time as ISO 8601 with microseconds and a ``Z`` suffix."""
-    now = _dt.datetime.now(_dt.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    now = time.time()
+    second = int(now)
+    cache = _second_cache
+    if cache[0] != second:  # formatting the date part once per second keeps this cheap
+        stamp = _dt.datetime.fromtimestamp(second, _dt.timezone.utc)
+        cache[1] = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+        cache[0] = second
+    return f"{cache[1]}.{int((now - second) * 1_000_000):06d}Z"
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ def _default_meters(meters: Iterable[Any] | None) -> list[Any]:
     return chosen
 
 
-def _open_store(store: Store | str | os.PathLike[str] | None) -> tuple[Store, bool]:
+def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tuple[Store, bool]:
     if store is None:
         from .stores.memory import MemoryStore
 
@@ -78,7 +78,8 @@ def _open_store(store: Store | str | os.PathLike[str] | None) -> tuple[Store, bo
     if isinstance(store, (str, os.PathLike)):
         from .stores.sqlite import SQLiteStore
 
-        return SQLiteStore(store), True
+        # Replay never writes, so a path is opened read-only for it.
+        return SQLiteStore(store, read_only=mode == "replay"), True
     for method in ("put", "get", "commit", "reserve", "totals"):
         if not callable(getattr(store, method, None)):
             raise TypeError(
@@ -107,7 +108,7 @@ class _RuntimeBase:
             raise TypeError("on_node must be callable")
         chosen_meters = _default_meters(meters)
         mode_value = _mode(mode)
-        opened, owned = _open_store(store)
+        opened, owned = _open_store(store, mode_value)
         self._owned = owned
         self._core = RuntimeCore(
             opened,

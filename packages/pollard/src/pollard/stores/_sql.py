@@ -187,9 +187,9 @@ class SqlStore:
             "get": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
             f"interned FROM {t['nodes']} WHERE id = {q}",
             "exists": f"SELECT 1 FROM {t['nodes']} WHERE id = {q}",
+            "pair": f"SELECT id FROM {t['nodes']} WHERE id IN ({q}, {q})",
             "children": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
             f"interned FROM {t['nodes']} WHERE parent = {q}",
-            "child_keys": f"SELECT kind, id FROM {t['nodes']} WHERE parent = {q}",
             "roots": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
             f"interned FROM {t['nodes']} WHERE parent IS NULL",
             "insert": f"INSERT INTO {t['nodes']} (id, parent, kind, attempt, payload, result, "
@@ -438,27 +438,18 @@ class SqlStore:
 
     def walk(self, root_id: str) -> Iterator[Node]:
         """Iterative preorder over the subtree at ``root_id`` (KeyError if missing)."""
-        first = self.get(root_id)
-        stack: list[str] = []
-        yield first
-        stack.extend(self._child_ids(root_id))
-        while stack:
-            current = stack.pop()
-            node = self.find(current)
-            if node is None:
-                continue
-            yield node
-            stack.extend(self._child_ids(current))
-
-    def _child_ids(self, node_id: str) -> list[str]:
+        stack = [self.get(root_id)]
         cur = self._connection().cursor()
         try:
-            cur.execute(self._sql["child_keys"], (bytes.fromhex(node_id),))
-            keys = [(_CODE_KIND[kind].value, bytes(cid).hex()) for kind, cid in cur.fetchall()]
+            while stack:
+                node = stack.pop()
+                yield node
+                cur.execute(self._sql["children"], (bytes.fromhex(node.id),))
+                kids = [self._row_node(row, cur) for row in cur.fetchall()]
+                kids.sort(key=lambda n: (n.kind.value, n.id), reverse=True)
+                stack.extend(kids)
         finally:
             cur.close()
-        keys.sort(reverse=True)
-        return [cid for _, cid in keys]
 
     def roots(self) -> list[Node]:
         """Root nodes sorted by (run label, id)."""
@@ -596,10 +587,14 @@ class SqlStore:
     ) -> bool:
         """Insert a node and settle its charges in one transaction; False if the id exists."""
         check_new_node(node)
+        key = bytes.fromhex(node.id)
+        parent = None if node.parent is None else bytes.fromhex(node.parent)
         with self._transaction() as cur:
-            if self._exists(cur, node.id):
+            cur.execute(self._sql["pair"], (key, parent))
+            found = {bytes(row[0]) for row in cur.fetchall()}
+            if key in found:
                 return False
-            if node.parent is not None and not self._exists(cur, node.parent):
+            if parent is not None and parent not in found:
                 raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
             cur.execute(self._sql["insert"], self._encode(node, cur))
             if charges:
