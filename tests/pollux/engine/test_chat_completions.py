@@ -374,6 +374,7 @@ async def test_partial_results_keep_the_other_answers(emu: Emulator) -> None:
     assert result.answers == ["one", "", "three"]
     failed = result.outputs[1]
     assert failed.metrics.completion_status == "error"
+    assert failed.metrics.duration_s > 0
     error = failed.diagnostics.error
     assert error is not None
     assert (error["status_code"], error["call_idx"], error["type"]) == (500, 1, "APIError")

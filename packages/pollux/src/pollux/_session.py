@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pollux._engine.execute import Runtime, collect_outputs, run_calls, stream_call
+from pollux._engine.execute import Failure, Runtime, collect_outputs, run_calls, stream_call
 from pollux._engine.retry import Pacer
 from pollux.config import Config
 from pollux.errors import ConfigurationError
@@ -225,8 +225,8 @@ class Session:
         results = await run_calls(rt, env, inputs, requirements)
         if raise_errors:
             for result in results:
-                if isinstance(result, Exception):
-                    raise result
+                if isinstance(result, Failure):
+                    raise result.error
         return collect_outputs(results)
 
     async def interact(
@@ -259,8 +259,8 @@ class Session:
             provider_options=provider_options,
         )
         (result,) = await run_calls(rt, env, [input], requirements)
-        if isinstance(result, Exception):
-            raise result
+        if isinstance(result, Failure):
+            raise result.error
         return result
 
     def stream(

@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from pollux.interaction.requirements import OutputRequirements
     from pollux.providers.base import Provider, ProviderRequest, StreamChunk
 
-__all__ = ["Runtime", "close_async_iterator", "run_calls", "stream_call"]
+__all__ = [
+    "Failure",
+    "Runtime",
+    "close_async_iterator",
+    "collect_outputs",
+    "run_calls",
+    "stream_call",
+]
 
 
 @dataclass(slots=True)
@@ -47,6 +54,14 @@ async def close_async_iterator(iterator: object) -> None:
     aclose = getattr(iterator, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A call that failed after its retries: the error, and how long the call ran."""
+
+    error: Exception
+    duration_s: float
 
 
 async def _prepare(
@@ -70,8 +85,8 @@ async def run_calls(
     environment: Environment,
     inputs: Sequence[Input],
     requirements: OutputRequirements,
-) -> list[Output | Exception]:
-    """Run every input; return an Output or the (attributed) exception per input, in order.
+) -> list[Output | Failure]:
+    """Run every input; return an Output or a Failure (attributed error) per input, in order.
 
     Configuration errors are raised before any I/O. API failures of single calls come back in
     their slot, so the caller can keep the other answers.
@@ -88,10 +103,15 @@ async def run_calls(
 
         continuable = len(requests) == 1 and plan.capabilities.conversation
 
-        async def call(index: int) -> Output:
-            return await _call_one(rt, requests[index], index, continuable)
+        async def call(index: int) -> Output | Failure:
+            start = time.perf_counter()
+            try:
+                return await _call_one(rt, requests[index], index, continuable)
+            except Exception as exc:
+                return Failure(exc, time.perf_counter() - start)
 
-        return await run_bounded(len(requests), call, concurrency=config.request_concurrency)
+        results = await run_bounded(len(requests), call, concurrency=config.request_concurrency)
+        return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
     finally:
         await provider.release_sources(prepared)
 
@@ -130,17 +150,21 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuab
         )
 
 
-def collect_outputs(results: Sequence[Output | Exception]) -> list[Output]:
+def collect_outputs(results: Sequence[Output | Failure]) -> list[Output]:
     """Partial results: failures of single calls become error Outputs; anything else raises.
 
     A provider failure (APIError) or a model's malformed tool-call JSON (ToolCallParseError)
     belongs to one prompt; a bug (InternalError) or a configuration mistake belongs to all.
     """
     for result in results:
-        if isinstance(result, Exception) and not isinstance(result, (APIError, ToolCallParseError)):
-            raise result
+        if isinstance(result, Failure) and not isinstance(
+            result.error, (APIError, ToolCallParseError)
+        ):
+            raise result.error
     return [
-        error_output(result, duration_s=0.0) if isinstance(result, Exception) else result
+        error_output(result.error, duration_s=result.duration_s)
+        if isinstance(result, Failure)
+        else result
         for result in results
     ]
 
