@@ -582,3 +582,30 @@ async def test_plain_chat_continues_without_tools(emu: Emulator, local_config: C
     ]
     fan_out = await pollux.run_many(["a", "b"], config=local_config)
     assert all(output.continuation is None for output in fan_out.outputs)
+
+
+async def test_portable_history_is_replayed(emu: Emulator, local_config: Config) -> None:
+    from pollux import Message
+    from pollux import ToolCall as PolluxToolCall
+
+    call = PolluxToolCall.from_text(
+        id="call_1", name="get_weather", arguments_text='{"city":"Rome"}'
+    )
+    history = [
+        Message(role="user", content="Weather in Rome?"),
+        Message(role="assistant", tool_calls=[call]),
+        Message(role="tool", content="rainy", tool_call_id="call_1"),
+        Message(role="assistant", content="It is rainy."),
+    ]
+    env = Environment(sources=[Source.from_text("DOC")], tools=[WEATHER])
+    out = await pollux.interact(env, Input("And tomorrow?", history=history), config=local_config)
+    assert out.continuation is not None
+    messages = _chat_bodies(emu)[-1]["messages"]
+    assert isinstance(messages, list)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert messages[0]["content"] == "DOC\n\nWeather in Rome?"
+    assert messages[1]["tool_calls"][0]["function"] == {
+        "name": "get_weather",
+        "arguments": '{"city":"Rome"}',
+    }
+    assert messages[2] == {"role": "tool", "content": "rainy", "tool_call_id": "call_1"}
