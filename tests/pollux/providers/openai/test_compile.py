@@ -332,3 +332,32 @@ def test_provider_options_extend_the_objects_pollux_builds() -> None:
             output_schema={"type": "object", "properties": {}},
             provider_options={"text": {"format": {"type": "text"}}},
         )
+
+
+def test_hosted_tools_join_the_function_tools() -> None:
+    kwargs = compile_request(
+        model="m",
+        instructions=None,
+        source_parts=(),
+        content="x",
+        tools=(WEATHER,),
+        provider_options={"tools": [{"type": "web_search"}]},
+    )
+    assert [t.get("name", t["type"]) for t in kwargs["tools"]] == ["get_weather", "web_search"]
+    alone = compile_request(
+        model="m",
+        instructions=None,
+        source_parts=(),
+        content="x",
+        provider_options={"tools": [{"type": "web_search"}]},
+    )
+    assert alone["tools"] == [{"type": "web_search"}]
+    with pytest.raises(ConfigurationError, match="tools"):
+        compile_request(
+            model="m",
+            instructions=None,
+            source_parts=(),
+            content="x",
+            tools=(WEATHER,),
+            provider_options={"tools": {"type": "web_search"}},
+        )

@@ -216,7 +216,10 @@ def validate_options(
 
 # Keys pollux always owns; provider_options may add others, and may extend the objects pollux
 # builds (``text``, ``reasoning``) with keys pollux does not set.
-_RESERVED_KEYS = ("model", "input", "instructions", "stream", "previous_response_id", "tools")
+_RESERVED_KEYS = ("model", "input", "instructions", "stream", "previous_response_id")
+# Lists that provider_options extend instead of replacing: hosted tools (web_search, ...) join
+# the declared function tools; extra ``include`` values join any pollux sets.
+_EXTENDABLE_LISTS = frozenset({"tools", "include"})
 
 
 def compile_request(
@@ -331,7 +334,8 @@ def _merge_options(target: dict[str, Any], extra: Mapping[str, Any], *, prefix: 
 
     Objects merge key by key, so ``{"text": {"verbosity": "low"}}`` combines with the
     ``text.format`` pollux builds, and ``{"reasoning": {"summary": "detailed"}}`` with the
-    effort; a key set on both sides is a collision.
+    effort; ``tools`` and ``include`` lists are extended (hosted tools join the function tools);
+    any other key set on both sides is a collision.
     """
     collisions: list[str] = []
     for key, value in extra.items():
@@ -341,6 +345,11 @@ def _merge_options(target: dict[str, Any], extra: Mapping[str, Any], *, prefix: 
             target[key] = copy.deepcopy(value)
         elif isinstance(current, dict) and isinstance(value, Mapping):
             collisions.extend(_merge_options(current, value, prefix=f"{path}."))
+        elif not prefix and key in _EXTENDABLE_LISTS and isinstance(current, list):
+            if not isinstance(value, list):
+                collisions.append(path)
+            else:
+                current.extend(copy.deepcopy(value))
         else:
             collisions.append(path)
     return collisions
