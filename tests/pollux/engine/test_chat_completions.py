@@ -609,3 +609,14 @@ async def test_portable_history_is_replayed(emu: Emulator, local_config: Config)
         "arguments": '{"city":"Rome"}',
     }
     assert messages[2] == {"role": "tool", "content": "rainy", "tool_call_id": "call_1"}
+
+
+def test_errors_embedded_in_a_200_body_use_their_code() -> None:
+    from pollux.providers.local import LocalProvider
+    from pollux.providers.openai_compat.provider import _embedded_status
+
+    provider = LocalProvider(Config(provider="local", base_url="http://127.0.0.1:9/v1"))
+    body = {"error": {"code": 429, "message": "Rate limit exceeded upstream"}}
+    error = provider._status_error(_embedded_status(body, 200), body, None, "generate")
+    assert isinstance(error, RateLimitError) and error.retryable is True
+    assert _embedded_status({"error": {"code": "server_error"}}, None) is None

@@ -174,7 +174,8 @@ class ChatCompletionsProvider(ProviderBase):
                 retryable=False,
             ) from exc
         if isinstance(data, Mapping) and "error" in data and "choices" not in data:
-            raise self._status_error(response.status, data, response.headers, "generate")
+            status = _embedded_status(data, response.status)
+            raise self._status_error(status, data, response.headers, "generate")
         return response_from(data)
 
     async def stream(self, compiled: CompiledChat) -> AsyncIterator[StreamChunk]:
@@ -200,7 +201,8 @@ class ChatCompletionsProvider(ProviderBase):
                         if not isinstance(event, dict):
                             continue
                         if "error" in event and not event.get("choices"):
-                            raise self._status_error(None, event, None, "stream")
+                            status = _embedded_status(event, None)
+                            raise self._status_error(status, event, None, "stream")
                         chunk = chunk_from(event)
                         if chunk.finish_reason is not None:
                             finished = True
@@ -267,3 +269,13 @@ class ChatCompletionsProvider(ProviderBase):
         return api_error(
             provider=self.name, phase=phase, status_code=status, message=message, headers=headers
         )
+
+
+def _embedded_status(body: Mapping[str, Any], default: int | None) -> int | None:
+    # OpenRouter (and some proxies) report upstream failures inside a 200 body or an SSE event
+    # as {"error": {"code": 429, ...}}; the code is the status that decides retries.
+    error = body.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        return code
+    return default
