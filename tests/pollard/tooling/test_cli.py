@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -410,25 +412,49 @@ def test_usage_and_input_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert one_error_line(pollard("runs", not_db)).startswith("pollard: ")
 
 
+PG_DSN = "postgresql://alice:hunter2@127.0.0.1:1/pollard"
+
+
 @pytest.mark.parametrize(
-    "spec",
-    ["postgresql://alice:hunter2@127.0.0.1:1/pollard#team", "pg-env:POLLARD_CLI_TEST_DSN#team"],
+    "args",
+    [
+        ("runs", PG_DSN + "#team"),
+        ("runs", "@"),
+        ("show", "@", "triage"),
+        ("report", "@", "triage"),
+        ("verify", "@"),
+        ("seal", "@", "triage"),
+        ("merge", "{tmp}/dest.db", "@"),
+        ("merge", "@", "{tmp}/missing.db"),
+        ("gc", "@", "compact"),
+        ("export", "@", "triage", "{tmp}/out.json"),
+    ],
 )
-@pytest.mark.parametrize(
-    "command", [("runs",), ("verify",), ("merge", "{tmp}/dest.db"), ("gc", "@", "compact")]
-)
-def test_postgres_specs_are_accepted_and_never_print_the_dsn(
-    spec: str, command: tuple[str, ...], tmp_path: Path
+def test_every_command_takes_postgres_specs_and_never_prints_the_dsn(
+    args: tuple[str, ...], tmp_path: Path
 ) -> None:
-    args = [part.format(tmp=tmp_path) for part in command]
-    if args[0] == "merge":
-        args.append(spec)
-    elif "@" in args:
-        args[args.index("@")] = spec
-    else:
-        args.append(spec)
-    env = {"POLLARD_CLI_TEST_DSN": "postgresql://alice:hunter2@127.0.0.1:1/pollard"}
-    line = one_error_line(pollard(*args, env=env))
+    argv = [
+        arg.replace("@", "pg-env:POLLARD_CLI_TEST_DSN#team").format(tmp=tmp_path) for arg in args
+    ]
+    line = one_error_line(pollard(*argv, env={"POLLARD_CLI_TEST_DSN": PG_DSN}))
     assert "hunter2" not in line and "alice" not in line
-    if importlib.util.find_spec("pollard.stores.postgres") is None:
+    if importlib.util.find_spec("pollard.stores.postgres") is None and "missing.db" not in argv[-1]:
         assert line == "pollard: the PostgreSQL store is not available yet"
+
+
+def test_import_takes_a_postgres_target(sample_db: tuple[Path, Sample], tmp_path: Path) -> None:
+    path, _ = sample_db
+    exported = tmp_path / "run.json"
+    assert pollard("export", path, "triage", exported).code == 0
+    line = one_error_line(
+        pollard("import", exported, PG_DSN + "#team", env={"POLLARD_CLI_TEST_DSN": PG_DSN})
+    )
+    assert "hunter2" not in line
+
+
+def test_the_console_script_is_installed() -> None:
+    script = Path(sys.executable).with_name("pollard")
+    if not script.exists():
+        pytest.skip("no console script next to this interpreter")
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("pollard ")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -112,3 +116,22 @@ def test_an_unknown_ini_mode_is_a_usage_error(agent: pytest.Pytester) -> None:
 def test_the_option_is_validated_by_argparse(agent: pytest.Pytester) -> None:
     result = run(agent, "--pollard-mode=sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_the_plugin_is_cheap_to_import() -> None:
+    # It is loaded by every pytest session in an environment with pollard installed.
+    code = (
+        "import sys, json, pytest\n"
+        "before = set(sys.modules)\n"
+        "import pollard.pytest_plugin\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    assert "sqlite3" not in loaded
+    assert {name for name in loaded if name.startswith("pollard")} <= {
+        "pollard",
+        "pollard._version",
+        "pollard.errors",
+        "pollard.pytest_plugin",
+    }
