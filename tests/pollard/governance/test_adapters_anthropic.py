@@ -9,8 +9,10 @@ import anthropic
 import httpx2 as httpx  # this anthropic SDK generation ships its own httpx fork
 import pytest
 
+from pollard import Budget, Runtime
 from pollard.adapters.anthropic import make_async_messages_fn, make_messages_fn
-from pollard.errors import PollardError
+from pollard.errors import BudgetExceeded, PollardError
+from pollard.meters import StepMeter, TokenMeter
 
 from .test_adapters_openai import sse
 
@@ -184,3 +186,25 @@ async def test_async_messages_plain_and_streaming() -> None:
         fn = make_async_messages_fn(c, stream=True, model="m", max_tokens=5)
         chunks = [ch async for ch in fn({"messages": []})]
     assert chunks[-1]["result"]["text"] == "Checking now."
+
+
+def test_the_messages_fn_as_estimator_refuses_before_the_call() -> None:
+    recorder = Routes(MESSAGE)
+    with client(recorder) as c:
+        fn = make_messages_fn(c, model="claude-sonnet-4-6", max_tokens=64)
+        meter = TokenMeter(fn, reserved_output_tokens=64)  # count_tokens answers 321
+        runtime = Runtime(meters=[StepMeter(), meter])
+        with runtime, runtime.run("estimate", budget=Budget(tokens=300)) as run:
+            with pytest.raises(BudgetExceeded) as info:
+                run.model_call({"messages": [{"role": "user", "content": "hi"}]}, fn=fn)
+            refusal = run.store.get(info.value.refusal_id)
+    assert refusal.payload["estimated"] == "true"
+    assert refusal.payload["requested"] == "385"
+    assert recorder.requests == [  # counted, never sent
+        {
+            "count_tokens": {
+                "model": "claude-sonnet-4-6",
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        }
+    ]
