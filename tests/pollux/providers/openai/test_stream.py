@@ -218,3 +218,19 @@ def test_unknown_events_are_ignored() -> None:
         }
     )
     assert mapper.feed(event) is None
+
+
+def test_terminal_event_fills_in_what_the_deltas_missed() -> None:
+    seq = _Seq()
+    final = w.response_dict(
+        [
+            w.reasoning("Quietly."),
+            w.message("Full answer"),
+            w.function_call("call_z", "f", '{"k": 1}', item_id="fc_9"),
+        ],
+        response_id="resp_q",
+    )
+    # A server that sends a partial text delta and then only the terminal event.
+    chunks = run([_text(seq, "Full ", 1), _terminal(seq, "response.completed", final)])
+    assert assemble(chunks) == expected(extract_response(final))
+    assert chunks[-1].text == "answer"

@@ -16,7 +16,9 @@ Event map:
 - ``response.output_item.added`` (function_call) -> tool-call delta with ``id`` and ``name``
 - ``response.function_call_arguments.delta`` -> tool-call delta with argument text
 - ``response.output_item.done`` (function_call) -> any argument text the deltas missed
-- ``response.completed`` / ``response.incomplete`` -> usage, finish reason, artifacts
+- ``response.completed`` / ``response.incomplete`` -> usage, finish reason, artifacts, and any
+  text, reasoning or tool call the deltas missed (so a server that skips deltas still assembles
+  to the one-shot result)
 - ``response.failed`` / ``error`` -> raise :class:`APIError`
 - a stream that ends before a terminal event -> raise :class:`APIError` (retryable, ``stream_cut``)
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from pollux.errors import APIError
-from pollux.interaction.tools import ToolCallDelta
+from pollux.interaction.tools import ToolCall, ToolCallDelta
 from pollux.providers.base import StreamChunk
 
 from .errors import PROVIDER, stream_error
@@ -46,13 +48,18 @@ class ResponsesStreamMapper:
         self._reasoning_started = False
         # output_index -> (slot index among calls, arguments seen so far)
         self._calls: dict[int, list[Any]] = {}
+        self._text: list[str] = []
+        self._reasoning_text: list[str] = []
 
     def feed(self, event: Any) -> StreamChunk | None:
         """Translate one SDK event (or its JSON dict); ``None`` when it carries nothing."""
         kind = field(event, "type")
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             delta = field(event, "delta", "") or ""
-            return StreamChunk(text=delta) if delta else None
+            if not delta:
+                return None
+            self._text.append(delta)
+            return StreamChunk(text=delta)
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return self._reasoning(event, kind)
         if kind == "response.output_item.added":
@@ -106,6 +113,7 @@ class ResponsesStreamMapper:
                 prefix = REASONING_SEPARATOR
             self._reasoning_part = part
             self._reasoning_started = True
+        self._reasoning_text.append(prefix + delta)
         return StreamChunk(reasoning=prefix + delta)
 
     def _call_added(self, event: Any) -> StreamChunk | None:
@@ -154,12 +162,41 @@ class ResponsesStreamMapper:
     def _terminal(self, response: Any) -> StreamChunk:
         self.done = True
         final = extract_response(response)
+        # Reconcile with the final response: whatever it holds beyond what the deltas carried
+        # (a server that skips some delta events) is sent now, so the assembled stream still
+        # equals the one-shot extraction.
         return StreamChunk(
+            text=_remainder(final.text, "".join(self._text)),
+            reasoning=_remainder(final.reasoning or "", "".join(self._reasoning_text)),
+            tool_call_deltas=self._missing_calls(final.tool_calls),
             usage=final.usage,
             finish_reason=final.finish_reason,
             response_id=final.response_id or self.response_id,
             artifacts=final.artifacts,
         )
+
+    def _missing_calls(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCallDelta, ...]:
+        seen = {state[0]: state[1] for state in self._calls.values()}
+        deltas: list[ToolCallDelta] = []
+        for index, call in enumerate(calls):
+            if index not in seen:
+                deltas.append(
+                    ToolCallDelta(
+                        index=index, id=call.id, name=call.name, arguments=call.arguments_text
+                    )
+                )
+            else:
+                rest = _remainder(call.arguments_text, seen[index])
+                if rest:
+                    deltas.append(ToolCallDelta(index=index, arguments=rest))
+        return tuple(deltas)
+
+
+def _remainder(final: str, streamed: str) -> str:
+    """The tail of ``final`` that ``streamed`` lacks ('' when they differ otherwise)."""
+    if len(final) > len(streamed) and final.startswith(streamed):
+        return final[len(streamed) :]
+    return ""
 
 
 __all__ = ["ResponsesStreamMapper"]
