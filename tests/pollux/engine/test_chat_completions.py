@@ -620,3 +620,12 @@ def test_errors_embedded_in_a_200_body_use_their_code() -> None:
     error = provider._status_error(_embedded_status(body, 200), body, None, "generate")
     assert isinstance(error, RateLimitError) and error.retryable is True
     assert _embedded_status({"error": {"code": "server_error"}}, None) is None
+
+
+async def test_openrouter_catalog_read_is_retried(openrouter: tuple[Emulator, Config]) -> None:
+    emu, config = openrouter
+    emu.script("openrouter.models", ErrorResponse(503))
+    out = await pollux.run("Hi", config=config)
+    assert out.text
+    catalogs = [r for r in emu.requests if r.path.endswith("/models")]
+    assert len(catalogs) == 2

@@ -64,6 +64,14 @@ class Failure:
     duration_s: float
 
 
+async def _preflight(rt: Runtime, request: ProviderRequest) -> None:
+    # Metadata reads (the OpenRouter catalog) have no side effect, so they retry like calls.
+    try:
+        await with_retries(lambda: rt.provider.preflight(request), rt.config.retry)
+    except Exception as exc:
+        raise_stamped(exc, provider=rt.provider.name, phase="metadata", call_idx=None)
+
+
 async def _prepare(
     rt: Runtime, environment: Environment, requests: Sequence[ProviderRequest]
 ) -> PreparedSources:
@@ -96,7 +104,7 @@ async def run_calls(
     plan = plan_calls(provider, config, environment, inputs, requirements)
     if not plan.requests:
         return []
-    await provider.preflight(plan.requests[0])
+    await _preflight(rt, plan.requests[0])
     prepared = await _prepare(rt, environment, plan.requests)
     try:
         requests = [replace(request, sources=prepared) for request in plan.requests]
@@ -209,7 +217,7 @@ async def stream_call(
     """Stream one interaction: start, deltas, tool calls, finish, then done (or raise)."""
     provider = rt.provider
     plan = plan_calls(provider, rt.config, environment, [item], requirements, stream=True)
-    await provider.preflight(plan.requests[0])
+    await _preflight(rt, plan.requests[0])
     prepared = await _prepare(rt, environment, plan.requests)
     try:
         request = replace(plan.requests[0], sources=prepared)
