@@ -143,6 +143,9 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
         add_into(avoided, row.avoided)
     spent = dict(sorted(spent.items()))
     avoided = dict(sorted(avoided.items()))
+    # The store's running totals for this scope (what budgets are checked against); they keep
+    # the spend of nodes gc dropped and of dispatches settled without a node of their own.
+    ledger = dict(sorted(store.totals(root_id).items()))
     if args.json:
         _json(
             {
@@ -152,6 +155,7 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
                 "pruned": pruned,
                 "spent": decimal_map_json(spent),
                 "avoided": decimal_map_json(avoided),
+                "ledger": decimal_map_json(ledger),
             }
         )
     else:
@@ -159,6 +163,7 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
         _out(f"nodes     {count} ({refusals} refused, {pruned} pruned)")
         _out(f"spent     {amounts(spent) or 'nothing'}")
         _out(f"avoided   {amounts(avoided) or 'nothing'}")
+        _out(f"ledger    {amounts(ledger) or 'nothing'}")
     return 0
 
 
