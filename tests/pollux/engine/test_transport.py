@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pollux._transport import ConnectionPool, TransportError, iter_sse
 
 Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
+_WRITERS: list[asyncio.StreamWriter] = []
 
 
 async def _serve(handler: Handler) -> tuple[asyncio.Server, str, list[int]]:
@@ -19,6 +21,7 @@ async def _serve(handler: Handler) -> tuple[asyncio.Server, str, list[int]]:
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
+        _WRITERS.append(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -44,6 +47,12 @@ async def _serve(handler: Handler) -> tuple[asyncio.Server, str, list[int]]:
 async def _close(server: asyncio.Server, pool: ConnectionPool) -> None:
     await pool.aclose()
     server.close()
+    # Close the server side of every connection too (Python 3.10 leaves them open otherwise).
+    for writer in _WRITERS:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+    _WRITERS.clear()
     await server.wait_closed()
 
 
