@@ -65,6 +65,7 @@ async def test_structured_output_validates_against_the_model(mock_config: Config
     assert isinstance(out.structured, Verdict)
     assert out.structured.tags and isinstance(out.structured.score, int)
     assert "structured_error" not in out.diagnostics.raw
+    assert out.diagnostics.raw["response"]["artifacts"] == {"mock": True}
 
 
 def test_fake_from_schema_follows_refs_enums_and_bounds() -> None:

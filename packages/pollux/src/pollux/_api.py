@@ -19,6 +19,7 @@ from pollux._engine.execute import close_async_iterator
 from pollux._session import Session
 from pollux.config import Config
 from pollux.errors import ConfigurationError
+from pollux.interaction.requirements import OutputRequirements
 
 if TYPE_CHECKING:
     from pollux.interaction.environment import Environment
@@ -163,8 +164,6 @@ async def run(
             "environment cannot be combined with inline source/sources",
             hint="Build the Environment with the sources, or drop the environment.",
         )
-    from pollux.interaction.requirements import OutputRequirements
-
     session = _shared_session(config)
     outputs = await session._run_many(
         prompt,

@@ -196,6 +196,8 @@ class MockProvider(ProviderBase):
             ),
             finish_reason=finish,
             response_id=f"mock-{digest}",
+            # Says so in every Output's diagnostics: these answers came from no model.
+            artifacts={"mock": True},
         )
 
     async def execute(self, compiled: _MockCompiled) -> ProviderResponse:
@@ -224,6 +226,7 @@ class MockProvider(ProviderBase):
             usage=response.usage,
             finish_reason=response.finish_reason,
             response_id=response.response_id,
+            artifacts=response.artifacts,
         )
 
     def continuation_state(
