@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -234,3 +237,48 @@ def test_terminal_event_fills_in_what_the_deltas_missed() -> None:
     chunks = run([_text(seq, "Full ", 1), _terminal(seq, "response.completed", final)])
     assert assemble(chunks) == expected(extract_response(final))
     assert chunks[-1].text == "answer"
+
+
+def _split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    return [text[a:b] for a, b in itertools.pairwise(points) if text[a:b]]
+
+
+_words = st.text(alphabet='abc xyz{}:"é', min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    summaries=st.lists(_words, max_size=3),
+    texts=st.lists(_words, max_size=3),
+    calls=st.lists(_words, max_size=3),
+    cuts=st.lists(st.integers(min_value=0, max_value=20), max_size=4),
+    skip_some=st.booleans(),
+)
+def test_any_delta_split_assembles_to_the_extraction(
+    summaries: list[str], texts: list[str], calls: list[str], cuts: list[int], skip_some: bool
+) -> None:
+    seq = _Seq()
+    output: list[dict[str, Any]] = []
+    events: list[Any] = []
+    if summaries:
+        output.append(w.reasoning(*summaries))
+        for index, summary in enumerate(summaries):
+            events += [_summary(seq, piece, index) for piece in _split(summary, cuts)]
+    last = len(output) + len(texts) - 1  # output position of the last text message
+    for position, text in enumerate(texts, start=len(output)):
+        output.append(w.message(text, item_id=f"msg_{position}"))
+        pieces = _split(text, cuts)
+        if skip_some and position == last and not calls:
+            # Deltas missing at the end of the text: the terminal event makes up for them.
+            pieces = pieces[:1]
+        events += [_text(seq, piece, position) for piece in pieces]
+    for n, arguments in enumerate(calls):
+        position = len(output)
+        item = w.function_call(f"call_{n}", "tool", arguments, item_id=f"fc_{position}")
+        output.append(item)
+        events.append(_item(seq, "response.output_item.added", {**item, "arguments": ""}, position))
+        events += [_args(seq, piece, position) for piece in _split(arguments, cuts)]
+    final = w.response_dict(output, response_id="resp_h")
+    events.append(_terminal(seq, "response.completed", final))
+    assert assemble(run(events)) == expected(extract_response(final))
