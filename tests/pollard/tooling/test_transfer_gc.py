@@ -177,3 +177,16 @@ def test_deep_chains_need_no_recursion(tmp_path: Path) -> None:
     report = export_subtree(store, root, tmp_path / "deep.json")
     assert import_subtree(tmp_path / "deep.json", MemoryStore()).imported == depth + 1
     assert json.loads((tmp_path / "deep.json").read_text())["seal"]["digest"] == report.digest
+
+
+def test_a_pruned_run_is_dropped_whole_and_leaves_the_survivors(
+    make: Factory, tmp_path: Path
+) -> None:
+    store = make(tmp_path, "runs")
+    kept = build_sample(store, "kept")
+    dropped = build_sample(store, "dropped")
+    store.update_meta(dropped.root, {"pruned": True})
+    report = gc(store, "drop-pruned")
+    assert report.removed_nodes == 8 + 2
+    assert [root.id for root in store.roots()] == [kept.root]
+    assert set(report.survivor_seals) == {kept.root}

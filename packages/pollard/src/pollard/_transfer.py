@@ -143,8 +143,11 @@ def export_subtree(store: Store, root_id: str, path: str | Path) -> ExportReport
         >>> import_subtree(path, MemoryStore()).imported
         2
     """
-    sealed = seal(store, root_id)  # validates every node first
-    records = [_record(node) for node in store.walk(root_id)]
+    # One walk: the seal and the records describe the same snapshot even if a writer appends
+    # nodes meanwhile. Sealing validates every node before anything is written.
+    nodes = list(store.walk(root_id))
+    sealed = seal(_Manifest(nodes), root_id)
+    records = [_record(node) for node in nodes]
     document = {
         "format": FORMAT,
         "pollard_version": __version__,
