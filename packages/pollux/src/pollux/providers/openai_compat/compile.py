@@ -31,13 +31,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TEXT_LIKE_MIME",
-    "SharedText",
+    "SharedSources",
     "build_payload",
     "check_provider_options",
     "history_messages",
     "is_text_like",
     "pollux_keys",
-    "shared_text",
+    "shared_sources",
     "source_part",
     "strict_schema",
 ]
@@ -224,30 +224,38 @@ def prior_messages(request: ProviderRequest) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True, slots=True)
-class SharedText:
-    """All-text sources, joined and JSON-escaped once per call (see :func:`shared_text`).
+class SharedSources:
+    """The call's source parts, JSON-encoded once (see :func:`shared_sources`).
 
-    A fan-out sends the same sources with every prompt; escaping 20 KB of text per request
-    costs more than everything else the client does, so it is done once and spliced in.
+    A fan-out sends the same sources with every prompt. Encoding a 20 KB text or a 1 MB data URL
+    per request costs more than everything else the client does, so it is encoded once and
+    spliced into each request body. All-text sources travel as one string (``escaped`` is its
+    JSON-escaped form, without quotes); mixed media travel as content parts (``escaped`` is the
+    JSON array elements, without brackets).
     """
 
-    text: str
+    parts: tuple[dict[str, Any], ...]
+    all_text: bool
     escaped: bytes
 
 
 # A marker no real prompt contains (NUL bytes plus a per-process random token); it stands in
-# for the shared text while the small rest of the payload is encoded, then is replaced.
+# for the shared sources while the small rest of the payload is encoded, then is replaced.
 _MARKER = f"\x00pollux-sources-{uuid.uuid4().hex}\x00"
 _MARKER_JSON = json.dumps(_MARKER)[1:-1].encode("ascii")
+_MARKER_ELEMENT = b'"' + _MARKER_JSON + b'"'
 
 
-def shared_text(parts: Sequence[Any]) -> tuple[Any, ...]:
-    """Collapse all-text parts into one :class:`SharedText`; keep mixed parts as they are."""
-    if parts and all(isinstance(p, dict) and p.get("type") == "text" for p in parts):
+def shared_sources(parts: Sequence[dict[str, Any]]) -> tuple[Any, ...]:
+    """Wrap the call's source parts in one :class:`SharedSources` (none: an empty tuple)."""
+    if not parts:
+        return ()
+    if all(p.get("type") == "text" for p in parts):
         text = "\n\n".join(p["text"] for p in parts)
         escaped = json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8")
-        return (SharedText(text=text, escaped=escaped),)
-    return tuple(parts)
+        return (SharedSources(parts=tuple(parts), all_text=True, escaped=escaped),)
+    array = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
+    return (SharedSources(parts=tuple(parts), all_text=False, escaped=array[1:-1].encode()),)
 
 
 def _with_sources(messages: list[dict[str, Any]], parts: Sequence[Any]) -> list[dict[str, Any]]:
@@ -264,8 +272,10 @@ def _with_sources(messages: list[dict[str, Any]], parts: Sequence[Any]) -> list[
 
 
 def _source_content(parts: Sequence[Any], text: str) -> Any:
-    if len(parts) == 1 and isinstance(parts[0], SharedText):
-        return f"{_MARKER}\n\n{text}" if text else _MARKER
+    if len(parts) == 1 and isinstance(parts[0], SharedSources):
+        if parts[0].all_text:
+            return f"{_MARKER}\n\n{text}" if text else _MARKER
+        return [_MARKER, {"type": "text", "text": text}] if text else [_MARKER]
     merged = [*parts, {"type": "text", "text": text}] if text else list(parts)
     return _flatten(merged)
 
@@ -366,6 +376,8 @@ def build_payload(
 def encode(payload: Mapping[str, Any], parts: Sequence[Any] = ()) -> bytes:
     """Compact UTF-8 JSON, as sent on the wire (shared text spliced in once, if any)."""
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    if len(parts) == 1 and isinstance(parts[0], SharedText):
-        body = body.replace(_MARKER_JSON, parts[0].escaped, 1)
+    if len(parts) == 1 and isinstance(parts[0], SharedSources):
+        shared = parts[0]
+        marker = _MARKER_JSON if shared.all_text else _MARKER_ELEMENT
+        body = body.replace(marker, shared.escaped, 1)
     return body

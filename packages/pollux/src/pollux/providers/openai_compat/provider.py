@@ -31,7 +31,7 @@ from pollux.providers.openai_compat.compile import (
     is_text_like,
     pollux_keys,
     prior_messages,
-    shared_text,
+    shared_sources,
     source_part,
     turn_messages,
 )
@@ -138,7 +138,7 @@ class ChatCompletionsProvider(ProviderBase):
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Encode every source once per call (text inline, media as data URLs)."""
-        parts = shared_text([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
+        parts = shared_sources([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
         return PreparedSources(sources=tuple(sources), parts=parts)
 
     # -- compile / execute -------------------------------------------------------------------
