@@ -311,3 +311,13 @@ def test_continuation_turns_need_no_sources() -> None:
         )
         is False
     )
+
+
+async def test_failed_deletes_are_logged(
+    make_provider: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, rec = make_provider(lambda r: json_response({"error": {"message": "gone"}}, 500))
+    with caplog.at_level("WARNING", logger="pollux.providers.openai"):
+        await provider.release_sources(PreparedSources(owned=("file-1",)))
+    assert [r.method for r in rec.requests] == ["DELETE"]
+    assert "file-1" in caplog.text

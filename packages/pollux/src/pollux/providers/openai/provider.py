@@ -13,6 +13,7 @@ The work is split by job: ``compile`` (request kwargs), ``extract`` (response ->
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +32,13 @@ from .compile import compile_request, validate_options
 from .errors import PROVIDER, wrap_openai_error
 from .extract import extract_response
 from .stream import ResponsesStreamMapper
-from .uploads import delete_files, prepare_parts, validate_sources
+from .uploads import UPLOAD_TTL_S, delete_files, prepare_parts, validate_sources
 
 if TYPE_CHECKING:
     from pollux.config import Config
     from pollux.source import Source
+
+_log = logging.getLogger("pollux.providers.openai")
 
 #: What the Responses API path supports (checked by the engine before any I/O).
 CAPABILITIES = Capabilities(
@@ -156,7 +159,14 @@ class OpenAIProvider(ProviderBase):
     async def release_sources(self, prepared: PreparedSources) -> None:
         """Delete the files uploaded for this call (best effort, never raises)."""
         if prepared.owned and self._client is not None:
-            await delete_files(self._client, list(prepared.owned))
+            leftover = await delete_files(self._client, list(prepared.owned))
+            if leftover:
+                _log.warning(
+                    "could not delete %d uploaded OpenAI file(s) %s; they expire after %d h",
+                    len(leftover),
+                    ", ".join(leftover),
+                    UPLOAD_TTL_S // 3600,
+                )
 
     # ------------------------------------------------------------------ calls
 
