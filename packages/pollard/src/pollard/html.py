@@ -53,6 +53,7 @@ code,.id,.charges,pre{font-family:var(--mono);font-size:.9em}
 ol{list-style:none;margin:0;padding:0}
 ol.branches{padding-left:1.1rem}
 li.branch{border-left:2px solid var(--line);padding-left:.4rem;margin:.15rem 0}
+li.branch+li.branch{margin-top:.6rem}
 li.node{padding:.15rem .3rem;border-bottom:1px solid var(--line)}
 summary{cursor:pointer;display:flex;flex-wrap:wrap;gap:.2rem .6rem;align-items:baseline}
 summary::before{content:"\\25B8";color:var(--mut)}details[open]>summary::before{content:"\\25BE"}
