@@ -114,3 +114,17 @@ def test_tokenmaster_meter_records_state_and_advice() -> None:
         {"model": "anthropic:claude-sonnet-4-6"}, fn=fn
     )
     assert len(meter.meter.turns) == turns
+
+
+def test_cost_meter_from_genai_prices() -> None:
+    from pollard.meters import CostMeter
+
+    meter = CostMeter.from_genai_prices(provider_id="openai")
+    run = Runtime(meters=[meter]).run("priced", budget=Budget(usd="1"))
+    node = run.model_call(
+        {"model": "gpt-4o"},
+        fn=lambda p: {"text": "x", "usage": {"input_tokens": 1000, "output_tokens": 100}},
+    )
+    assert Decimal(node.meta["charges"]["usd"]) > 0
+    with pytest.raises(ValueError, match="no price"):
+        run.model_call({"model": "no-such-model-zz"}, fn=lambda p: {"text": "x"})

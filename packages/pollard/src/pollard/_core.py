@@ -728,8 +728,14 @@ class RunState:
         meta: dict[str, Any] = {"created_at": utc_now_iso()}
         started = time.perf_counter()
         try:
-            with contextlib.ExitStack() as stack:
-                readers = [stack.enter_context(m.measure()) for m in rt.measurers]
+            readers: list[Any] = []
+            if rt.measurers:
+                with contextlib.ExitStack() as stack:
+                    readers = [stack.enter_context(m.measure()) for m in rt.measurers]
+                    raw = yield Invoke(fn, arg)
+                    result = yield from self._collect(kind, raw, on_delta, keep_chunks)
+                    duration = time.perf_counter() - started
+            else:
                 raw = yield Invoke(fn, arg)
                 result = yield from self._collect(kind, raw, on_delta, keep_chunks)
                 duration = time.perf_counter() - started

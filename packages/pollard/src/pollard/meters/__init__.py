@@ -318,6 +318,21 @@ class CostMeter:
             raise ValueError(f"prices for {model!r} need input_per_1m and output_per_1m")
         return {key: to_decimal(value) for key, value in table.items()}
 
+    @staticmethod
+    def from_genai_prices(*, provider_id: str | None = None, name: str = "usd") -> Meter:
+        """Return a dollar meter priced by the genai-prices package (``pollard[prices]``).
+
+        Args:
+            provider_id: Restrict lookups to one genai-prices provider (e.g. ``"openai"``).
+            name: The meter name.
+
+        Raises:
+            ImportError: Naming ``pip install "pollard[prices]"`` when genai-prices is missing.
+        """
+        from pollard.meters._prices import GenAIPricesCostMeter
+
+        return GenAIPricesCostMeter(provider_id=provider_id, name=name)
+
     def _prices(self, payload: Any) -> dict[str, Decimal] | None:
         model = payload.get("model") if isinstance(payload, Mapping) else None
         if isinstance(model, str) and model in self.prices:
