@@ -361,3 +361,16 @@ def test_hosted_tools_join_the_function_tools() -> None:
             tools=(WEATHER,),
             provider_options={"tools": {"type": "web_search"}},
         )
+
+
+def test_structured_output_root_must_be_an_object() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        compile_request(
+            model="m",
+            instructions=None,
+            source_parts=(),
+            content="x",
+            output_schema={"type": "array", "items": {"type": "string"}},
+        )
+    assert "object" in str(info.value)
+    assert info.value.hint

@@ -296,6 +296,11 @@ def compile_request(
     if tool_choice is not None:
         kwargs["tool_choice"] = compile_tool_choice(tool_choice, tools)
     if output_schema is not None:
+        if output_schema.get("type") != "object":
+            raise ConfigurationError(
+                "provider='openai' structured output needs a JSON Schema whose root is an object",
+                hint='Wrap the value: {"type": "object", "properties": {"items": <your schema>}}.',
+            )
         kwargs["text"] = {
             "format": {
                 "type": "json_schema",
