@@ -326,3 +326,17 @@ def test_report_uses_exact_decimal_strings() -> None:
         run.model_call({"model": "m", "i": _}, fn=usage_fn(1, 1))
     assert run.report()["spent"]["usd"] == "0.0000009"
     assert Decimal(run.report()["total"]["usd"]) == Decimal("0.0000009")
+
+
+def test_an_inline_runtime_stays_open_while_its_run_is_used(tmp_path: Path) -> None:
+    import gc
+
+    with Runtime(tmp_path / "inline.db").run("triage", budget=Budget(tokens=100)) as run:
+        gc.collect()
+        node = run.model_call({"model": "m"}, fn=usage_fn())
+        branch = run.branch()
+        gc.collect()
+        branch.note({"still": "open"})
+    assert node.result["text"] == "ok"
+    del run, branch
+    gc.collect()  # the runtime and its SQLite connections are closed without a ResourceWarning

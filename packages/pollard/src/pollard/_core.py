@@ -436,6 +436,9 @@ class RunState:
         self.spent: dict[str, Decimal] = {}
         self.avoided: dict[str, Decimal] = {}
         self.branch_counts: dict[str, int] = {}
+        # The runtime object that opened this run: holding it keeps a runtime created inline
+        # (``Runtime("runs.db").run(...)``) and its store open for as long as the run is used.
+        self.owner: Any = None
 
     @property
     def store(self) -> Store:

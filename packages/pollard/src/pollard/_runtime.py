@@ -190,6 +190,7 @@ class _RuntimeBase:
         else:
             yield from io(core.verify_ancestry, found)
         state = RunState(core, label, root.id, root.id, 0, (Scope(root.id, limits),))
+        state.owner = self
         if core.registry is not None:
             governance = _governance()
             bind = getattr(governance, "bind_root", None)
@@ -565,6 +566,7 @@ def _branch(
     child = RunState(
         state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
     )
+    child.owner = state.owner
     anchor: Node = yield from child.note({"branch": True}, attempt=attempt + offset)
     if limits:
         child.scopes = (*state.scopes, Scope(anchor.id, limits))
