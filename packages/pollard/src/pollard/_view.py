@@ -19,7 +19,10 @@ LABEL_MAX = 60
 _NOTE_LABEL_KEYS = ("label", "checkpoint", "status")
 _REFUSAL_KEYS = (
     "reason",
+    "rule",
     "meter",
+    "tool",
+    "version",
     "requested",
     "remaining",
     "estimated",
@@ -68,6 +71,7 @@ class ViewNode:
     duration_s: float | None
     result_conflicts: int
     merge_conflicts: int
+    confirmation: str | None = None
     children: list[str] = field(default_factory=list)
     payload: Any = None
     result: Any = None
@@ -86,6 +90,8 @@ class ViewNode:
             out.append("REDACTED")
         if self.dry_run:
             out.append("DRY-RUN")
+        if self.confirmation:
+            out.append(f"CONFIRMATION:{self.confirmation.upper()}")
         if self.result_conflicts:
             out.append("RESULT-CONFLICT")
         if self.merge_conflicts:
@@ -111,6 +117,7 @@ class ViewNode:
             "duration_s": self.duration_s,
             "result_conflicts": self.result_conflicts,
             "merge_conflicts": self.merge_conflicts,
+            "confirmation": self.confirmation,
             "children": list(self.children),
         }
         if self.has_content:
@@ -208,8 +215,13 @@ def node_label(kind: str, payload: Any) -> str:
         return f"{tool}@{version}" if tool and version else tool
     if kind == "refusal":
         reason = _scalar_label(payload.get("reason")) or "refused"
-        meter = _scalar_label(payload.get("meter"))
-        return f"{reason}:{meter}" if meter else reason
+        why = _scalar_label(payload.get("meter")) or _scalar_label(payload.get("rule"))
+        label = f"{reason}:{why}" if why else reason
+        tool = _scalar_label(payload.get("tool"))
+        if tool:
+            version = _scalar_label(payload.get("version"))
+            label += f" {tool}@{version}" if version else f" {tool}"
+        return label
     if payload.get("branch") is True:
         return "branch"
     for key in _NOTE_LABEL_KEYS:
@@ -239,6 +251,11 @@ def _float(value: Any) -> float | None:
     return float(value)
 
 
+def _confirmation(value: Any) -> str | None:
+    status = value.get("status") if isinstance(value, Mapping) else None
+    return _short(status) if isinstance(status, str) and status else None
+
+
 def _count(value: Any) -> int:
     return len(value) if isinstance(value, list) else 0
 
@@ -265,6 +282,7 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
         duration_s=_float(meta.get("duration_s")),
         result_conflicts=_count(meta.get("result_conflicts")),
         merge_conflicts=_count(meta.get("merge_conflicts")),
+        confirmation=_confirmation(meta.get("confirmation")),
     )
     if payloads:
         row.payload = node.payload

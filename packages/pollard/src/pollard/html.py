@@ -209,8 +209,8 @@ def render_rows(rows: Sequence[ViewNode], *, root_id: str, payloads: bool) -> st
         "its details (and its payload and result when they are included). Forks open one "
         "bordered list per branch. Markers: [REFUSED] a refusal node (red), [PRUNED] a pruned "
         "tip (dimmed with its descendants), [REDACTED] a payload with redacted values, "
-        "[DRY-RUN] not executed, [RESULT-CONFLICT] / [MERGE-CONFLICT] conflicting copies kept "
-        "in metadata."
+        "[DRY-RUN] not executed, [CONFIRMATION:...] a confirmation request and its status, "
+        "[RESULT-CONFLICT] / [MERGE-CONFLICT] conflicting copies kept in metadata."
     )
     return (
         "<!DOCTYPE html>\n"
