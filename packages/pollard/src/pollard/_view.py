@@ -217,10 +217,10 @@ def node_label(kind: str, payload: Any) -> str:
         reason = _scalar_label(payload.get("reason")) or "refused"
         why = _scalar_label(payload.get("meter")) or _scalar_label(payload.get("rule"))
         label = f"{reason}:{why}" if why else reason
-        tool = _scalar_label(payload.get("tool"))
-        if tool:
-            version = _scalar_label(payload.get("version"))
-            label += f" {tool}@{version}" if version else f" {tool}"
+        blocked = _scalar_label(payload.get("tool"))
+        if blocked:
+            blocked_version = _scalar_label(payload.get("version"))
+            label += f" {blocked}@{blocked_version}" if blocked_version else f" {blocked}"
         return label
     if payload.get("branch") is True:
         return "branch"
