@@ -178,3 +178,31 @@ def test_sse_parsing_is_independent_of_chunk_boundaries(
         return [data async for data in iter_sse(_chunks(parts))]
 
     assert asyncio.run(collect()) == events
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    chunks=st.lists(st.binary(min_size=1, max_size=40), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+    trailers=st.booleans(),
+)
+def test_dechunking_is_independent_of_read_boundaries(
+    chunks: list[bytes], cuts: list[int], trailers: bool
+) -> None:
+    from pollux._transport import _dechunk
+
+    wire = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks)
+    wire += b"0\r\nx-trailer: 1\r\n\r\n" if trailers else b"0\r\n\r\n"
+    points = sorted({min(c, len(wire)) for c in cuts})
+    reads = [
+        wire[a:b] for a, b in zip([0, *points], [*points, len(wire)], strict=True) if wire[a:b]
+    ]
+    buffer, out, done = b"", [], False
+    for data in reads:
+        buffer += data
+        piece, buffer, done = _dechunk(buffer)
+        out.append(piece)
+        if done:
+            break
+    assert done
+    assert b"".join(out) == b"".join(chunks)
