@@ -143,3 +143,19 @@ def test_the_live_hook_emits_one_span_per_new_node(
     recorded = run.store.get(str(model.attributes["pollard.node.id"]))  # type: ignore[index]
     assert model.start_time == _ns(recorded.meta["created_at"])
     _no_content(spans)
+
+
+def test_a_missing_extra_names_the_install_command() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None\n"
+        "try:\n"
+        "    import pollard.otel\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 'pip install "pollard[otel]"' in done.stdout
