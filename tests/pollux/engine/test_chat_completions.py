@@ -629,3 +629,25 @@ async def test_openrouter_catalog_read_is_retried(openrouter: tuple[Emulator, Co
     assert out.text
     catalogs = [r for r in emu.requests if r.path.endswith("/models")]
     assert len(catalogs) == 2
+
+
+async def test_encoded_sources_are_reused_within_a_session(
+    emu: Emulator, local_config: Config, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("version one", encoding="utf-8")
+    env = Environment(sources=[Source.from_file(notes)])
+    async with Session(local_config) as session:
+        await session.interact(env, Input("First?"))
+        await session.interact(env, Input("Second?"))
+        provider = session._provider
+        assert provider is not None and provider.prepared_hits == 1  # type: ignore[attr-defined]
+        notes.write_text("version two, longer", encoding="utf-8")
+        await session.interact(Environment(sources=[Source.from_file(notes)]), Input("Third?"))
+        assert provider.prepared_hits == 1  # type: ignore[attr-defined]
+    contents = [body["messages"][0]["content"] for body in _chat_bodies(emu)]  # type: ignore[index]
+    assert contents == [
+        "version one\n\nFirst?",
+        "version one\n\nSecond?",
+        "version two, longer\n\nThird?",
+    ]

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatCompletionsProvider", "CompiledChat"]
 
+# Encoded source sets kept per provider instance (per Session); small, since each may be large.
+_PREPARED_MAX = 8
+
 
 @dataclass(frozen=True, slots=True)
 class CompiledChat:
@@ -70,6 +73,8 @@ class ChatCompletionsProvider(ProviderBase):
         self._timeout_s = float(config.request_timeout_s)
         self._pool: ConnectionPool | None = None
         self._closed = False
+        self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.prepared_hits = 0
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -137,8 +142,22 @@ class ChatCompletionsProvider(ProviderBase):
     # -- sources -----------------------------------------------------------------------------
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
-        """Encode every source once per call (text inline, media as data URLs)."""
-        parts = shared_sources([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
+        """Encode the sources once per call (text inline, media as data URLs).
+
+        The encoding is also kept for the provider's lifetime (one Session), keyed by the
+        sources and, for files, their size and modification time: the turns of a tool loop
+        or repeated ``run_many`` calls over the same document do not re-read and re-encode it.
+        """
+        key = _sources_key(sources)
+        parts = self._prepared.get(key) if key is not None else None
+        if parts is None:
+            parts = shared_sources([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
+            if key is not None:
+                self._prepared[key] = parts
+                while len(self._prepared) > _PREPARED_MAX:
+                    self._prepared.pop(next(iter(self._prepared)))
+        else:
+            self.prepared_hits += 1
         return PreparedSources(sources=tuple(sources), parts=parts)
 
     # -- compile / execute -------------------------------------------------------------------
@@ -279,3 +298,21 @@ def _embedded_status(body: Mapping[str, Any], default: int | None) -> int | None
     if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
         return code
     return default
+
+
+def _sources_key(sources: Sequence[Source]) -> tuple[Any, ...] | None:
+    # Sources compare by content (in-memory) or path (files); a file's size and mtime make an
+    # edited file a different key. None (no caching) when a file cannot be stat'ed: encoding it
+    # will raise the proper SourceError.
+    key: list[Any] = []
+    for source in sources:
+        path = source._path
+        if path is None:
+            key.append((source, None))
+            continue
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        key.append((source, (stat.st_size, stat.st_mtime_ns)))
+    return tuple(key)
