@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -43,7 +44,7 @@ from pollard._ledger import (
 from pollard._node import Node, NodeKind, trusted_node
 from pollard.stores._common import check_new_node, collision, conflict_patch, meta_text
 
-__all__ = ["Dialect", "SqlStore"]
+__all__ = ["Dialect", "SqlStore", "check_store_id"]
 
 REF_KEY = "__pollard_ref"
 SCHEMA_VERSION = "pollard-sql/1"
@@ -70,6 +71,30 @@ class Dialect:
     table_options: str = " WITHOUT ROWID"
     begin: str = "BEGIN IMMEDIATE"
     prefix: str = ""
+    # A ``store_id`` column leads every table and primary key (one database, many stores); the
+    # id is validated by `check_store_id` and written into the statements as a literal.
+    namespaced: bool = False
+    # Appended to the read-modify-write meta read (row lock where the backend needs one).
+    for_update: str = ""
+    # Run first in the schema transaction (serialises concurrent first-use DDL).
+    schema_lock: str = ""
+
+
+_STORE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+def check_store_id(store_id: str) -> str:
+    """Validate a logical store id: 1-128 letters, digits, ``_ . : -``.
+
+    Raises:
+        ValueError: If the id is empty, too long or holds other characters.
+    """
+    if not isinstance(store_id, str) or not _STORE_ID.match(store_id):
+        raise ValueError(
+            f"store_id must be 1-128 characters of letters, digits, '_', '.', ':' or '-', "
+            f"got {store_id!r}"
+        )
+    return store_id
 
 
 def _has_ref_key(value: Any) -> bool:
@@ -183,36 +208,54 @@ class SqlStore:
         }
         q = d.param
         t = self._t
+        # Namespace fragments: empty for single-store backends, else the store_id predicate
+        # (w: "... AND", w0: a whole WHERE clause), column (c) and value (v) prefixes.
+        w = w0 = c = v = ""
+        if d.namespaced:
+            lit = f"'{check_store_id(store_id)}'"
+            w, w0, c, v = (
+                f"store_id = {lit} AND ",
+                f" WHERE store_id = {lit}",
+                "store_id, ",
+                f"{lit}, ",
+            )
+        self._ns = (w, c, v)
+        cols = "id, parent, kind, attempt, payload, result, result_digest, meta, interned"
         self._sql = {
-            "get": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
-            f"interned FROM {t['nodes']} WHERE id = {q}",
-            "exists": f"SELECT 1 FROM {t['nodes']} WHERE id = {q}",
-            "pair": f"SELECT id FROM {t['nodes']} WHERE id IN ({q}, {q})",
-            "children": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
-            f"interned FROM {t['nodes']} WHERE parent = {q}",
-            "roots": f"SELECT id, parent, kind, attempt, payload, result, result_digest, meta, "
-            f"interned FROM {t['nodes']} WHERE parent IS NULL",
-            "insert": f"INSERT INTO {t['nodes']} (id, parent, kind, attempt, payload, result, "
-            f"result_digest, meta, interned) VALUES ({q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}, {q})",
-            "blob_put": f"INSERT INTO {t['blobs']} (digest, value) VALUES ({q}, {q}) "
-            "ON CONFLICT (digest) DO NOTHING",
-            "meta": f"SELECT meta FROM {t['nodes']} WHERE id = {q}",
-            "set_meta": f"UPDATE {t['nodes']} SET meta = {q} WHERE id = {q}",
-            "delete": f"DELETE FROM {t['nodes']} WHERE id = {q}",
-            "totals": f"SELECT meter, total FROM {t['ledger']} WHERE scope = {q}",
-            "upsert_total": f"INSERT INTO {t['ledger']} (scope, meter, total) VALUES ({q}, {q}, "
-            f"{q}) ON CONFLICT (scope, meter) DO UPDATE SET total = excluded.total",
-            "sweep": f"DELETE FROM {t['reservations']} WHERE expires <= {q}",
-            "active": f"SELECT claims FROM {t['reservations']}",
-            "hold": f"INSERT INTO {t['reservations']} (id, expires, claims) VALUES ({q}, {q}, {q})",
-            "renew": f"UPDATE {t['reservations']} SET expires = {q} WHERE id = {q}",
-            "release": f"DELETE FROM {t['reservations']} WHERE id = {q}",
-            "window_trim": f"DELETE FROM {t['window_events']} WHERE wkey = {q} AND meter = {q} "
-            f"AND at <= {q}",
-            "window_sum": f"SELECT amount FROM {t['window_events']} WHERE wkey = {q} AND "
+            "get": f"SELECT {cols} FROM {t['nodes']} WHERE {w}id = {q}",
+            "exists": f"SELECT 1 FROM {t['nodes']} WHERE {w}id = {q}",
+            "pair": f"SELECT id FROM {t['nodes']} WHERE {w}id IN ({q}, {q})",
+            "children": f"SELECT {cols} FROM {t['nodes']} WHERE {w}parent = {q}",
+            "roots": f"SELECT {cols} FROM {t['nodes']} WHERE {w}parent IS NULL",
+            "insert": f"INSERT INTO {t['nodes']} ({c}{cols}) VALUES "
+            f"({v}{q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}) ON CONFLICT DO NOTHING",
+            "blob_put": f"INSERT INTO {t['blobs']} ({c}digest, value) VALUES ({v}{q}, {q}) "
+            f"ON CONFLICT ({c}digest) DO NOTHING",
+            "blob_get": f"SELECT value FROM {t['blobs']} WHERE {w}digest = {q}",
+            "blob_all": f"SELECT digest FROM {t['blobs']}{w0}",
+            "blob_delete": f"DELETE FROM {t['blobs']} WHERE {w}digest = {q}",
+            "interned": f"SELECT payload, result, interned FROM {t['nodes']} WHERE {w}interned > 0",
+            "meta": f"SELECT meta FROM {t['nodes']} WHERE {w}id = {q}{d.for_update}",
+            "set_meta": f"UPDATE {t['nodes']} SET meta = {q} WHERE {w}id = {q}",
+            "delete": f"DELETE FROM {t['nodes']} WHERE {w}id = {q}",
+            "totals": f"SELECT meter, total FROM {t['ledger']} WHERE {w}scope = {q}",
+            "upsert_total": f"INSERT INTO {t['ledger']} ({c}scope, meter, total) VALUES "
+            f"({v}{q}, {q}, {q}) ON CONFLICT ({c}scope, meter) DO UPDATE SET total = "
+            "excluded.total",
+            "sweep": f"DELETE FROM {t['reservations']} WHERE {w}expires <= {q}",
+            "active": f"SELECT claims FROM {t['reservations']}{w0}",
+            "hold": f"INSERT INTO {t['reservations']} ({c}id, expires, claims) VALUES "
+            f"({v}{q}, {q}, {q})",
+            "renew": f"UPDATE {t['reservations']} SET expires = {q} WHERE {w}id = {q}",
+            "release": f"DELETE FROM {t['reservations']} WHERE {w}id = {q}",
+            "window_trim": f"DELETE FROM {t['window_events']} WHERE {w}wkey = {q} AND "
+            f"meter = {q} AND at <= {q}",
+            "window_sum": f"SELECT amount FROM {t['window_events']} WHERE {w}wkey = {q} AND "
             f"meter = {q} AND at > {q}",
-            "window_add": f"INSERT INTO {t['window_events']} (wkey, meter, at, amount) VALUES "
-            f"({q}, {q}, {q}, {q})",
+            "window_add": f"INSERT INTO {t['window_events']} ({c}wkey, meter, at, amount) "
+            f"VALUES ({v}{q}, {q}, {q}, {q})",
+            "kv_init": f"INSERT INTO {t['kv']} ({c}key, value) VALUES ({v}{q}, {q}) "
+            f"ON CONFLICT ({c}key) DO NOTHING",
         }
 
     # -- backend hooks -------------------------------------------------------------------------
@@ -233,35 +276,35 @@ class SqlStore:
     def _schema(self) -> list[str]:
         d, t = self.dialect, self._t
         opts = d.table_options
+        c = self._ns[1]
+        n = "store_id TEXT NOT NULL, " if d.namespaced else ""
         return [
-            f"CREATE TABLE IF NOT EXISTS {t['nodes']} (id {d.blob} PRIMARY KEY, parent {d.blob}, "
+            f"CREATE TABLE IF NOT EXISTS {t['nodes']} ({n}id {d.blob} NOT NULL, parent {d.blob}, "
             f"kind INTEGER NOT NULL, attempt INTEGER NOT NULL, payload TEXT NOT NULL, "
             f"result TEXT, result_digest {d.blob}, meta TEXT NOT NULL, "
-            f"interned INTEGER NOT NULL){opts}",
-            f"CREATE INDEX IF NOT EXISTS {t['nodes']}_parent ON {t['nodes']} (parent)",
-            f"CREATE TABLE IF NOT EXISTS {t['blobs']} (digest {d.blob} PRIMARY KEY, "
-            f"value TEXT NOT NULL){opts}",
-            f"CREATE TABLE IF NOT EXISTS {t['ledger']} (scope TEXT NOT NULL, meter TEXT NOT NULL, "
-            f"total TEXT NOT NULL, PRIMARY KEY (scope, meter)){opts}",
-            f"CREATE TABLE IF NOT EXISTS {t['reservations']} (id TEXT PRIMARY KEY, "
-            f"expires {d.real} NOT NULL, claims TEXT NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {t['window_events']} (wkey TEXT NOT NULL, "
+            f"interned INTEGER NOT NULL, PRIMARY KEY ({c}id)){opts}",
+            f"CREATE INDEX IF NOT EXISTS {t['nodes']}_parent ON {t['nodes']} ({c}parent)",
+            f"CREATE TABLE IF NOT EXISTS {t['blobs']} ({n}digest {d.blob} NOT NULL, "
+            f"value TEXT NOT NULL, PRIMARY KEY ({c}digest)){opts}",
+            f"CREATE TABLE IF NOT EXISTS {t['ledger']} ({n}scope TEXT NOT NULL, "
+            f"meter TEXT NOT NULL, total TEXT NOT NULL, PRIMARY KEY ({c}scope, meter)){opts}",
+            f"CREATE TABLE IF NOT EXISTS {t['reservations']} ({n}id TEXT NOT NULL, "
+            f"expires {d.real} NOT NULL, claims TEXT NOT NULL, PRIMARY KEY ({c}id))",
+            f"CREATE TABLE IF NOT EXISTS {t['window_events']} ({n}wkey TEXT NOT NULL, "
             f"meter TEXT NOT NULL, at {d.real} NOT NULL, amount TEXT NOT NULL)",
             f"CREATE INDEX IF NOT EXISTS {t['window_events']}_key ON {t['window_events']} "
-            "(wkey, meter, at)",
-            f"CREATE TABLE IF NOT EXISTS {t['kv']} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            f"({c}wkey, meter, at)",
+            f"CREATE TABLE IF NOT EXISTS {t['kv']} ({n}key TEXT NOT NULL, value TEXT NOT NULL, "
+            f"PRIMARY KEY ({c}key))",
         ]
 
     def _init_schema(self) -> None:
         with self._transaction() as cur:
+            if self.dialect.schema_lock:
+                cur.execute(self.dialect.schema_lock)
             for statement in self._schema():
                 cur.execute(statement)
-            q = self.dialect.param
-            cur.execute(
-                f"INSERT INTO {self._t['kv']} (key, value) VALUES ({q}, {q}) "
-                "ON CONFLICT (key) DO NOTHING",
-                ("schema_version", SCHEMA_VERSION),
-            )
+            cur.execute(self._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -302,11 +345,8 @@ class SqlStore:
 
     def _load_blobs(self, cur: Any, digests: Iterable[str]) -> dict[str, str]:
         out: dict[str, str] = {}
-        q = self.dialect.param
         for digest in digests:
-            cur.execute(
-                f"SELECT value FROM {self._t['blobs']} WHERE digest = {q}", (bytes.fromhex(digest),)
-            )
+            cur.execute(self._sql["blob_get"], (bytes.fromhex(digest),))
             row = cur.fetchone()
             if row is None:
                 raise KeyError(f"interned blob {digest} is missing")
@@ -337,7 +377,7 @@ class SqlStore:
                     r_text = _dumps(swapped_result)
                     interned |= _RESULT_INTERNED
             if blobs:
-                cur.executemany(self._sql["blob_put"], list(blobs.items()))
+                cur.executemany(self._sql["blob_put"], sorted(blobs.items()))
         return (
             bytes.fromhex(node.id),
             None if node.parent is None else bytes.fromhex(node.parent),
@@ -372,20 +412,27 @@ class SqlStore:
     def put(self, node: Node) -> bool:
         """Store a node; True when it was new (see `pollard.Store.put`)."""
         check_new_node(node)
+        key = bytes.fromhex(node.id)
         with self._transaction() as cur:
             stored = self._fetch(cur, node.id)
-            if stored is not None:
-                if stored.identity() != node.identity():
-                    raise collision(node.id)
-                patch = conflict_patch(stored.meta, stored.result_digest, node)
+            if stored is None:
+                if node.parent is not None and not self._exists(cur, node.parent):
+                    raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+                cur.execute(self._sql["insert"], self._encode(node, cur))
+                if cur.rowcount != 0:
+                    return True
+                stored = self._fetch(cur, node.id)  # a concurrent writer stored it first
+                assert stored is not None
+            if stored.identity() != node.identity():
+                raise collision(node.id)
+            if conflict_patch(stored.meta, stored.result_digest, node):
+                cur.execute(self._sql["meta"], (key,))  # re-read under the row lock
+                meta = json.loads(cur.fetchone()[0])
+                patch = conflict_patch(meta, stored.result_digest, node)
                 if patch:
-                    meta = {**stored.meta, **patch}
-                    cur.execute(self._sql["set_meta"], (meta_text(meta), bytes.fromhex(node.id)))
-                return False
-            if node.parent is not None and not self._exists(cur, node.parent):
-                raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
-            cur.execute(self._sql["insert"], self._encode(node, cur))
-            return True
+                    meta.update(patch)
+                    cur.execute(self._sql["set_meta"], (meta_text(meta), key))
+            return False
 
     def get(self, node_id: str) -> Node:
         """Return a detached node (KeyError if missing)."""
@@ -480,26 +527,21 @@ class SqlStore:
 
     def compact(self) -> int:
         """Sweep expired reservations and unreferenced blobs; return blobs removed."""
-        t = self._t
         with self._transaction() as cur:
             cur.execute(self._sql["sweep"], (self._clock(),))
-            cur.execute(f"SELECT digest FROM {t['blobs']}")
+            cur.execute(self._sql["blob_all"])
             digests = {bytes(row[0]).hex() for row in cur.fetchall()}
             if not digests:
                 return 0
             used: set[str] = set()
-            cur.execute(f"SELECT payload, result, interned FROM {t['nodes']} WHERE interned > 0")
+            cur.execute(self._sql["interned"])
             for payload_text, r_text, interned in cur.fetchall():
                 if interned & _PAYLOAD_INTERNED:
                     used |= _refs(json.loads(payload_text))
                 if interned & _RESULT_INTERNED and r_text is not None:
                     used |= _refs(json.loads(r_text))
             unused = digests - used
-            q = self.dialect.param
-            cur.executemany(
-                f"DELETE FROM {t['blobs']} WHERE digest = {q}",
-                [(bytes.fromhex(d),) for d in sorted(unused)],
-            )
+            cur.executemany(self._sql["blob_delete"], [(bytes.fromhex(d),) for d in sorted(unused)])
         return len(unused)
 
     # -- ledger --------------------------------------------------------------------------------
@@ -597,8 +639,11 @@ class SqlStore:
             if parent is not None and parent not in found:
                 raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
             cur.execute(self._sql["insert"], self._encode(node, cur))
+            if cur.rowcount == 0:
+                return False  # a concurrent writer stored this id first
+            if charges or windows:
+                self._lock_ledger(cur, sorted(set(scopes) | {e.key for e in windows}))
             if charges:
-                self._lock_ledger(cur, sorted(scopes))
                 rows = []
                 for scope in scopes:
                     current = self._totals(cur, scope)
