@@ -212,7 +212,10 @@ def drive_sync(gen: Step) -> Any:
             return stop.value
         value, error = None, None
         try:
-            value = effect.run_sync()
+            if type(effect) is Io:  # the common case, without a method call
+                value = effect.fn(*effect.args, **effect.kwargs)
+            else:
+                value = effect.run_sync()
         except BaseException as exc:
             error = exc
 
@@ -314,6 +317,7 @@ class RuntimeCore:
         self.windows = [m for m in meters if _is_window(m)]
         self.measurers = [m for m in meters if callable(getattr(m, "measure", None))]
         self.annotators = [m for m in meters if callable(getattr(m, "settle_meta", None))]
+        self.estimating = [(m, bool(getattr(m, "precheck_is_estimate", False))) for m in meters]
         self.mode = mode
         self.registry = registry
         self.policies = policies
@@ -465,9 +469,8 @@ class RunState:
 
     def _estimates(self, kind: str, payload: Any) -> dict[str, tuple[Decimal | None, bool]]:
         estimates: dict[str, tuple[Decimal | None, bool]] = {}
-        for meter in self.rt.meters:
+        for meter, approx in self.rt.estimating:
             raw = meter.precheck_estimate(kind, payload)
-            approx = bool(getattr(meter, "precheck_is_estimate", False))
             estimates[meter.name] = (None if raw is None else to_decimal(raw), approx)
         return estimates
 

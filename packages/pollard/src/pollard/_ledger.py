@@ -48,6 +48,8 @@ def to_decimal(value: object) -> Decimal:
         TypeError: For bools and non-numeric types.
         ValueError: For NaN, infinities or unparsable strings.
     """
+    if type(value) is int:
+        return Decimal(value)
     if isinstance(value, bool):
         raise TypeError("a bool is not an amount")
     if isinstance(value, Decimal):
