@@ -25,3 +25,14 @@ def test_examples_run_in_order(
     assert "'reason': 'budget'" in out and "'remaining': '0'" in out
     assert "differs at $.messages[0]" in out
     assert namespace["report"].digest in out
+
+
+def test_package_readme_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = PAGE.parents[2] / "packages" / "pollard" / "README.md"
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, str(readme), "exec"), {"__name__": "readme_example"})
+    assert blocks and "ready {'spent'" in capsys.readouterr().out
