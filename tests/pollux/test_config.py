@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
+import pickle
 import random
 from pathlib import Path
 
@@ -151,6 +154,16 @@ def test_capabilities_overrides() -> None:
     assert hash(cfg) == hash(
         Config(provider="local", base_url="http://x/v1", capabilities=dict(cfg.capabilities or {}))
     )
+
+
+def test_a_config_with_overrides_pickles_and_copies() -> None:
+    cfg = Config(provider="local", base_url="http://x/v1", capabilities={"uploads": False})
+    for clone in (pickle.loads(pickle.dumps(cfg)), copy.deepcopy(cfg)):
+        assert clone == cfg
+        assert clone.capability_override("uploads") is False
+    assert dataclasses.asdict(cfg)["capabilities"] == {"uploads": False}
+    with pytest.raises(TypeError):
+        cfg.capabilities["uploads"] = True  # type: ignore[index]
 
 
 def test_capabilities_known_names() -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from .errors import ConfigurationError
 from .retry import RetryPolicy
@@ -42,6 +42,34 @@ API_KEY_ENV_VARS: Mapping[str, str] = MappingProxyType(
     }
 )
 LOCAL_BASE_URL_ENV_VAR = "POLLUX_LOCAL_BASE_URL"
+
+
+class _Capabilities(Mapping[str, bool]):
+    """A read-only private copy of capability overrides.
+
+    Unlike ``types.MappingProxyType`` it pickles and deep-copies, so a ``Config`` with overrides
+    still crosses process boundaries and works with ``copy.deepcopy``/``dataclasses.asdict``.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, bool]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> bool:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Capabilities, (self._data,))
 
 
 def _parse_dotenv(text: str) -> dict[str, str]:
@@ -249,7 +277,7 @@ use_mock=False)
                     hint="Declare each capability as a bool.",
                 )
         # A private copy: mutating the caller's dict later must not change this config.
-        object.__setattr__(self, "capabilities", MappingProxyType(dict(self.capabilities)))
+        object.__setattr__(self, "capabilities", _Capabilities(self.capabilities))
 
     def _resolve_local(self) -> None:
         if self.base_url is None and not self.use_mock:
