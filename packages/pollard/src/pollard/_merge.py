@@ -181,18 +181,22 @@ def merge(dst: Store, src: Store, *, replay: bool = False) -> MergeReport:
         2
     """
     # Pass 1 (read only): validate every source node and compare it with the destination.
+    present: set[str] = set()
     for node in _source_nodes(src):
         node.check()
         stored = dst.find(node.id)
         if stored is not None:
             _check_pair(stored, node, replay=replay, where="the destination")
+            present.add(node.id)
 
     # Pass 2: write, parents first (preorder).
     copied = existing = result_conflicts = meta_conflicts = 0
     tracker = ScopeTracker(src)
     for node in _source_nodes(src):
         scopes = tracker.scopes(node)
-        stored = dst.find(node.id)
+        # commit() inserts only when the id is absent and reports it, so a node written by
+        # someone else since pass 1 is treated as existing, never written twice or overwritten.
+        stored = dst.find(node.id) if node.id in present else None
         if stored is None:
             if dst.commit(node, scopes=scopes, charges=_charges(node.meta)):
                 copied += 1
