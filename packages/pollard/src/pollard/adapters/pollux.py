@@ -1,0 +1,887 @@
+"""The pollux bridge: every pollux interaction as a governed, budgeted, replayable pollard step.
+
+``pip install "pollard[pollux]"``. The functions mirror pollux's entry points and take an
+`AsyncRun` first:
+
+* `governed_run` (like ``pollux.run``) and `governed_interact` (like ``pollux.interact``) record one
+  ``model_call`` node under the run's cursor and return the `pollux.Output`;
+* `governed_stream` (like ``pollux.stream``) yields the `pollux.Event` timeline while the step
+  runs; the events are kept with the node, so replay yields the same timeline;
+* `governed_run_many` (like ``pollux.run_many``) makes **each prompt its own step**: the prompts
+  run concurrently (at most ``config.request_concurrency`` in flight), each prompt is checked
+  against the budgets before its provider call, and a refused or failed prompt becomes an error
+  `pollux.Output` while the others keep their answers, exactly like pollux's partial results.
+
+What a node records:
+
+* its **identity payload** is the model-visible request: ``provider``, ``model``, the
+  environment (`pollux.Environment.fingerprint`, the instructions, every source's
+  ``cache_identity_hash`` and size, the tool names), the input (content, portable history, the
+  digest of the continuation, tool results) and the output requirements that are set
+  (temperature and top_p in pollard's canonical float form, max_tokens, seed, reasoning, the
+  output schema's hash, tool choice, the active provider's options). Connection details
+  (``base_url``, keys, timeouts, retries, concurrency) are not part of it, so a recording made
+  against one server replays against another; ``use_mock=True`` is (as ``"mock": true``), so mock
+  recordings never answer for a real provider.
+* its **result** is ``{"text", "output": Output.to_jsonable(), "usage"}``; ``usage`` carries the
+  normalized counts every pollard adapter reports (``input_tokens`` and ``output_tokens`` are the
+  whole volume; ``cache_read_tokens``, ``cache_write_tokens`` and ``reasoning_tokens`` are
+  breakdowns), which `pollard.meters.TokenMeter` and `pollard.meters.CostMeter` charge.
+
+Replay rebuilds the Output with ``Output.from_jsonable`` (validating structured output into the
+pydantic model you pass as ``output=``) and makes no provider call; a request that was not recorded
+raises `pollard.MissingRecording`. A continuation comes back from the recorded output, so a
+replayed tool loop sends the same continuation on its next turn and is served again.
+
+Failed provider calls raise from `governed_run`, `governed_interact` and `governed_stream` (after
+pollard recorded the failed dispatch and charged its estimate); `governed_run_many` records them
+the same way and returns them as error outputs. Failed calls are not results: hybrid mode runs them
+again, replay raises `pollard.MissingRecording` for them.
+
+Example:
+    >>> import asyncio
+    >>> from pollard import AsyncRuntime, Budget
+    >>> from pollard.adapters.pollux import governed_run_many
+    >>> from pollux import Config
+    >>> async def main():
+    ...     config = Config(provider="openai", model="gpt-5-nano", use_mock=True)
+    ...     async with AsyncRuntime() as rt:
+    ...         run = rt.run("demo", budget=Budget(steps=10))
+    ...         answers = await governed_run_many(run, ["Q1?", "Q2?"], config=config)
+    ...         return answers.status, run.report()["spent"]["steps"]
+    >>> asyncio.run(main())
+    ('ok', '2')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+try:
+    import pollux
+    from pollux import (
+        APIError,
+        Config,
+        ConfigurationError,
+        Environment,
+        Event,
+        Input,
+        Output,
+        OutputCollection,
+        OutputRequirements,
+        Source,
+        ToolCallParseError,
+    )
+    from pollux.interaction import Diagnostics, Metrics, error_output
+except ImportError as exc:  # pragma: no cover - the extra is installed in every test environment
+    raise ImportError(
+        'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
+    ) from exc
+
+from pollard._async import AsyncRun
+from pollard._canon import canonical_bytes
+from pollard._core import RunState
+from pollard.errors import BudgetExceeded, PollardError
+
+if TYPE_CHECKING:
+    from pollard._node import Node
+    from pollux import ResponseSchemaInput, ToolChoice, ToolDeclaration
+
+__all__ = [
+    "BRIDGE_VERSION",
+    "PolluxTokenEstimator",
+    "governed_interact",
+    "governed_run",
+    "governed_run_many",
+    "governed_stream",
+    "output_from_node",
+]
+
+BRIDGE_VERSION = 1
+"""The ``"pollux"`` field of every identity payload; bumped when the payload's meaning changes."""
+
+_ERRORS_PER_PROMPT = (APIError, ToolCallParseError)
+
+
+# -- identity --------------------------------------------------------------------------------------
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def _json(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{what} must be JSON data to be part of a pollard identity: {exc}"
+        ) from None
+
+
+def _source_identity(source: Source, provider: str) -> dict[str, Any]:
+    return {
+        "type": source.source_type,
+        "mime_type": source.mime_type,
+        "hash": source.cache_identity_hash(provider=provider),
+        "bytes": source.size_bytes,
+    }
+
+
+def _requirements_identity(requirements: OutputRequirements, provider: str) -> dict[str, Any]:
+    identity: dict[str, Any] = {}
+    schema_hash = requirements.output_schema_hash()
+    if schema_hash is not None:
+        identity["output_schema"] = schema_hash
+    for name in (
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "reasoning_effort",
+        "reasoning_budget_tokens",
+    ):
+        value = getattr(requirements, name)
+        if value is not None:
+            identity[name] = value
+    choice = requirements.tool_choice
+    if choice is not None:
+        identity["tool_choice"] = choice if isinstance(choice, str) else dict(choice)
+    options = requirements.provider_options_for(provider)
+    if options:
+        identity["provider_options"] = _json(options, "provider_options")
+    return identity
+
+
+def _input_identity(turn: Input) -> dict[str, Any]:
+    identity: dict[str, Any] = {}
+    if turn.content is not None:
+        identity["content"] = turn.content
+    if turn.history is not None:
+        identity["history"] = [_json(m.to_jsonable(), "history") for m in turn.history]
+    if turn.continuation is not None:
+        # The digest commits to the exact prior state; the state itself is in the previous
+        # node's recorded output, so long conversations are not stored once per turn.
+        identity["continuation"] = _digest(turn.continuation.to_jsonable())
+    if turn.tool_results:
+        identity["tool_results"] = [r.to_jsonable() for r in turn.tool_results]
+    return identity
+
+
+def _payload(
+    api: str,
+    config: Config,
+    environment: Environment,
+    turn: Input,
+    requirements: OutputRequirements,
+) -> dict[str, Any]:
+    provider = config.provider
+    env: dict[str, Any] = {"fingerprint": environment.fingerprint(provider=provider)}
+    if environment.instructions is not None:
+        env["instructions"] = environment.instructions
+    if environment.sources:
+        env["sources"] = [_source_identity(s, provider) for s in environment.sources]
+    if environment.tools:
+        env["tools"] = [tool.name for tool in environment.tools]
+    payload: dict[str, Any] = {
+        "pollux": BRIDGE_VERSION,
+        "api": api,
+        "provider": provider,
+        "model": config.model,
+    }
+    if config.use_mock:
+        payload["mock"] = True
+    payload["environment"] = env
+    payload["input"] = _input_identity(turn)
+    required = _requirements_identity(requirements, provider)
+    if required:
+        payload["requirements"] = required
+    return payload
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+def _result(output: Output) -> dict[str, Any]:
+    usage = output.usage
+    return {
+        "text": output.text,
+        "output": output.to_jsonable(),
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cached_tokens or 0,
+            "cache_write_tokens": 0,
+            "reasoning_tokens": usage.reasoning_tokens or 0,
+        },
+    }
+
+
+def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -> Output:
+    """Rebuild the `pollux.Output` a bridge node recorded.
+
+    Args:
+        node: A ``model_call`` node recorded by this module.
+        output: The pydantic model the call asked for, to validate ``structured`` into it (a JSON
+            Schema dict, or None, keeps it as JSON data).
+
+    Returns:
+        The recorded Output.
+
+    Raises:
+        PollardError: The node has no recorded pollux output.
+    """
+    result = node.result
+    data = result.get("output") if isinstance(result, Mapping) else None
+    if not isinstance(data, Mapping):
+        raise PollardError(
+            f"node {node.id} holds no recorded pollux output",
+            hint="pass a model_call node recorded by pollard.adapters.pollux",
+        )
+    model = OutputRequirements(output_schema=output).output_schema_model()
+    return Output.from_jsonable(data, response_schema=model)
+
+
+# -- arguments -------------------------------------------------------------------------------------
+
+
+def _check_run(run: object, function: str) -> AsyncRun:
+    if not isinstance(run, AsyncRun):
+        raise TypeError(
+            f"{function}() needs an AsyncRun (AsyncRuntime(...).run(label)), "
+            f"got {type(run).__name__}"
+        )
+    return run
+
+
+def _environment(
+    environment: Environment | None,
+    *,
+    instructions: str | None,
+    sources: Sequence[Source],
+    tools: Sequence[ToolDeclaration] | None,
+) -> Environment:
+    """The environment pollux will build, checked before any step is recorded."""
+    if environment is not None:
+        if not isinstance(environment, Environment):
+            raise ConfigurationError(
+                f"environment must be an Environment, got {type(environment).__name__}",
+                hint="Build one with Environment(instructions=..., sources=[...], tools=[...]).",
+            )
+        inline = [
+            name
+            for name, value in (
+                ("instructions", instructions),
+                ("sources", sources),
+                ("tools", tools),
+            )
+            if value
+        ]
+        if inline:
+            raise ConfigurationError(
+                f"environment cannot be combined with inline {'/'.join(inline)}",
+                hint="Put them on the Environment, or drop the environment.",
+            )
+        return environment
+    if isinstance(sources, (str, bytes)):  # type: ignore[unreachable]
+        raise ConfigurationError(
+            "sources must be a sequence of Source values, not a string",
+            hint="Pass sources=[Source.from_text(...)] (or source=... on governed_run()).",
+        )
+    return Environment(instructions=instructions, sources=tuple(sources), tools=tuple(tools or ()))
+
+
+def _prompts(prompts: str | Sequence[str | None] | None) -> list[str]:
+    items: Sequence[str | None] = (
+        (prompts,) if prompts is None or isinstance(prompts, str) else prompts
+    )
+    texts: list[str] = []
+    for position, prompt in enumerate(items):
+        if prompt is None or not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigurationError(
+                f"prompt {position} is empty or not text",
+                hint="Every prompt needs text; ask the question about the sources explicitly.",
+            )
+        texts.append(prompt)
+    if not texts:
+        raise ConfigurationError(
+            "governed_run_many() needs at least one prompt",
+            hint="Pass a prompt or a list of prompts.",
+        )
+    return texts
+
+
+def _options(
+    output: ResponseSchemaInput | None,
+    temperature: float | None,
+    top_p: float | None,
+    max_tokens: int | None,
+    seed: int | None,
+    reasoning_effort: str | None,
+    reasoning_budget_tokens: int | None,
+    tool_choice: ToolChoice | None,
+    provider_options: dict[str, dict[str, Any]] | None,
+) -> tuple[OutputRequirements, dict[str, Any]]:
+    """The validated requirements (for the identity) and the same values as pollux keywords."""
+    keywords: dict[str, Any] = {
+        "output": output,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_tokens": max_tokens,
+        "seed": seed,
+        "reasoning_effort": reasoning_effort,
+        "reasoning_budget_tokens": reasoning_budget_tokens,
+        "tool_choice": tool_choice,
+        "provider_options": provider_options,
+    }
+    requirements = OutputRequirements(
+        output_schema=output,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        reasoning_effort=reasoning_effort,
+        reasoning_budget_tokens=reasoning_budget_tokens,
+        tool_choice=tool_choice,
+        provider_options=provider_options,
+    )
+    return requirements, keywords
+
+
+def _check_config(config: object) -> Config:
+    if not isinstance(config, Config):
+        raise ConfigurationError(
+            f"config must be a Config, got {type(config).__name__}",
+            hint="Pass config=Config(provider=..., model=...).",
+        )
+    return config
+
+
+# -- one step --------------------------------------------------------------------------------------
+
+
+async def _step(
+    run: AsyncRun,
+    payload: dict[str, Any],
+    call: Callable[[], Awaitable[Output]],
+    requirements: OutputRequirements,
+    attempt: int,
+) -> Output:
+    """One ``model_call`` step around one pollux call; the live Output when it ran."""
+    live: list[Output] = []
+
+    async def fn(_payload: Any) -> dict[str, Any]:
+        output = await call()
+        live.append(output)
+        return _result(output)
+
+    node = await run.model_call(payload, fn=fn, attempt=attempt)
+    if live:
+        return live[0]
+    return output_from_node(node, output=requirements.output_schema)
+
+
+# -- entry points ----------------------------------------------------------------------------------
+
+
+async def governed_run(
+    run: AsyncRun,
+    prompt: str | None = None,
+    *,
+    source: Source | None = None,
+    sources: Sequence[Source] = (),
+    config: Config,
+    environment: Environment | None = None,
+    instructions: str | None = None,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    tools: Sequence[ToolDeclaration] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+    attempt: int = 0,
+) -> Output:
+    """``pollux.run`` as one governed ``model_call`` step under the run's cursor.
+
+    Takes ``pollux.run``'s arguments plus the run and pollard's ``attempt``. In hybrid and replay
+    mode a recorded identical request is served without a provider call. The node is
+    ``run.cursor`` afterwards.
+
+    Args:
+        run: The `AsyncRun` to record into.
+        prompt: The prompt to run.
+        source: A single source for context.
+        sources: Stable sources for context.
+        config: The pollux configuration (provider and model).
+        environment: A prepared `pollux.Environment` (not combined with inline
+            ``instructions``/``source``/``sources``/``tools``).
+        instructions: A system-level instruction.
+        output: A pydantic model or JSON Schema for structured output.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling probability.
+        max_tokens: Hard cap on output tokens.
+        seed: Sampling seed where supported.
+        reasoning_effort: Qualitative reasoning effort.
+        reasoning_budget_tokens: Explicit reasoning token budget.
+        tool_choice: Tool-choice control.
+        tools: Tool declarations.
+        provider_options: Raw provider-scoped generation options.
+        attempt: pollard's attempt number (ask the same question again as a distinct step).
+
+    Returns:
+        The `pollux.Output`, live or rebuilt from the recording.
+
+    Raises:
+        BudgetExceeded: A budget refused the call before any provider I/O (a refusal is recorded).
+        MissingRecording: Replay mode, and this request was not recorded here.
+        ConfigurationError: Invalid arguments (before anything is recorded).
+        APIError: The provider call failed (the failed dispatch is recorded and charged).
+    """
+    run = _check_run(run, "governed_run")
+    config = _check_config(config)
+    if source is not None and sources:
+        raise ConfigurationError(
+            "governed_run() takes source= or sources=, not both",
+            hint="Pass sources=[a, b] for several sources.",
+        )
+    env = _environment(
+        environment,
+        instructions=instructions,
+        sources=(source,) if source is not None else sources,
+        tools=tools,
+    )
+    requirements, keywords = _options(
+        output,
+        temperature,
+        top_p,
+        max_tokens,
+        seed,
+        reasoning_effort,
+        reasoning_budget_tokens,
+        tool_choice,
+        provider_options,
+    )
+    (text,) = _prompts(prompt)
+    payload = _payload("run", config, env, Input(content=text), requirements)
+
+    async def call() -> Output:
+        return await pollux.run(text, environment=env, config=config, **keywords)
+
+    return await _step(run, payload, call, requirements, attempt)
+
+
+async def governed_interact(
+    run: AsyncRun,
+    environment: Environment,
+    input: Input,
+    *,
+    config: Config,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+    attempt: int = 0,
+) -> Output:
+    """``pollux.interact`` as one governed ``model_call`` step under the run's cursor.
+
+    A tool loop records one node per turn, each under the previous one. The continuation of a
+    served output is the recorded one, so the next turn's identity matches the recording and a
+    replayed loop runs to the end without a provider call.
+
+    Args:
+        run: The `AsyncRun` to record into.
+        environment: The reusable model-facing setup.
+        input: The turn (content, history or continuation, tool results).
+        config: The pollux configuration.
+        output: A pydantic model or JSON Schema for structured output.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling probability.
+        max_tokens: Hard cap on output tokens.
+        seed: Sampling seed where supported.
+        reasoning_effort: Qualitative reasoning effort.
+        reasoning_budget_tokens: Explicit reasoning token budget.
+        tool_choice: Tool-choice control.
+        provider_options: Raw provider-scoped generation options.
+        attempt: pollard's attempt number.
+
+    Returns:
+        The `pollux.Output`, live or rebuilt from the recording.
+
+    Raises:
+        BudgetExceeded: A budget refused the call before any provider I/O.
+        MissingRecording: Replay mode, and this turn was not recorded here.
+        ConfigurationError: Invalid arguments (before anything is recorded).
+        APIError: The provider call failed (the failed dispatch is recorded and charged).
+    """
+    run = _check_run(run, "governed_interact")
+    config = _check_config(config)
+    env = _environment(environment, instructions=None, sources=(), tools=None)
+    turn = _check_input(input)
+    requirements, keywords = _options(
+        output,
+        temperature,
+        top_p,
+        max_tokens,
+        seed,
+        reasoning_effort,
+        reasoning_budget_tokens,
+        tool_choice,
+        provider_options,
+    )
+    payload = _payload("interact", config, env, turn, requirements)
+
+    async def call() -> Output:
+        return await pollux.interact(env, turn, config=config, **keywords)
+
+    return await _step(run, payload, call, requirements, attempt)
+
+
+def _check_input(turn: object) -> Input:
+    if not isinstance(turn, Input):
+        raise ConfigurationError(
+            f"input must be an Input, got {type(turn).__name__}",
+            hint="Pass Input('your question') or Input(continuation=..., tool_results=[...]).",
+        )
+    return turn
+
+
+_END = object()
+
+
+async def governed_stream(
+    run: AsyncRun,
+    environment: Environment,
+    input: Input,
+    *,
+    config: Config,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+    attempt: int = 0,
+) -> AsyncGenerator[Event, None]:
+    """``pollux.stream`` as one governed ``model_call`` step: the same `pollux.Event` timeline.
+
+    Events are yielded as the provider streams them and stored with the node (pollard's
+    ``keep_chunks``), so hybrid and replay yield the recorded timeline without a provider call.
+    The terminal ``done`` event carries the Output; charges settle once, after the stream ends.
+    Closing the iterator early cancels the call (pollard records the cancelled dispatch).
+
+    Args:
+        run: The `AsyncRun` to record into.
+        environment: The reusable model-facing setup.
+        input: The turn.
+        config: The pollux configuration.
+        output: A pydantic model or JSON Schema for structured output.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling probability.
+        max_tokens: Hard cap on output tokens.
+        seed: Sampling seed where supported.
+        reasoning_effort: Qualitative reasoning effort.
+        reasoning_budget_tokens: Explicit reasoning token budget.
+        tool_choice: Tool-choice control.
+        provider_options: Raw provider-scoped generation options.
+        attempt: pollard's attempt number.
+
+    Yields:
+        Each event of the timeline, ending in ``done``.
+
+    Raises:
+        BudgetExceeded: A budget refused the call before any provider I/O.
+        MissingRecording: Replay mode, and this turn was not recorded here.
+        APIError: The provider call or stream failed (recorded and charged).
+    """
+    run = _check_run(run, "governed_stream")
+    config = _check_config(config)
+    env = _environment(environment, instructions=None, sources=(), tools=None)
+    turn = _check_input(input)
+    requirements, keywords = _options(
+        output,
+        temperature,
+        top_p,
+        max_tokens,
+        seed,
+        reasoning_effort,
+        reasoning_budget_tokens,
+        tool_choice,
+        provider_options,
+    )
+    payload = _payload("stream", config, env, turn, requirements)
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    live: list[Output] = []
+
+    async def chunks() -> AsyncIterator[dict[str, Any]]:
+        events = pollux.stream(env, turn, config=config, **keywords)
+        final: Output | None = None
+        try:
+            async for event in events:
+                if event.type == "done":
+                    final = event.output
+                else:
+                    # An empty delta leaves the settled result alone; the event rides along.
+                    yield {"delta": {}, "event": event.to_jsonable()}
+        finally:
+            await events.aclose()
+        if final is None:
+            raise PollardError(
+                "the pollux stream ended without a done event",
+                hint="this is a pollux bug; please report it",
+            )
+        live.append(final)
+        yield {"result": _result(final)}
+
+    def fn(_payload: Any) -> AsyncIterator[dict[str, Any]]:
+        return chunks()
+
+    def on_delta(chunk: Mapping[str, Any]) -> None:
+        event = chunk.get("event")
+        if isinstance(event, Mapping):
+            queue.put_nowait(Event.from_jsonable(event))
+
+    task = asyncio.ensure_future(
+        run.model_call(payload, fn=fn, attempt=attempt, on_delta=on_delta, keep_chunks=True)
+    )
+    task.add_done_callback(lambda _task: queue.put_nowait(_END))
+    try:
+        while True:
+            item = await queue.get()
+            if item is _END:
+                break
+            yield item
+        node = task.result()
+        final = live[0] if live else output_from_node(node, output=requirements.output_schema)
+        yield Event(type="done", output=final)
+    finally:
+        if not task.done():
+            task.cancel()
+        # Wait for pollard to record the cancelled (or failed) dispatch; its error, if any, is
+        # raised by task.result() above or belongs to the caller that stopped iterating.
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def governed_run_many(
+    run: AsyncRun,
+    prompts: str | Sequence[str | None] | None = None,
+    *,
+    sources: Sequence[Source] = (),
+    config: Config,
+    environment: Environment | None = None,
+    instructions: str | None = None,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    tools: Sequence[ToolDeclaration] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> OutputCollection:
+    """``pollux.run_many`` with each prompt its own governed ``model_call`` step.
+
+    The prompt steps are siblings under the run's cursor (each its own cursor, so concurrent
+    steps never race for the run's), run with at most ``config.request_concurrency`` in flight,
+    and each is checked against the budgets right before its provider call. A prompt that a
+    budget refuses, or whose call fails, becomes an error Output (``metrics.completion_status ==
+    "error"``, the error in ``diagnostics.error``, with ``refusal_id`` for refusals) and the other
+    prompts keep their answers. Identical prompts are distinct steps (attempts 0, 1, ...).
+
+    Afterwards a note ``{"pollux": "run_many", "calls": [...]}`` listing each prompt's node id
+    (the refusal's id for a refused prompt, None for a failed one) is recorded under the cursor,
+    and the cursor moves onto it; the steps' charges count in ``run.report()``.
+
+    Unlike ``pollux.run_many``, sources are prepared once per prompt (uploads are not shared by
+    the prompts of one call) and, as with one prompt per call, outputs carry no continuation
+    when there are several prompts.
+
+    Args:
+        run: The `AsyncRun` to record into.
+        prompts: One or more prompts.
+        sources: Stable sources shared across the prompts.
+        config: The pollux configuration.
+        environment: A prepared `pollux.Environment`.
+        instructions: A system-level instruction.
+        output: A pydantic model or JSON Schema for structured output.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling probability.
+        max_tokens: Hard cap on output tokens.
+        seed: Sampling seed where supported.
+        reasoning_effort: Qualitative reasoning effort.
+        reasoning_budget_tokens: Explicit reasoning token budget.
+        tool_choice: Tool-choice control.
+        tools: Tool declarations.
+        provider_options: Raw provider-scoped generation options.
+
+    Returns:
+        The `pollux.OutputCollection`, outputs in prompt order.
+
+    Raises:
+        MissingRecording: Replay mode, and a prompt was not recorded here (nothing is returned).
+        ConfigurationError: Invalid arguments (before anything is recorded).
+    """
+    run = _check_run(run, "governed_run_many")
+    config = _check_config(config)
+    env = _environment(environment, instructions=instructions, sources=sources, tools=tools)
+    texts = _prompts(prompts)
+    requirements, keywords = _options(
+        output,
+        temperature,
+        top_p,
+        max_tokens,
+        seed,
+        reasoning_effort,
+        reasoning_budget_tokens,
+        tool_choice,
+        provider_options,
+    )
+    payloads = [_payload("run_many", config, env, Input(content=t), requirements) for t in texts]
+    seen: dict[bytes, int] = {}
+    attempts: list[int] = []
+    for payload in payloads:
+        key = canonical_bytes(payload)
+        attempts.append(seen.get(key, 0))
+        seen[key] = attempts[-1] + 1
+    single = len(texts) == 1
+    slots = asyncio.Semaphore(config.request_concurrency)
+
+    async def one(index: int) -> tuple[Output, str | None]:
+        text = texts[index]
+
+        async def call() -> Output:
+            answer = await pollux.run(text, environment=env, config=config, **keywords)
+            return answer if single else dataclasses.replace(answer, continuation=None)
+
+        async with slots:
+            fork = _fork(run)
+            try:
+                answer = await _step(fork, payloads[index], call, requirements, attempts[index])
+            except BudgetExceeded as exc:
+                return _refused(exc), exc.refusal_id
+            except _ERRORS_PER_PROMPT as exc:
+                return error_output(exc), None
+            return answer, fork.cursor_id
+
+    results = await _gather([one(index) for index in range(len(texts))])
+    await run.note({"pollux": "run_many", "calls": [node_id for _, node_id in results]})
+    return OutputCollection(
+        outputs=tuple(answer for answer, _ in results),
+        prompt_indexes=tuple(range(len(texts))),
+    )
+
+
+def _fork(run: AsyncRun) -> AsyncRun:
+    """A second cursor at ``run``'s cursor that reports into ``run`` (no anchor node).
+
+    Concurrent steps on one cursor would race for it (each step moves it); each prompt gets its
+    own, so every prompt's node is a child of the same node and refusals land next to it.
+    """
+    state = run._state
+    child = RunState(
+        state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
+    )
+    child.spent = state.spent  # shared: the fan-out's charges are this run's charges
+    child.avoided = state.avoided
+    return AsyncRun(child, run._offload)
+
+
+def _refused(error: BudgetExceeded) -> Output:
+    detail: dict[str, Any] = {
+        "type": type(error).__name__,
+        "message": str(error),
+        "refusal_id": error.refusal_id,
+    }
+    if error.hint is not None:
+        detail["hint"] = error.hint
+    meter = getattr(error, "meter", None)
+    if meter is not None:
+        detail["meter"] = meter
+    return Output(
+        metrics=Metrics(n_calls=0, completion_status="error"),
+        diagnostics=Diagnostics(raw={"error": detail}),
+    )
+
+
+async def _gather(coroutines: Sequence[Awaitable[Any]]) -> list[Any]:
+    """All results in order; on the first error the others are cancelled (and recorded so)."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+# -- estimation ------------------------------------------------------------------------------------
+
+
+class PolluxTokenEstimator:
+    """Estimates the input tokens of a bridge payload, for ``TokenMeter(estimator=...)``.
+
+    It counts the characters of the instructions, the prompt, the portable history and the tool
+    results plus the bytes of the sources, at ``chars_per_token`` characters per token (the
+    common rule of thumb for English text). It does not see a continuation's earlier turns (the
+    payload holds only their digest), images or provider-added text, so it is an approximation;
+    with ``reserved_output_tokens`` it lets a token budget refuse a call before it is sent.
+
+    Args:
+        chars_per_token: Characters (or source bytes) per token.
+
+    Example:
+        >>> from pollard.meters import TokenMeter
+        >>> meter = TokenMeter(PolluxTokenEstimator(), reserved_output_tokens=256)
+    """
+
+    def __init__(self, chars_per_token: float = 4.0) -> None:
+        if isinstance(chars_per_token, bool) or not (
+            isinstance(chars_per_token, (int, float)) and chars_per_token > 0
+        ):
+            raise ValueError("chars_per_token must be a number > 0")
+        self.chars_per_token = float(chars_per_token)
+
+    def estimate_input_tokens(self, payload: Any) -> int:
+        """Return the estimated input tokens of a payload built by this module (0 otherwise)."""
+        if not isinstance(payload, Mapping):
+            return 0
+        env = payload.get("environment")
+        turn = payload.get("input")
+        env = env if isinstance(env, Mapping) else {}
+        turn = turn if isinstance(turn, Mapping) else {}
+        chars = 0
+        for text in (env.get("instructions"), turn.get("content")):
+            if isinstance(text, str):
+                chars += len(text)
+        for source in env.get("sources") or ():
+            size = source.get("bytes") if isinstance(source, Mapping) else None
+            if isinstance(size, int) and not isinstance(size, bool):
+                chars += size
+        for key in ("history", "tool_results"):
+            value = turn.get(key)
+            if value:
+                chars += len(json.dumps(value, ensure_ascii=False))
+        return math.ceil(chars / self.chars_per_token)
+
+    def __repr__(self) -> str:
+        return f"PolluxTokenEstimator(chars_per_token={self.chars_per_token})"
