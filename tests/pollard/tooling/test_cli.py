@@ -421,22 +421,22 @@ PG_DSN = "postgresql://alice:hunter2@127.0.0.1:1/pollard"
     "args",
     [
         ("runs", PG_DSN + "#team"),
-        ("runs", "@"),
-        ("show", "@", "triage"),
-        ("report", "@", "triage"),
-        ("verify", "@"),
-        ("seal", "@", "triage"),
-        ("merge", "{tmp}/dest.db", "@"),
-        ("merge", "@", "{tmp}/missing.db"),
-        ("gc", "@", "compact"),
-        ("export", "@", "triage", "{tmp}/out.json"),
+        ("runs", "{pg}"),
+        ("show", "{pg}", "triage"),
+        ("report", "{pg}", "triage"),
+        ("verify", "{pg}"),
+        ("seal", "{pg}", "triage"),
+        ("merge", "{tmp}/dest.db", "{pg}"),
+        ("merge", "{pg}", "{tmp}/missing.db"),
+        ("gc", "{pg}", "compact"),
+        ("export", "{pg}", "triage", "{tmp}/out.json"),
     ],
 )
 def test_every_command_takes_postgres_specs_and_never_prints_the_dsn(
     args: tuple[str, ...], tmp_path: Path
 ) -> None:
     argv = [
-        arg.replace("@", "pg-env:POLLARD_CLI_TEST_DSN#team").format(tmp=tmp_path) for arg in args
+        arg.replace("{pg}", "pg-env:POLLARD_CLI_TEST_DSN#team").format(tmp=tmp_path) for arg in args
     ]
     line = one_error_line(pollard(*argv, env={"POLLARD_CLI_TEST_DSN": PG_DSN}))
     assert "hunter2" not in line and "alice" not in line

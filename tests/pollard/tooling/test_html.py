@@ -183,3 +183,20 @@ def test_markup_in_labels_is_escaped(tmp_path: Path) -> None:
     page = render_html(store, root.id)
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_summary_carries_the_seal_or_says_it_does_not_verify(tmp_path: Path) -> None:
+    from pollard import SQLiteStore, seal
+
+    from ._cli import tamper
+
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        sample = build_sample(store)
+        digest = seal(store, sample.root).digest
+        assert f"<dt>seal</dt><dd><code>{digest}</code></dd>" in render_html(store, sample.root)
+    tamper(path, f"UPDATE nodes SET result = '{{\"queued\":false}}' WHERE id = X'{sample.tool}'")
+    with SQLiteStore(path, read_only=True) as store:
+        page = render_html(store, sample.root)
+    assert "does not verify" in page and sample.tool in page
+    assert "[REFUSED]" in page  # the tree is still shown

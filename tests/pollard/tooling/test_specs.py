@@ -70,3 +70,20 @@ def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path: Path) -> Non
     assert not missing.exists()
     with pytest.raises(CLIError, match="is a directory"):
         open_store(parse_store_spec(str(tmp_path)))
+
+
+@pytest.mark.parametrize(
+    ("dsn", "secret"),
+    [
+        ("postgresql://alice:hunter2@db/pollard", "hunter2"),
+        ("postgresql://alice:p%40ss@db/pollard", "p@ss"),
+        ("host=db user=alice password=hunter2", "hunter2"),
+        ("host=db password='two words' user=alice", "two words"),
+    ],
+)
+def test_driver_messages_are_scrubbed_of_the_dsn_and_password(dsn: str, secret: str) -> None:
+    from pollard._cli.specs import _scrub
+
+    message = f"connection failed for {dsn}: password {secret} rejected"
+    scrubbed = _scrub(message, dsn)
+    assert secret not in scrubbed and dsn not in scrubbed

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from ._canon import is_hex64, json_text
-from ._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
+from ._manifest import ManifestStore
 from ._merge import ScopeTracker, _charges
 from ._node import Node
 from ._seal import seal
@@ -146,7 +145,7 @@ def export_subtree(store: Store, root_id: str, path: str | Path) -> ExportReport
     # One walk: the seal and the records describe the same snapshot even if a writer appends
     # nodes meanwhile. Sealing validates every node before anything is written.
     nodes = list(store.walk(root_id))
-    sealed = seal(_Manifest(nodes), root_id)
+    sealed = seal(ManifestStore(nodes), root_id)
     records = [_record(node) for node in nodes]
     document = {
         "format": FORMAT,
@@ -162,93 +161,6 @@ def export_subtree(store: Store, root_id: str, path: str | Path) -> ExportReport
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(target)
     return ExportReport(root_id, str(target), len(records), sealed.digest)
-
-
-class _Manifest:
-    """A read-only in-memory store over the nodes of a file (what the seal is recomputed on)."""
-
-    def __init__(self, nodes: Sequence[Node]) -> None:
-        self._nodes = {node.id: node for node in nodes}
-        self._children: dict[str, list[Node]] = {}
-        for node in nodes:
-            if node.parent is not None:
-                self._children.setdefault(node.parent, []).append(node)
-        for kids in self._children.values():
-            kids.sort(key=lambda n: (n.kind.value, n.id))
-
-    @property
-    def store_id(self) -> str:
-        return "manifest"
-
-    def _read_only(self) -> TypeError:
-        return TypeError("an import manifest is read-only")
-
-    def put(self, node: Node) -> bool:
-        raise self._read_only()
-
-    def get(self, node_id: str) -> Node:
-        return self._nodes[node_id]
-
-    def find(self, node_id: str) -> Node | None:
-        return self._nodes.get(node_id)
-
-    def exists(self, node_id: str) -> bool:
-        return node_id in self._nodes
-
-    def children(self, node_id: str) -> list[Node]:
-        return list(self._children.get(node_id, ()))
-
-    def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
-        raise self._read_only()
-
-    def walk(self, root_id: str) -> Iterator[Node]:
-        stack = [self._nodes[root_id]]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(self._children.get(node.id, ())))
-
-    def roots(self) -> list[Node]:
-        return [n for n in self._nodes.values() if n.parent is None]
-
-    def drop_nodes(self, ids: Iterable[str]) -> int:
-        raise self._read_only()
-
-    def compact(self) -> int:
-        raise self._read_only()
-
-    def reserve(
-        self,
-        claims: Sequence[BudgetClaim],
-        windows: Sequence[WindowClaim] = (),
-        *,
-        lease_seconds: float,
-        hold: bool = True,
-    ) -> Admission:
-        raise self._read_only()
-
-    def renew(self, reservation_id: str, lease_seconds: float) -> bool:
-        raise self._read_only()
-
-    def release(self, reservation_id: str) -> None:
-        raise self._read_only()
-
-    def commit(
-        self,
-        node: Node,
-        *,
-        scopes: Sequence[str],
-        charges: Mapping[str, Decimal],
-        windows: Sequence[WindowEvent] = (),
-        reservation_id: str | None = None,
-    ) -> bool:
-        raise self._read_only()
-
-    def totals(self, scope: str) -> dict[str, Decimal]:
-        return {}
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def _bad(message: str) -> ValueError:
@@ -341,7 +253,7 @@ def read_subtree(
         raise IntegrityError(
             "the file's content digest does not match its nodes (edited after export)", root_id
         )
-    recomputed = seal(_Manifest(nodes), root_id)
+    recomputed = seal(ManifestStore(nodes), root_id)
     if recomputed.to_dict() != sealed:
         raise IntegrityError("the file's seal does not match its nodes", root_id)
     if expected_digest is not None and recomputed.digest != expected_digest:

@@ -27,9 +27,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from ._manifest import ManifestStore
+from ._node import Node
+from ._seal import seal
 from ._store import Store
 from ._version import __version__
 from ._view import ViewNode, add_into, build_view, format_decimal
+from .errors import IntegrityError
 
 __all__ = ["render_html", "write_html"]
 
@@ -62,6 +66,7 @@ summary::-webkit-details-marker{display:none}
 .id{color:var(--acc);text-decoration:none}
 .label{font-weight:500}
 .charges,.deep{color:var(--mut)}
+.bad{color:var(--bad)}
 .mark{font-family:var(--mono);font-size:.8em;font-weight:700;padding:0 .3rem;border-radius:3px;
 border:1px solid currentColor}
 li.refused{background:var(--badbg)}
@@ -179,7 +184,18 @@ def _tree_html(rows: Sequence[ViewNode]) -> str:
     return "\n".join(out)
 
 
-def render_rows(rows: Sequence[ViewNode], *, root_id: str, payloads: bool) -> str:
+def seal_summary(nodes: Sequence[Node], root_id: str) -> str:
+    """The page's seal line: the subtree's seal digest, or why it does not verify."""
+    try:
+        digest = seal(ManifestStore(nodes), root_id).digest
+    except IntegrityError as exc:
+        return f'<strong class="bad">does not verify: {_e(exc)}</strong>'
+    return f"<code>{_e(digest)}</code>"
+
+
+def render_rows(
+    rows: Sequence[ViewNode], *, root_id: str, payloads: bool, seal_html: str | None = None
+) -> str:
     """Render view rows (preorder) as one static HTML page."""
     root = rows[0] if rows else None
     label = root.label if root is not None and root.label else root_id[:8]
@@ -197,6 +213,7 @@ def render_rows(rows: Sequence[ViewNode], *, root_id: str, payloads: bool) -> st
         ("avoided", _e(_amounts(dict(sorted(avoided.items()))) or "nothing")),
         ("refusals", _e(refusals)),
         ("pruned", _e(pruned)),
+        *([("seal", seal_html)] if seal_html is not None else []),
         (
             "content",
             "payloads and results included"
@@ -237,13 +254,17 @@ def render_html(store: Store, root_id: str, *, payloads: bool = False) -> str:
         payloads: Include payloads and results; the default page is content-free.
 
     Returns:
-        The page text (UTF-8 when written).
+        The page text (UTF-8 when written). Its summary carries the subtree's seal digest (the
+        same as ``pollard seal``), or says that the subtree does not verify.
 
     Raises:
         KeyError: ``root_id`` is not in the store.
     """
-    rows = build_view(store.walk(root_id), payloads=payloads)
-    return render_rows(rows, root_id=root_id, payloads=payloads)
+    nodes = list(store.walk(root_id))
+    rows = build_view(nodes, payloads=payloads)
+    return render_rows(
+        rows, root_id=root_id, payloads=payloads, seal_html=seal_summary(nodes, root_id)
+    )
 
 
 def write_html(store: Store, root_id: str, path: str | Path, *, payloads: bool = False) -> int:

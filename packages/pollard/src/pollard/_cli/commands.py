@@ -21,7 +21,7 @@ from pollard._store import Store
 from pollard._transfer import export_subtree, read_subtree, write_subtree
 from pollard._view import add_into, build_view, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
-from pollard.html import render_rows
+from pollard.html import render_rows, seal_summary
 
 from .specs import CLIError, StoreSpec, open_store, parse_store_spec
 from .text import amounts, render_table, render_tree
@@ -109,9 +109,16 @@ def cmd_runs(args: argparse.Namespace, stack: ExitStack) -> int:
 def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
     _, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
-    rows = build_view(store.walk(root_id), payloads=args.payloads)
+    nodes = list(store.walk(root_id))
+    rows = build_view(nodes, payloads=args.payloads)
     if args.html:
-        data = render_rows(rows, root_id=root_id, payloads=args.payloads).encode("utf-8")
+        page = render_rows(
+            rows,
+            root_id=root_id,
+            payloads=args.payloads,
+            seal_html=seal_summary(nodes, root_id),
+        )
+        data = page.encode("utf-8")
         target = Path(args.html)
         try:
             target.write_bytes(data)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -114,8 +115,22 @@ def _postgres_class() -> Any:
     return cls
 
 
-def _scrub(message: str, secret: str) -> str:
-    return message.replace(secret, "<dsn>") if secret else message
+_KV_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def _scrub(message: str, dsn: str) -> str:
+    """Remove the DSN and its password from a driver's error message."""
+    secrets = [dsn]
+    try:
+        password = urlsplit(dsn).password if "://" in dsn else None
+    except ValueError:
+        password = None
+    if password:
+        secrets.extend({password, unquote(password)})
+    secrets.extend(match.group(1).strip("'") for match in _KV_PASSWORD.finditer(dsn))
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        message = message.replace(secret, "***")
+    return message
 
 
 def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) -> Any:
