@@ -115,3 +115,27 @@ def test_abandoned_reservation_frees_capacity_after_its_lease(tmp_path: Path) ->
     clock.advance(6)
     assert run.model_call({"model": "m"}, fn=lambda p: {"text": "x"}).result == {"text": "x"}
     store.close()
+
+
+def test_running_steps_have_their_leases_renewed() -> None:
+    from pollard import MemoryStore
+
+    renewed = threading.Event()
+
+    class Watching(MemoryStore):
+        def renew(self, reservation_id: str, lease_seconds: float) -> bool:
+            alive = super().renew(reservation_id, lease_seconds)
+            if alive:
+                renewed.set()
+            return alive
+
+    store = Watching()
+    rt = Runtime(store, reservation_lease_seconds=0.15)
+    run = rt.run("long", budget=Budget(steps=1))
+
+    def long_call(payload: Any) -> dict[str, Any]:
+        assert renewed.wait(10), "the lease keeper never renewed the running step's lease"
+        return {"text": "done"}
+
+    assert run.model_call({"model": "m"}, fn=long_call).result == {"text": "done"}
+    rt.close()
