@@ -401,3 +401,28 @@ def test_any_model_visible_change_changes_the_fingerprint(spec: Any, mutation: s
     assert _build(mutated).fingerprint(provider="openai") != _build(spec).fingerprint(
         provider="openai"
     )
+
+
+def _nested(depth: int, *, as_dict: bool) -> Any:
+    root: Any = {} if as_dict else []
+    current = root
+    for _ in range(depth):
+        child: Any = {} if as_dict else []
+        if as_dict:
+            current["a"] = child
+        else:
+            current.append(child)
+        current = child
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_parsers_reject_values_nested_beyond_repr_with_pollux_errors(name: str) -> None:
+    # Deeper than repr() can go: an error message must describe such a value, not repr it.
+    parse, keys = PARSERS[name]
+    for value in (_nested(5_000, as_dict=False), _nested(5_000, as_dict=True)):
+        for key in keys:
+            try:
+                parse({key: value})
+            except PolluxError as exc:
+                assert exc.hint, f"{name} raised {exc!r} without a hint"

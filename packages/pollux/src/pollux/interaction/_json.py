@@ -94,7 +94,7 @@ def get_str(data: Mapping[str, Any], key: str, what: str, *, default: str | None
     value = data.get(key, default)
     if not isinstance(value, str):
         raise ConfigurationError(
-            f"{what}.{key} must be a string, got {_describe(value)}",
+            f"{what}.{key} must be a string, got {describe(value)}",
             hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
         )
     return value
@@ -115,7 +115,7 @@ def get_int(
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(
-            f"{what}.{key} must be an integer >= {minimum}, got {_describe(value)}",
+            f"{what}.{key} must be an integer >= {minimum}, got {describe(value)}",
             hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
         )
     return value
@@ -135,7 +135,7 @@ def get_float(
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigurationError(
-            f"{what}.{key} must be a number, got {_describe(value)}",
+            f"{what}.{key} must be a number, got {describe(value)}",
             hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
         )
     return float(value)
@@ -153,7 +153,7 @@ def get_bool(data: Mapping[str, Any], key: str, what: str, *, default: bool) -> 
     value = data.get(key, default)
     if not isinstance(value, bool):
         raise ConfigurationError(
-            f"{what}.{key} must be true or false, got {_describe(value)}",
+            f"{what}.{key} must be true or false, got {describe(value)}",
             hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
         )
     return value
@@ -166,12 +166,16 @@ def get_list(data: Mapping[str, Any], key: str, what: str) -> Sequence[Any]:
         return ()
     if not isinstance(value, (list, tuple)):
         raise ConfigurationError(
-            f"{what}.{key} must be a list, got {_describe(value)}",
+            f"{what}.{key} must be a list, got {describe(value)}",
             hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
         )
     return value
 
 
-def _describe(value: object) -> str:
+def describe(value: object) -> str:
+    """A short description of a rejected value for an error message (containers by size)."""
+    if isinstance(value, (list, tuple, dict)):
+        # Never repr a container: it may be huge or nested deeper than repr can go.
+        return f"{type(value).__name__} of {len(value)} item(s)"
     text = repr(value)
     return text if len(text) <= 60 else f"{type(value).__name__} ({text[:40]}...)"

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, NoReturn
 
 from pollux.errors import ConfigurationError, InternalError
 
-from ._json import canonical_dumps, json_copy, require_mapping
+from ._json import canonical_dumps, describe, json_copy, require_mapping
 
 __all__ = ["Continuation"]
 
@@ -156,7 +156,7 @@ class Continuation:
         if version != _SCHEMA_VERSION or isinstance(version, bool):
             raise ConfigurationError(
                 f"Incompatible continuation: expected schema version {_SCHEMA_VERSION}, "
-                f"got {version!r}",
+                f"got {describe(version)}",
                 hint="This continuation was produced by a different pollux version. Start a "
                 "new interaction instead of reusing it.",
             )

@@ -8,7 +8,7 @@ from typing import Any, Literal, cast
 
 from pollux.errors import ConfigurationError
 
-from ._json import get_list, require_mapping
+from ._json import describe, get_list, require_mapping
 from .tools import ToolCall
 
 __all__ = ["Message", "MessageRole"]
@@ -93,7 +93,7 @@ class Message:
         """Freeze tool calls and reject shapes that cannot be replayed portably."""
         if self.role not in _ROLES:
             raise ConfigurationError(
-                f"Unsupported history message role: {self.role!r}", hint=_ROLE_HINT
+                f"Unsupported history message role: {describe(self.role)}", hint=_ROLE_HINT
             )
         if not isinstance(self.content, str):
             raise ConfigurationError(
@@ -178,7 +178,9 @@ class Message:
         data = require_mapping(data, "Message")
         role = data.get("role")
         if role not in _ROLES:
-            raise ConfigurationError(f"Unsupported history message role: {role!r}", hint=_ROLE_HINT)
+            raise ConfigurationError(
+                f"Unsupported history message role: {describe(role)}", hint=_ROLE_HINT
+            )
         content = data.get("content", "")
         if not isinstance(content, str):
             raise ConfigurationError(
@@ -206,7 +208,7 @@ class Message:
         role = data.get("role")
         if role not in _ROLES:
             raise ConfigurationError(
-                f"Unsupported OpenAI history role: {role!r}",
+                f"Unsupported OpenAI history role: {describe(role)}",
                 hint="Move system messages to Environment.instructions.",
             )
         raw_calls = data.get("tool_calls")
