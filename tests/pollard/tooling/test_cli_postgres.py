@@ -1,0 +1,69 @@
+"""The CLI on PostgreSQL stores (skipped without a server, required when CI=true)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pollard import SQLiteStore, seal
+
+from ._cli import pollard
+from ._trees import SECRET_PROMPT, Sample, build_sample
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def spec(pg_dsn: str) -> tuple[str, dict[str, str]]:
+    """A fresh logical store in the test database, named through pg-env."""
+    pytest.importorskip("pollard.stores.postgres")
+    store_id = f"cli-{uuid.uuid4().hex[:12]}"
+    return f"pg-env:POLLARD_CLI_PG#{store_id}", {"POLLARD_CLI_PG": pg_dsn}
+
+
+@pytest.fixture
+def sample_db(tmp_path: Path) -> tuple[Path, Sample]:
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        sample = build_sample(store)
+    return path, sample
+
+
+def test_merge_into_postgres_then_inspect_it(
+    spec: tuple[str, dict[str, str]], sample_db: tuple[Path, Sample], tmp_path: Path, pg_dsn: str
+) -> None:
+    target, env = spec
+    path, smp = sample_db
+    merged = pollard("merge", target, path, "--json", env=env)
+    assert merged.code == 0, merged.err
+    assert merged.json()["destination"] == target
+    assert merged.json()["totals"]["copied"] == 8
+    assert pollard("merge", target, path, "--json", env=env).json()["totals"]["copied"] == 0
+
+    runs = pollard("runs", target, "--json", env=env).json()["runs"]
+    assert [(r["store"], r["root_id"], r["nodes"]) for r in runs] == [(target, smp.root, 8)]
+    shown = pollard("show", target, "triage", env=env)
+    assert shown.code == 0 and "[REFUSED]" in shown.out and SECRET_PROMPT not in shown.out
+    assert pollard("verify", target, "--json", env=env).json()["ok"] is True
+    with SQLiteStore(path, read_only=True) as store:
+        digest = seal(store, smp.root).digest
+    assert pollard("seal", target, smp.root, env=env).out.strip() == digest
+    report = pollard("report", target, "triage", "--json", env=env).json()
+    assert report["ledger"]["tokens"] == "135"  # merged charges settle into the PG ledger
+
+    exported = tmp_path / "pg.json"
+    assert pollard("export", target, "triage", exported, env=env).code == 0
+    assert json.loads(exported.read_text())["seal"]["digest"] == digest
+    other = f"{target}-copy"
+    imported = pollard("import", exported, other, "--json", env=env)
+    assert imported.code == 0, imported.err
+    assert imported.json()["imported"] == 8
+
+    collected = pollard("gc", target, "drop-pruned", "--json", env=env)
+    assert collected.code == 0, collected.err
+    assert collected.json()["removed_nodes"] == 2
+    for result in (merged, shown, imported, collected):
+        assert pg_dsn not in result.out + result.err
