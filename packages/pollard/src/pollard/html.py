@@ -111,7 +111,7 @@ def _node_html(row: ViewNode) -> str:
         classes.append("redacted")
     parts = [
         f'<span class="kind">{_e(row.kind)}</span>',
-        f'<a class="id" href="#n-{_e(row.id)}" title="{_e(row.id)}">{_e(row.id[:8])}</a>',
+        f'<a class="id" href="#n-{_e(row.id)}">{_e(row.id[:8])}</a>',
     ]
     if row.label:
         parts.append(f'<span class="label">{_e(row.label)}</span>')
@@ -125,7 +125,7 @@ def _node_html(row: ViewNode) -> str:
         ("id", f"<code>{_e(row.id)}</code>"),
         (
             "parent",
-            f'<a class="id" href="#n-{_e(row.parent)}"><code>{_e(row.parent)}</code></a>'
+            f'<a class="id" href="#n-{_e(row.parent)}">{_e(row.parent[:8])}</a>'
             if row.parent
             else "none",
         ),
