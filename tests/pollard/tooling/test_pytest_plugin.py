@@ -96,6 +96,8 @@ def test_ci_defaults_to_replay_and_local_runs_to_hybrid(
     monkeypatch.setenv("CI", "1")
     monkeypatch.setenv("POLLARD_TEST_FORBID_CALLS", "1")
     run(agent).assert_outcomes(passed=1)  # replay serves the recording
+    monkeypatch.setenv("CI", "false")
+    run(agent).assert_outcomes(passed=1)  # hybrid serves the recording too, without a call
 
 
 def test_ini_options_choose_the_directory_and_the_mode(agent: pytest.Pytester) -> None:
