@@ -51,19 +51,45 @@ FACTORIES: dict[str, Callable[..., Store]] = {
     "sqlite-plain": _sqlite_plain,
 }
 
+# PostgreSQL variants: each test gets its own store_id (removed afterwards); marked `postgres`.
+PG_VARIANTS: dict[str, dict[str, object]] = {
+    "postgres": {},
+    "postgres-plain": {"intern_payloads": False},
+}
 
-@pytest.fixture(params=sorted(FACTORIES))
+
+@pytest.fixture(
+    params=[
+        *sorted(FACTORIES),
+        *(pytest.param(name, marks=pytest.mark.postgres) for name in sorted(PG_VARIANTS)),
+    ]
+)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     created: list[Store] = []
+    pg: tuple[str, str] | None = None
+    if request.param in PG_VARIANTS:
+        from tests.pollard._postgres import fresh_store_id
+
+        pg = (request.getfixturevalue("pg_dsn"), fresh_store_id())
 
     def make(**kwargs: object) -> Store:
-        store = FACTORIES[request.param](tmp_path, **kwargs)
+        if pg is not None:
+            from pollard import PostgresStore
+
+            options = {**PG_VARIANTS[request.param], **kwargs}
+            store: Store = PostgresStore(pg[0], store_id=pg[1], **options)  # type: ignore[arg-type]
+        else:
+            store = FACTORIES[request.param](tmp_path, **kwargs)
         created.append(store)
         return store
 
     yield make
     for store in created:
         store.close()
+    if pg is not None:
+        from tests.pollard._postgres import drop_store
+
+        drop_store(*pg)
 
 
 @pytest.fixture

@@ -59,6 +59,7 @@ if _typing.TYPE_CHECKING:
     from .registry import Registry as Registry
     from .stores.hashrope import HashRopeStore as HashRopeStore
     from .stores.memory import MemoryStore as MemoryStore
+    from .stores.postgres import PostgresStore as PostgresStore
     from .stores.sqlite import SQLiteStore as SQLiteStore
 
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
@@ -80,6 +81,7 @@ _LAZY: dict[str, str] = {
     "NodeKind": "pollard._node",
     "Policy": "pollard.policy",
     "PolicyContext": "pollard.policy",
+    "PostgresStore": "pollard.stores.postgres",
     "Registry": "pollard.registry",
     "ReplayMode": "pollard._runtime",
     "Run": "pollard._runtime",
@@ -120,6 +122,7 @@ __all__ = [
     "PolicyContext",
     "PolicyViolation",
     "PollardError",
+    "PostgresStore",
     "Registry",
     "ReplayMode",
     "Run",

@@ -1,0 +1,265 @@
+"""PostgresStore beyond the conformance suite: namespaces, concurrency, first use, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from pollard import Budget, BudgetExceeded, Node, NodeKind, PostgresStore, Runtime, WindowMeter
+from pollard._ledger import BudgetClaim
+from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
+
+WORKER = r"""
+import json, sys
+from pollard import Budget, BudgetExceeded, PostgresStore, Runtime, WindowMeter
+dsn, store_id, worker, attempts, limit, kind = sys.argv[1:7]
+attempts, limit = int(attempts), int(limit)
+ran = 0
+def fn(payload):
+    global ran
+    ran += 1
+    return {"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1}}
+store = PostgresStore(dsn, store_id=store_id)
+if kind == "window":
+    rt, budget = Runtime(store, meters=[WindowMeter("requests", limit, 3600)]), None
+else:
+    rt, budget = Runtime(store), Budget(steps=limit)
+run = rt.run("shared", budget=budget)
+for i in range(attempts):
+    try:
+        run.model_call({"model": "m", "worker": int(worker), "i": i}, fn=fn)
+    except BudgetExceeded:
+        run.rollback()
+rt.close()
+store.close()
+print(json.dumps({"ran": ran}))
+"""
+
+
+@pytest.fixture
+def store_id(pg_dsn: str) -> Iterator[str]:
+    name = fresh_store_id()
+    yield name
+    drop_store(pg_dsn, name)
+
+
+def _model_calls(store: PostgresStore) -> int:
+    return sum(
+        1
+        for root in store.roots()
+        for node in store.walk(root.id)
+        if node.kind is NodeKind.MODEL_CALL
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kind", ["budget", "window"])
+def test_processes_share_one_exact_limit(pg_dsn: str, store_id: str, kind: str) -> None:
+    limit, workers, attempts = 6, 3, 4  # 12 attempts against a limit of 6
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                pg_dsn,
+                store_id,
+                str(w),
+                str(attempts),
+                str(limit),
+                kind,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    ran = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        ran += json.loads(out)["ran"]
+    assert ran == limit  # never more than the limit, and no capacity lost
+    with PostgresStore(pg_dsn, store_id=store_id) as store:
+        assert _model_calls(store) == limit
+        root = store.roots()[0]
+        assert len(store.roots()) == 1  # every worker shared one root (concurrent puts)
+        meter = "steps" if kind == "budget" else "requests"
+        assert store.totals(root.id)[meter] == limit
+    assert row_count(pg_dsn, "reservations", store_id) == 0
+
+
+@pytest.mark.postgres
+def test_threads_share_one_exact_budget_and_window(pg_dsn: str, store_id: str) -> None:
+    store = PostgresStore(pg_dsn, store_id=store_id)
+    rt = Runtime(store, meters=[WindowMeter("requests", 7, 3600)])
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def fn(payload: Any) -> dict[str, Any]:
+        with lock:
+            ran.append(1)
+        return {"text": "ok"}
+
+    def worker(index: int) -> None:
+        run = rt.run("shared", budget=Budget(steps=9))
+        for i in range(5):
+            try:
+                run.model_call({"model": "m", "w": index, "i": i}, fn=fn)
+            except BudgetExceeded:
+                run.rollback()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ran) == 7  # the window (7) binds before the budget (9)
+    assert _model_calls(store) == 7
+    rt.close()
+    store.close()
+
+
+@pytest.mark.postgres
+def test_store_ids_are_separate_namespaces(pg_dsn: str, store_id: str) -> None:
+    other_id = fresh_store_id()
+    try:
+        with (
+            PostgresStore(pg_dsn, store_id=store_id) as a,
+            PostgresStore(pg_dsn, store_id=other_id) as b,
+        ):
+            root = Node.create("root", None, {"run": "same"})
+            child = Node.create("note", root.id, {"text": "x" * 2048})
+            assert a.put(root) and a.put(child)
+            assert b.roots() == [] and not b.exists(root.id)
+            assert b.put(root)  # the same id is new in the other namespace
+            a.commit(
+                Node.create("model_call", child.id, {"q": 1}, result={}),
+                scopes=["s"],
+                charges={"steps": Decimal(1)},
+            )
+            assert a.totals("s") == {"steps": Decimal(1)} and b.totals("s") == {}
+            assert b.reserve(
+                [BudgetClaim("s", "steps", Decimal(1), Decimal(1))], lease_seconds=60
+            ).ok
+            assert a.compact() == 0  # a's interned blob is in use
+            assert b.compact() == 0  # b has no blob, and must not delete a's
+            assert a.get(child.id).payload["text"] == "x" * 2048
+            assert b.store_id == other_id
+    finally:
+        drop_store(pg_dsn, other_id)
+
+
+@pytest.mark.postgres
+def test_concurrent_puts_of_one_node_store_it_once(pg_dsn: str, store_id: str) -> None:
+    store = PostgresStore(pg_dsn, store_id=store_id)
+    root = Node.create("root", None, {"run": "race"})
+    barrier = threading.Barrier(6)
+    results: list[bool] = []
+
+    def put() -> None:
+        barrier.wait()
+        results.append(store.put(root))
+
+    threads = [threading.Thread(target=put) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.close()
+    assert sorted(results) == [False] * 5 + [True]
+    assert row_count(pg_dsn, "nodes", store_id) == 1
+
+
+@pytest.mark.postgres
+def test_concurrent_meta_patches_are_not_lost(pg_dsn: str, store_id: str) -> None:
+    store = PostgresStore(pg_dsn, store_id=store_id)
+    root = Node.create("root", None, {"run": "meta"})
+    store.put(root)
+
+    def patch(worker: int) -> None:
+        for i in range(5):
+            store.update_meta(root.id, {f"w{worker}-{i}": i})
+
+    threads = [threading.Thread(target=patch, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    meta = store.get(root.id).meta
+    store.close()
+    assert {k for k in meta if k.startswith("w")} == {
+        f"w{w}-{i}" for w in range(4) for i in range(5)
+    }
+
+
+@pytest.mark.postgres
+def test_first_use_creates_the_schema_once_under_concurrency(pg_dsn: str) -> None:
+    with fresh_schema(pg_dsn) as dsn:
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(4)
+
+        def open_store(index: int) -> None:
+            barrier.wait()
+            try:
+                PostgresStore(dsn, store_id=f"s{index}").close()
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_store, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        with PostgresStore(dsn, store_id="s0") as store:
+            assert store.put(Node.create("root", None, {"run": "schema"}))
+            assert store.roots()[0].payload == {"run": "schema"}
+
+
+@pytest.mark.postgres
+def test_leases_follow_the_server_clock(pg_dsn: str, store_id: str) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id) as store:
+        claim = BudgetClaim("scope", "steps", Decimal(1), Decimal(1))
+        held = store.reserve([claim], lease_seconds=3600)
+        assert held.reservation_id is not None
+        assert not store.reserve([claim], lease_seconds=3600).ok
+        assert store.renew(held.reservation_id, -1)  # the lease now ends in the server's past
+        assert store.reserve([claim], lease_seconds=3600).ok  # swept at the next precheck
+        assert store.renew(held.reservation_id, 10) is False
+
+
+@pytest.mark.postgres
+def test_store_ids_are_validated_and_the_dsn_is_never_shown(pg_dsn: str) -> None:
+    for bad in ("", "a b", "x'; DROP TABLE pollard_nodes; --", "é", "x" * 129):
+        with pytest.raises(ValueError, match="store_id"):
+            PostgresStore(pg_dsn, store_id=bad)
+    with PostgresStore(pg_dsn, store_id="shown") as store:
+        assert repr(store) == "PostgresStore(store_id='shown')"
+        assert pg_dsn not in repr(store) and pg_dsn not in str(vars(store).get("_sql"))
+    with pytest.raises(Exception) as info:
+        PostgresStore("postgresql://alice:hunter2@127.0.0.1:1/nothing", store_id="x")
+    assert "hunter2" not in str(info.value)
+
+
+@pytest.mark.postgres
+def test_a_closed_store_refuses_work(pg_dsn: str, store_id: str) -> None:
+    store = PostgresStore(pg_dsn, store_id=store_id)
+    store.close()
+    store.close()
+    with pytest.raises(Exception, match="closed"):
+        store.roots()
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(ImportError, match=r'pip install "pollard\[pg\]"'):
+        PostgresStore("postgresql://127.0.0.1:1/none")
