@@ -300,3 +300,31 @@ def test_event_jsonable() -> None:
     assert Event.from_jsonable(json.loads(json.dumps(done.to_jsonable()))) == done
     with pytest.raises(ConfigurationError):
         Event.from_jsonable({"type": "nope"})
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Output(text=5),  # type: ignore[arg-type]
+        lambda: Output(reasoning=["x"]),  # type: ignore[arg-type]
+        lambda: Output(tool_calls="ab"),  # type: ignore[arg-type]
+        lambda: Output(tool_calls=({"id": "c1"},)),  # type: ignore[arg-type]
+        lambda: Output(continuation={"version": 2}),  # type: ignore[arg-type]
+        lambda: Output(usage=None),  # type: ignore[arg-type]
+        lambda: Output(metrics={"n_calls": 1}),  # type: ignore[arg-type]
+        lambda: Output(diagnostics={}),  # type: ignore[arg-type]
+        lambda: Metrics(duration_s=float("nan")),
+        lambda: Metrics(duration_s="1.5"),  # type: ignore[arg-type]
+        lambda: Metrics(n_calls=-1),
+        lambda: Metrics(n_calls=True),
+        lambda: Metrics(cache_used=1),  # type: ignore[arg-type]
+        lambda: Metrics(cache_hit=None),  # type: ignore[arg-type]
+        lambda: Metrics(finish_reason=5),  # type: ignore[arg-type]
+    ],
+)
+def test_an_output_that_could_not_be_restored_cannot_be_built(build: object) -> None:
+    # Output.from_jsonable applies these checks; construction must too, or a saved Output
+    # would fail to load (or to_jsonable would crash) long after it was made.
+    with pytest.raises(ConfigurationError) as info:
+        build()  # type: ignore[operator]
+    assert info.value.hint

@@ -6,6 +6,7 @@ persistence depend on it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from pollux.errors import APIError, ConfigurationError, PolluxError
 
 from ._json import (
+    describe,
     get_bool,
     get_float,
     get_int,
@@ -190,7 +192,34 @@ class Metrics:
     completion_status: CompletionStatus = "clean"
 
     def __post_init__(self) -> None:
-        """Validate the enumerated fields."""
+        """Validate every field, so any Metrics survives a JSON round trip."""
+        duration = self.duration_s
+        if (
+            isinstance(duration, bool)
+            or not isinstance(duration, (int, float))
+            or not math.isfinite(duration)
+        ):
+            raise ConfigurationError(
+                f"Metrics.duration_s must be a finite number, got {describe(duration)}",
+                hint="Pass the duration in seconds, for example duration_s=1.5.",
+            )
+        if isinstance(self.n_calls, bool) or not isinstance(self.n_calls, int) or self.n_calls < 0:
+            raise ConfigurationError(
+                f"Metrics.n_calls must be an integer >= 0, got {describe(self.n_calls)}",
+                hint="Count the provider calls made, for example n_calls=1.",
+            )
+        for name in ("cache_used", "cache_hit"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(
+                    f"Metrics.{name} must be True or False, got {describe(getattr(self, name))}",
+                    hint=f"Pass {name}=True or {name}=False.",
+                )
+        if self.finish_reason is not None and not isinstance(self.finish_reason, str):
+            raise ConfigurationError(
+                f"Metrics.finish_reason must be a string or None, got "
+                f"{describe(self.finish_reason)}",
+                hint="Pass the provider's finish reason as text, for example 'stop'.",
+            )
         if self.completion_status not in _COMPLETION_STATUSES:
             raise ConfigurationError(
                 f"Unknown completion_status: {self.completion_status!r}",
@@ -312,10 +341,47 @@ class Output:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
     def __post_init__(self) -> None:
-        """Freeze tool calls to a tuple."""
+        """Freeze tool calls to a tuple and check each facet's type.
+
+        The checks are those of :meth:`from_jsonable`, so every Output that can be built can
+        also be saved and restored.
+        """
         calls: object = self.tool_calls
         if not isinstance(calls, tuple):
-            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+            if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
+                raise ConfigurationError(
+                    f"Output.tool_calls must be a sequence of ToolCall, got {describe(calls)}",
+                    hint="Pass a tuple of ToolCall values, or () for none.",
+                )
+            object.__setattr__(self, "tool_calls", tuple(calls))
+        if not isinstance(self.text, str):
+            raise ConfigurationError(
+                f"Output.text must be a string, got {describe(self.text)}",
+                hint="Pass text='' when the model produced no text.",
+            )
+        if self.reasoning is not None and not isinstance(self.reasoning, str):
+            raise ConfigurationError(
+                f"Output.reasoning must be a string or None, got {describe(self.reasoning)}",
+                hint="Pass the reasoning summary as text, or None.",
+            )
+        for call in self.tool_calls:
+            if not isinstance(call, ToolCall):
+                raise ConfigurationError(
+                    f"Output.tool_calls must contain ToolCall values, got {describe(call)}",
+                    hint="Build tool calls with ToolCall.from_text(...).",
+                )
+        facets: tuple[tuple[str, object, type | tuple[type, ...]], ...] = (
+            ("continuation", self.continuation, (Continuation, type(None))),
+            ("usage", self.usage, Usage),
+            ("metrics", self.metrics, Metrics),
+            ("diagnostics", self.diagnostics, Diagnostics),
+        )
+        for name, value, expected in facets:
+            if not isinstance(value, expected):
+                raise ConfigurationError(
+                    f"Output.{name} has the wrong type: {type(value).__name__}",
+                    hint=f"Leave {name} at its default or pass a pollux value of that facet.",
+                )
 
     @property
     def failed(self) -> bool:
