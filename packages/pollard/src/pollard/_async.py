@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from ._budget import Budget
-from ._core import ARGS, PAYLOAD, RunState, Step, drive_async, drive_sync
+from ._core import ARGS, PAYLOAD, RunState
+from ._effects import Step, drive_async, drive_sync
 from ._node import Node, NodeKind
 from ._runtime import (
     ReplayMode,

@@ -29,19 +29,28 @@ exists.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import inspect
 import json
-import threading
 import time
-import warnings
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ._effects import END as _END
+from ._effects import (
+    Effect,
+    Emit,
+    Invoke,
+    Io,
+    NextChunk,
+    Step,
+    drive_async,
+    drive_sync,
+    io,
+)
+from ._lease import LeaseKeeper
 from ._ledger import (
     ZERO,
     BudgetClaim,
@@ -71,218 +80,13 @@ __all__ = [
     "Scope",
     "drive_async",
     "drive_sync",
+    "io",
 ]
-
-Step = Generator["Effect", Any, Any]
-_END = object()
 
 PAYLOAD: Any = object()
 """``arg`` sentinel for `RunState.step`: call ``fn`` with the payload the caller passed."""
 ARGS: Any = object()
 """``arg`` sentinel for `RunState.step`: call ``fn`` with ``payload["args"]``."""
-
-
-# -- effects ---------------------------------------------------------------------------------------
-
-
-def _no_awaitable(value: Any, what: str) -> Any:
-    if inspect.isawaitable(value):
-        if inspect.iscoroutine(value):
-            value.close()  # never awaited: close it so no "never awaited" warning leaks
-        raise TypeError(f"{what} returned an awaitable; use AsyncRuntime for async functions")
-    return value
-
-
-class Effect:
-    """Something the core asks its shell to do."""
-
-    __slots__ = ()
-
-    def run_sync(self) -> Any:
-        """Perform the effect in the calling thread."""
-        raise NotImplementedError
-
-    async def run_async(self, offload: bool) -> Any:
-        """Perform the effect on the event loop (store I/O in a thread when ``offload``)."""
-        raise NotImplementedError
-
-
-@dataclass(slots=True)
-class Invoke(Effect):
-    """Call a step function: ``fn(arg)``."""
-
-    fn: Callable[[Any], Any]
-    arg: Any
-
-    def run_sync(self) -> Any:
-        return _no_awaitable(self.fn(self.arg), "the step function")
-
-    async def run_async(self, offload: bool) -> Any:
-        value = self.fn(self.arg)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
-
-
-@dataclass(slots=True)
-class NextChunk(Effect):
-    """Pull the next chunk of a stream (``_END`` when exhausted)."""
-
-    source: Any
-
-    def run_sync(self) -> Any:
-        if hasattr(self.source, "__anext__"):
-            raise TypeError("the step function returned an async stream; use AsyncRuntime")
-        return next(self.source, _END)
-
-    async def run_async(self, offload: bool) -> Any:
-        if hasattr(self.source, "__anext__"):
-            try:
-                return await self.source.__anext__()
-            except StopAsyncIteration:
-                return _END
-        return next(self.source, _END)
-
-
-@dataclass(slots=True)
-class Emit(Effect):
-    """Deliver a callback (``on_delta`` or ``on_node``)."""
-
-    callback: Callable[[Any], Any]
-    value: Any
-    swallow: bool = False
-
-    def run_sync(self) -> Any:
-        try:
-            _no_awaitable(self.callback(self.value), "the callback")
-        except Exception as exc:
-            if not self.swallow:
-                raise
-            _warn_callback(exc)
-
-    async def run_async(self, offload: bool) -> Any:
-        try:
-            value = self.callback(self.value)
-            if inspect.isawaitable(value):
-                await value
-        except Exception as exc:
-            if not self.swallow:
-                raise
-            _warn_callback(exc)
-
-
-def _warn_callback(exc: Exception) -> None:
-    warnings.warn(
-        f"on_node callback raised {type(exc).__name__}: {exc}; the node is kept",
-        RuntimeWarning,
-        stacklevel=4,
-    )
-
-
-@dataclass(slots=True)
-class Io(Effect):
-    """Store I/O: ``fn(*args, **kwargs)``."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def run_sync(self) -> Any:
-        return self.fn(*self.args, **self.kwargs)
-
-    async def run_async(self, offload: bool) -> Any:
-        if offload:
-            return await asyncio.to_thread(self.fn, *self.args, **self.kwargs)
-        return self.fn(*self.args, **self.kwargs)
-
-
-def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Step:
-    """Yield one store operation and return its value."""
-    return (yield Io(fn, args, kwargs))
-
-
-def drive_sync(gen: Step) -> Any:
-    """Run a core generator to completion in the calling thread."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = gen.throw(error) if error is not None else gen.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            if type(effect) is Io:  # the common case, without a method call
-                value = effect.fn(*effect.args, **effect.kwargs)
-            else:
-                value = effect.run_sync()
-        except BaseException as exc:
-            error = exc
-
-
-async def drive_async(gen: Step, offload: bool) -> Any:
-    """Run a core generator to completion on the event loop."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = gen.throw(error) if error is not None else gen.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            value = await effect.run_async(offload)
-        except BaseException as exc:
-            error = exc
-
-
-# -- lease renewal ---------------------------------------------------------------------------------
-
-
-class LeaseKeeper:
-    """Renews the leases of in-flight reservations from one daemon thread per runtime."""
-
-    def __init__(self, store: Store, lease_seconds: float) -> None:
-        self._store = store
-        self._lease = lease_seconds
-        self._active: dict[str, float] = {}
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def add(self, reservation_id: str) -> None:
-        with self._lock:
-            self._active[reservation_id] = time.monotonic()
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._loop, name="pollard-lease-keeper", daemon=True
-                )
-                self._thread.start()
-
-    def remove(self, reservation_id: str) -> None:
-        with self._lock:
-            self._active.pop(reservation_id, None)
-
-    def _loop(self) -> None:
-        interval = max(self._lease / 3, 0.05)
-        while not self._wake.wait(interval):
-            now = time.monotonic()
-            with self._lock:
-                due = [rid for rid, since in self._active.items() if now - since >= interval]
-            for rid in due:
-                with contextlib.suppress(Exception):  # renewal is best effort; settle decides
-                    self._store.renew(rid, self._lease)
-                with self._lock:
-                    if rid in self._active:
-                        self._active[rid] = now
-
-    def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=5)
 
 
 # -- runtime-wide state ----------------------------------------------------------------------------

@@ -1,0 +1,185 @@
+"""Effects and their two drivers: how the step core talks to the sync and async shells.
+
+A core operation is a generator that yields `Effect` objects and returns its value. `drive_sync`
+performs each effect in the calling thread; `drive_async` awaits awaitables, iterates async
+streams and runs store I/O in a worker thread when asked to. Exceptions raised by an effect are
+thrown back into the generator, so the core can record failed dispatches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import warnings
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "END",
+    "Effect",
+    "Emit",
+    "Invoke",
+    "Io",
+    "NextChunk",
+    "Step",
+    "drive_async",
+    "drive_sync",
+    "io",
+]
+
+Step = Generator["Effect", Any, Any]
+END = object()
+"""What `NextChunk` returns when the stream is exhausted."""
+_END = END
+
+
+def _no_awaitable(value: Any, what: str) -> Any:
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # never awaited: close it so no "never awaited" warning leaks
+        raise TypeError(f"{what} returned an awaitable; use AsyncRuntime for async functions")
+    return value
+
+
+class Effect:
+    """Something the core asks its shell to do."""
+
+    __slots__ = ()
+
+    def run_sync(self) -> Any:
+        """Perform the effect in the calling thread."""
+        raise NotImplementedError
+
+    async def run_async(self, offload: bool) -> Any:
+        """Perform the effect on the event loop (store I/O in a thread when ``offload``)."""
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class Invoke(Effect):
+    """Call a step function: ``fn(arg)``."""
+
+    fn: Callable[[Any], Any]
+    arg: Any
+
+    def run_sync(self) -> Any:
+        return _no_awaitable(self.fn(self.arg), "the step function")
+
+    async def run_async(self, offload: bool) -> Any:
+        value = self.fn(self.arg)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+
+@dataclass(slots=True)
+class NextChunk(Effect):
+    """Pull the next chunk of a stream (``_END`` when exhausted)."""
+
+    source: Any
+
+    def run_sync(self) -> Any:
+        if hasattr(self.source, "__anext__"):
+            raise TypeError("the step function returned an async stream; use AsyncRuntime")
+        return next(self.source, _END)
+
+    async def run_async(self, offload: bool) -> Any:
+        if hasattr(self.source, "__anext__"):
+            try:
+                return await self.source.__anext__()
+            except StopAsyncIteration:
+                return _END
+        return next(self.source, _END)
+
+
+@dataclass(slots=True)
+class Emit(Effect):
+    """Deliver a callback (``on_delta`` or ``on_node``)."""
+
+    callback: Callable[[Any], Any]
+    value: Any
+    swallow: bool = False
+
+    def run_sync(self) -> Any:
+        try:
+            _no_awaitable(self.callback(self.value), "the callback")
+        except Exception as exc:
+            if not self.swallow:
+                raise
+            _warn_callback(exc)
+
+    async def run_async(self, offload: bool) -> Any:
+        try:
+            value = self.callback(self.value)
+            if inspect.isawaitable(value):
+                await value
+        except Exception as exc:
+            if not self.swallow:
+                raise
+            _warn_callback(exc)
+
+
+def _warn_callback(exc: Exception) -> None:
+    warnings.warn(
+        f"on_node callback raised {type(exc).__name__}: {exc}; the node is kept",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+@dataclass(slots=True)
+class Io(Effect):
+    """Store I/O: ``fn(*args, **kwargs)``."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def run_sync(self) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+    async def run_async(self, offload: bool) -> Any:
+        if offload:
+            return await asyncio.to_thread(self.fn, *self.args, **self.kwargs)
+        return self.fn(*self.args, **self.kwargs)
+
+
+def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Step:
+    """Yield one store operation and return its value."""
+    return (yield Io(fn, args, kwargs))
+
+
+def drive_sync(gen: Step) -> Any:
+    """Run a core generator to completion in the calling thread."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            if type(effect) is Io:  # the common case, without a method call
+                value = effect.fn(*effect.args, **effect.kwargs)
+            else:
+                value = effect.run_sync()
+        except BaseException as exc:
+            error = exc
+
+
+async def drive_async(gen: Step, offload: bool) -> Any:
+    """Run a core generator to completion on the event loop."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = await effect.run_async(offload)
+        except BaseException as exc:
+            error = exc
