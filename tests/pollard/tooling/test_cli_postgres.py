@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pollard import SQLiteStore, seal
+from tests.pollard._postgres import drop_store, fresh_store_id
 
 from ._cli import pollard
 from ._trees import SECRET_PROMPT, Sample, build_sample
@@ -17,11 +18,13 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def spec(pg_dsn: str) -> tuple[str, dict[str, str]]:
-    """A fresh logical store in the test database, named through pg-env."""
+def spec(pg_dsn: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """A fresh logical store in the test database, named through pg-env (dropped afterwards)."""
     pytest.importorskip("pollard.stores.postgres")
-    store_id = f"cli-{uuid.uuid4().hex[:12]}"
-    return f"pg-env:POLLARD_CLI_PG#{store_id}", {"POLLARD_CLI_PG": pg_dsn}
+    store_id = fresh_store_id("cli")
+    yield f"pg-env:POLLARD_CLI_PG#{store_id}", {"POLLARD_CLI_PG": pg_dsn}
+    for used in (store_id, f"{store_id}-copy"):
+        drop_store(pg_dsn, used)
 
 
 @pytest.fixture
