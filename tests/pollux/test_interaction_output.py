@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pydantic
 import pytest
@@ -10,6 +11,7 @@ from pollux import (
     ConfigurationError,
     ContextOverflowError,
     Continuation,
+    DeferredSnapshot,
     Diagnostics,
     Event,
     Metrics,
@@ -328,3 +330,69 @@ def test_an_output_that_could_not_be_restored_cannot_be_built(build: object) -> 
     with pytest.raises(ConfigurationError) as info:
         build()  # type: ignore[operator]
     assert info.value.hint
+
+
+def _snapshot(**changes: object) -> DeferredSnapshot:
+    fields: dict[str, object] = {
+        "job_id": "j",
+        "provider": "openai",
+        "model": "m",
+        "status": "running",
+        "provider_status": "in_progress",
+        "request_count": 2,
+        "succeeded": 0,
+        "failed": 0,
+        "pending": 2,
+        "submitted_at": 0.0,
+    }
+    return DeferredSnapshot(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: ToolCall(id=None, name="f"),  # type: ignore[arg-type]
+        lambda: ToolCall(id="c", name=b"f"),  # type: ignore[arg-type]
+        lambda: ToolCall(id="c", name="f", arguments_text={"a": 1}),  # type: ignore[arg-type]
+        lambda: ToolCall(id="c", name="f", index=-1),
+        lambda: ToolCall(id="c", name="f", index=True),
+        lambda: ToolCall(id="c", name="f", provider_state=["x"]),  # type: ignore[arg-type]
+        lambda: ToolCallDelta(index=-1),
+        lambda: ToolCallDelta(index=0, arguments=None),  # type: ignore[arg-type]
+        lambda: ToolCallDelta(index=0, id=7),  # type: ignore[arg-type]
+        lambda: Event(type="text_delta", text=None),  # type: ignore[arg-type]
+        lambda: Event(type="finish", finish_reason=1),  # type: ignore[arg-type]
+        lambda: Event(type="tool_call_delta", delta={"index": 0}),  # type: ignore[arg-type]
+        lambda: Event(type="tool_call", tool_call="f"),  # type: ignore[arg-type]
+        lambda: Event(type="usage", usage={"input_tokens": 1}),  # type: ignore[arg-type]
+        lambda: Event(type="done", output="text"),  # type: ignore[arg-type]
+        lambda: _snapshot(job_id=None),
+        lambda: _snapshot(pending=-1),
+        lambda: _snapshot(submitted_at=float("inf")),
+        lambda: _snapshot(completed_at="soon"),
+        lambda: OutputCollection(outputs=5),  # type: ignore[arg-type]
+        lambda: OutputCollection((Output(),), prompt_indexes=(-1,)),
+        lambda: OutputCollection((Output(),), source_indexes=("0",)),  # type: ignore[arg-type]
+        lambda: OutputCollection((Output(),), prompt_indexes=7),  # type: ignore[arg-type]
+    ],
+)
+def test_values_that_would_not_round_trip_are_rejected_when_built(build: object) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        build()  # type: ignore[operator]
+    assert info.value.hint
+
+
+def test_round_trip_of_every_constructed_value() -> None:
+    # The other side of the checks above: what is accepted comes back equal from JSON.
+    values: list[tuple[Any, Any]] = [
+        (ToolCallDelta(index=0, id="c", name="f", arguments="{"), ToolCallDelta.from_jsonable),
+        (Event(type="finish", finish_reason="stop"), Event.from_jsonable),
+        (_snapshot(completed_at=5, expires_at=None), DeferredSnapshot.from_dict),
+        (
+            OutputCollection((o for o in [Output(text="a")]), prompt_indexes=[0]),
+            OutputCollection.from_jsonable,
+        ),
+    ]
+    for value, load in values:
+        dump = value.to_dict() if isinstance(value, DeferredSnapshot) else value.to_jsonable()
+        assert load(json.loads(json.dumps(dump))) == value

@@ -179,3 +179,41 @@ def describe(value: object) -> str:
         return f"{type(value).__name__} of {len(value)} item(s)"
     text = repr(value)
     return text if len(text) <= 60 else f"{type(value).__name__} ({text[:40]}...)"
+
+
+def check_fields(owner: object, rules: Mapping[str, str], *, hint: str) -> None:
+    """Check constructor fields, so a value that was built can also be serialized and restored.
+
+    Args:
+        owner: The value being constructed.
+        rules: Field name -> ``"str"``, ``"count"`` (an integer >= 0) or ``"number"`` (a finite
+            number), each with a ``"?"`` suffix when ``None`` is allowed too.
+        hint: The hint of the error.
+
+    Raises:
+        ConfigurationError: A field does not follow its rule.
+    """
+    cls = type(owner).__name__
+    for name, rule in rules.items():
+        value = getattr(owner, name)
+        kind = rule.rstrip("?")
+        if value is None and rule.endswith("?"):
+            continue
+        if kind == "str":
+            ok = isinstance(value, str)
+            expected = "a string"
+        elif kind == "count":
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            expected = "an integer >= 0"
+        else:
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            )
+            expected = "a finite number"
+        if not ok:
+            optional = " or None" if rule.endswith("?") else ""
+            raise ConfigurationError(
+                f"{cls}.{name} must be {expected}{optional}, got {describe(value)}", hint=hint
+            )

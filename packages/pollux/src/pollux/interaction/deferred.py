@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pollux.errors import ConfigurationError
 
 from ._json import (
+    check_fields,
+    describe,
     get_float,
     get_int,
     get_opt_float,
@@ -201,12 +203,29 @@ class DeferredSnapshot:
     expires_at: float | None = None
 
     def __post_init__(self) -> None:
-        """Validate the status."""
+        """Validate the status and the field types, so a snapshot always serializes."""
         if self.status not in DEFERRED_STATUSES:
             raise ConfigurationError(
-                f"Unknown deferred status: {self.status!r}",
+                f"Unknown deferred status: {describe(self.status)}",
                 hint="Use one of: " + ", ".join(DEFERRED_STATUSES) + ".",
             )
+        check_fields(
+            self,
+            {
+                "job_id": "str",
+                "provider": "str",
+                "model": "str",
+                "provider_status": "str",
+                "request_count": "count",
+                "succeeded": "count",
+                "failed": "count",
+                "pending": "count",
+                "submitted_at": "number",
+                "completed_at": "number?",
+                "expires_at": "number?",
+            },
+            hint="Counts are whole numbers >= 0 and times are Unix timestamps in seconds.",
+        )
 
     @property
     def is_terminal(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, Literal, cast
 
 from pollux.errors import ConfigurationError
 
-from ._json import get_opt_str, get_str, require_mapping
+from ._json import check_fields, describe, get_opt_str, get_str, require_mapping
 from .output import Output, Usage
 from .tools import ToolCall, ToolCallDelta
 
@@ -62,12 +62,27 @@ class Event:
     output: Output | None = None
 
     def __post_init__(self) -> None:
-        """Validate the event type."""
+        """Validate the event type and the type of each facet."""
         if self.type not in EVENT_TYPES:
             raise ConfigurationError(
-                f"Unknown event type: {self.type!r}",
+                f"Unknown event type: {describe(self.type)}",
                 hint="Use one of: " + ", ".join(EVENT_TYPES) + ".",
             )
+        hint = "Set only the facet that matches the event type, with its pollux value type."
+        check_fields(self, {"text": "str", "finish_reason": "str?"}, hint=hint)
+        facets: tuple[tuple[str, object, type], ...] = (
+            ("delta", self.delta, ToolCallDelta),
+            ("tool_call", self.tool_call, ToolCall),
+            ("usage", self.usage, Usage),
+            ("output", self.output, Output),
+        )
+        for name, value, expected in facets:
+            if value is not None and not isinstance(value, expected):
+                raise ConfigurationError(
+                    f"Event.{name} must be a {expected.__name__} or None, got "
+                    f"{type(value).__name__}",
+                    hint=hint,
+                )
 
     def to_jsonable(self) -> dict[str, Any]:
         """Serialize to a JSON-compatible dict (unset facets omitted)."""

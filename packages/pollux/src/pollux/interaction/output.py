@@ -7,7 +7,7 @@ persistence depend on it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -348,7 +348,7 @@ class Output:
         """
         calls: object = self.tool_calls
         if not isinstance(calls, tuple):
-            if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
+            if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Iterable):
                 raise ConfigurationError(
                     f"Output.tool_calls must be a sequence of ToolCall, got {describe(calls)}",
                     hint="Pass a tuple of ToolCall values, or () for none.",
@@ -516,6 +516,15 @@ def _is_failed(output: Output) -> bool:
     return output.failed or not output.has_answer
 
 
+def _tuple_of(value: object, name: str) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ConfigurationError(
+            f"OutputCollection.{name} must be a sequence, got {describe(value)}",
+            hint=f"Pass a list or tuple for {name}.",
+        )
+    return tuple(value)
+
+
 @dataclass(frozen=True, slots=True)
 class OutputCollection:
     """The outputs of a multi-call source pattern (``run_many``, ``collect_deferred``).
@@ -540,7 +549,7 @@ class OutputCollection:
 
     def __post_init__(self) -> None:
         """Freeze the sequences to tuples and check they line up with the outputs."""
-        outputs = tuple(self.outputs)
+        outputs = _tuple_of(self.outputs, "outputs")
         for output in outputs:
             if not isinstance(output, Output):
                 raise ConfigurationError(
@@ -554,7 +563,13 @@ class OutputCollection:
             value = getattr(self, name)
             if value is None:
                 continue
-            indexes = tuple(value)
+            indexes = _tuple_of(value, name)
+            for index in indexes:
+                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                    raise ConfigurationError(
+                        f"OutputCollection.{name} must hold integers >= 0, got {describe(index)}",
+                        hint=f"Give each output's position in the input as its {name} entry.",
+                    )
             if len(indexes) != len(self.outputs):
                 raise ConfigurationError(
                     f"{name} has {len(indexes)} entries for {len(self.outputs)} outputs",

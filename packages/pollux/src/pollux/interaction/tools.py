@@ -11,6 +11,8 @@ from pollux.errors import ConfigurationError, ToolCallParseError
 
 from ._json import (
     JSONValue,
+    check_fields,
+    describe,
     get_int,
     get_opt_int,
     get_opt_str,
@@ -162,6 +164,26 @@ class ToolCall:
     index: int | None = None
     provider_state: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        """Check the field types, so the call can be serialized and restored."""
+        check_fields(
+            self,
+            {
+                "id": "str",
+                "name": "str",
+                "arguments_text": "str",
+                "arguments_error": "str?",
+                "index": "count?",
+            },
+            hint="Build tool calls with ToolCall.from_text(id=..., name=..., arguments_text=...).",
+        )
+        if self.provider_state is not None and not isinstance(self.provider_state, Mapping):
+            raise ConfigurationError(
+                f"ToolCall.provider_state must be a dict or None, got "
+                f"{describe(self.provider_state)}",
+                hint="Leave provider_state to the provider that produced the call.",
+            )
+
     @classmethod
     def from_text(
         cls,
@@ -304,6 +326,14 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+
+    def __post_init__(self) -> None:
+        """Check the field types, so the delta can be serialized and restored."""
+        check_fields(
+            self,
+            {"index": "count", "id": "str?", "name": "str?", "arguments": "str"},
+            hint="Pass index=<the call's position>, and text for id, name and arguments.",
+        )
 
     def to_jsonable(self) -> dict[str, Any]:
         """Serialize to a JSON-compatible dict (unset ``id``/``name`` omitted)."""
