@@ -560,9 +560,6 @@ def _check_input(turn: object) -> Input:
     return turn
 
 
-_END = object()
-
-
 async def governed_stream(
     run: AsyncRun,
     environment: Environment,
@@ -627,7 +624,9 @@ async def governed_stream(
         provider_options,
     )
     payload = _payload("stream", config, env, turn, requirements)
-    queue: asyncio.Queue[Any] = asyncio.Queue()
+    # One event in hand at a time: the consumer's pace drives the stream, as with pollux.stream,
+    # and closing the iterator early cancels the call.
+    queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=1)
     live: list[Output] = []
 
     async def chunks() -> AsyncIterator[dict[str, Any]]:
@@ -653,29 +652,33 @@ async def governed_stream(
     def fn(_payload: Any) -> AsyncIterator[dict[str, Any]]:
         return chunks()
 
-    def on_delta(chunk: Mapping[str, Any]) -> None:
+    async def on_delta(chunk: Mapping[str, Any]) -> None:
         event = chunk.get("event")
         if isinstance(event, Mapping):
-            queue.put_nowait(Event.from_jsonable(event))
+            await queue.put(Event.from_jsonable(event))
 
     task = asyncio.ensure_future(
         run.model_call(payload, fn=fn, attempt=attempt, on_delta=on_delta, keep_chunks=True)
     )
-    task.add_done_callback(lambda _task: queue.put_nowait(_END))
     try:
         while True:
-            item = await queue.get()
-            if item is _END:
-                break
-            yield item
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+                continue
+            getter.cancel()
+            while not queue.empty():
+                yield queue.get_nowait()
+            break
         node = task.result()
         final = live[0] if live else output_from_node(node, output=requirements.output_schema)
         yield Event(type="done", output=final)
     finally:
         if not task.done():
             task.cancel()
-        # Wait for pollard to record the cancelled (or failed) dispatch; its error, if any, is
-        # raised by task.result() above or belongs to the caller that stopped iterating.
+        # Let pollard record the cancelled (or failed) dispatch before the iterator closes; a
+        # step error was raised by task.result() above.
         await asyncio.gather(task, return_exceptions=True)
 
 
@@ -737,7 +740,8 @@ async def governed_run_many(
         The `pollux.OutputCollection`, outputs in prompt order.
 
     Raises:
-        MissingRecording: Replay mode, and a prompt was not recorded here (nothing is returned).
+        MissingRecording: Replay mode, and a prompt was not recorded here (raised after the
+            other prompts ended; nothing is returned and no fan-in note is written).
         ConfigurationError: Invalid arguments (before anything is recorded).
     """
     run = _check_run(run, "governed_run_many")
@@ -823,15 +827,17 @@ def _refused(error: BudgetExceeded) -> Output:
 
 
 async def _gather(coroutines: Sequence[Awaitable[Any]]) -> list[Any]:
-    """All results in order; on the first error the others are cancelled (and recorded so)."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    """All results in order; the first error (in prompt order) is raised once all have ended.
+
+    The other prompts are not cancelled on an error: their dispatches finish and are recorded
+    with their real usage (a cancelled call could only be charged its estimate), and no store
+    I/O is left running in a worker thread when the caller closes the runtime.
+    """
+    results = await asyncio.gather(*coroutines, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
 
 
 # -- estimation ------------------------------------------------------------------------------------
