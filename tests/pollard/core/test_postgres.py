@@ -263,3 +263,13 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(ImportError, match=r'pip install "pollard\[pg\]"'):
         PostgresStore("postgresql://127.0.0.1:1/none")
+
+
+@pytest.mark.postgres
+def test_long_strings_with_nul_round_trip(pg_dsn: str, store_id: str) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id, intern_threshold=16) as store:
+        text = "a\x00b" * 100
+        root = Node.create("root", None, {"run": "nul", "text": text, "plain": "y" * 64})
+        assert store.put(root)
+        assert store.get(root.id).payload == {"run": "nul", "text": text, "plain": "y" * 64}
+        assert row_count(pg_dsn, "blobs", store_id) == 1  # only the NUL-free string is interned

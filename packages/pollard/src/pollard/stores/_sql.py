@@ -115,7 +115,8 @@ def _intern(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[Any, b
     swapped = False
 
     def swap(leaf: Any) -> Any:
-        if isinstance(leaf, str) and len(leaf) * 4 >= threshold:
+        # Strings holding NUL stay inline (JSON escapes them): PostgreSQL text cannot hold NUL.
+        if isinstance(leaf, str) and len(leaf) * 4 >= threshold and "\x00" not in leaf:
             raw = leaf.encode("utf-8")
             if len(raw) >= threshold:
                 digest = hashlib.sha256(raw).digest()
