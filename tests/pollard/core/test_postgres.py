@@ -14,7 +14,7 @@ import pytest
 
 from pollard import Budget, BudgetExceeded, Node, NodeKind, PostgresStore, Runtime, WindowMeter
 from pollard._ledger import BudgetClaim
-from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
+from tests.pollard._postgres import TABLES, drop_store, fresh_schema, fresh_store_id, row_count
 
 WORKER = r"""
 import json, sys
@@ -273,3 +273,33 @@ def test_long_strings_with_nul_round_trip(pg_dsn: str, store_id: str) -> None:
         assert store.put(root)
         assert store.get(root.id).payload == {"run": "nul", "text": text, "plain": "y" * 64}
         assert row_count(pg_dsn, "blobs", store_id) == 1  # only the NUL-free string is interned
+
+
+@pytest.mark.postgres
+def test_a_role_without_create_privilege_opens_an_existing_store(
+    pg_dsn: str, store_id: str
+) -> None:
+    import psycopg
+
+    PostgresStore(pg_dsn, store_id=store_id).close()  # the tables exist
+    role = f"pollard_app_{store_id.replace('-', '_')}"
+    tables = ", ".join(f"pollard_{name}" for name in TABLES)
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {role}")
+    try:
+        app_dsn = psycopg.conninfo.make_conninfo(pg_dsn, user=role)
+        with PostgresStore(app_dsn, store_id=store_id) as store:
+            root = Node.create("root", None, {"run": "least-privilege"})
+            assert store.put(root)
+            claim = BudgetClaim(root.id, "steps", Decimal(1), Decimal(1))
+            assert store.reserve([claim], lease_seconds=60).ok
+        with (
+            psycopg.connect(app_dsn, autocommit=True) as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege),
+        ):
+            conn.execute("CREATE TABLE pollard_probe (x int)")
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
