@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import doctest
 import json
 import os
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from pollard.adapters.pollux import (
     governed_stream,
     output_from_node,
 )
-from pollard.meters import StepMeter, TokenMeter
+from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import (
     APIError,
     Config,
@@ -237,6 +239,60 @@ def test_estimator_counts_the_request_text() -> None:
         PolluxTokenEstimator(0)
 
 
+async def test_fan_out_keeps_pollux_concurrency_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    in_flight: list[int] = [0]
+    peak: list[int] = [0]
+    execute = MockProvider.execute
+
+    async def slow_execute(self: MockProvider, compiled: Any) -> Any:
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        try:
+            await asyncio.sleep(0.01)
+            return await execute(self, compiled)
+        finally:
+            in_flight[0] -= 1
+
+    monkeypatch.setattr(MockProvider, "execute", slow_execute)
+    config = Config(provider="openai", model="gpt-5-nano", use_mock=True, request_concurrency=2)
+    async with AsyncRuntime() as rt:
+        answers = await governed_run_many(
+            rt.run("bound"), [f"Q{i}?" for i in range(6)], config=config
+        )
+    assert answers.status == "ok"
+    assert peak[0] == 2
+
+
+async def test_cost_meter_prices_the_normalized_usage() -> None:
+    prices = {"gpt-5-nano": {"input_per_1m": "1", "output_per_1m": "4"}}
+    async with AsyncRuntime(meters=[StepMeter(), TokenMeter(), CostMeter(prices)]) as rt:
+        run = rt.run("usd", budget=Budget(usd="1"))
+        answer = await governed_run(run, "Price me.", config=MOCK)
+        node = run.cursor
+    usage = answer.usage
+    expected = Decimal(usage.input_tokens) * 1 + Decimal(usage.output_tokens) * 4
+    assert Decimal(node.meta["charges"]["usd"]) == expected / 1_000_000
+    assert Decimal(run.report()["spent"]["usd"]) == expected / 1_000_000
+
+
+def test_a_sync_runtime_records_and_replays_through_asyncio_run(
+    tmp_path: Path, mock_calls: list[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    with Runtime(db) as rt:
+        run = rt.run("sync", budget=Budget(steps=5))
+        recorded = asyncio.run(governed_run_many(run, QUESTIONS, config=MOCK))
+        single = asyncio.run(governed_run(run, "And one more?", config=MOCK))
+        assert run.report()["spent"]["steps"] == "4"
+        assert run.cursor.payload["api"] == "run"
+    mock_calls.clear()
+    with Runtime(db, mode="replay") as rt:
+        run = rt.run("sync", budget=Budget(steps=5))
+        assert asyncio.run(governed_run_many(run, QUESTIONS, config=MOCK)) == recorded
+        assert asyncio.run(governed_run(run, "And one more?", config=MOCK)) == single
+    assert mock_calls == []
+
+
 # -- failures --------------------------------------------------------------------------------------
 
 
@@ -274,8 +330,8 @@ async def test_invalid_arguments_are_rejected_before_anything_is_recorded() -> N
             await governed_run_many(run, [], config=MOCK)
         with pytest.raises(ConfigurationError):
             await governed_run(run, "Hi", config=MOCK, environment=Environment(), instructions="x")
-        with pytest.raises(TypeError, match="AsyncRun"):
-            await governed_run(Runtime().run("sync"), "Hi", config=MOCK)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="pollard run"):
+            await governed_run(object(), "Hi", config=MOCK)  # type: ignore[arg-type]
         assert run.store.children(run.root_id) == []
 
 

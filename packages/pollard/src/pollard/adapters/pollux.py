@@ -1,7 +1,8 @@
 """The pollux bridge: every pollux interaction as a governed, budgeted, replayable pollard step.
 
-``pip install "pollard[pollux]"``. The functions mirror pollux's entry points and take an
-`AsyncRun` first:
+``pip install "pollard[pollux]"``. The functions mirror pollux's entry points and take a pollard
+run first, an `AsyncRun` or a sync `Run` (pollux is async, so with a sync `Runtime` call them
+through ``asyncio.run(...)``; its store I/O then stays on the calling thread):
 
 * `governed_run` (like ``pollux.run``) and `governed_interact` (like ``pollux.interact``) record one
   ``model_call`` node under the run's cursor and return the `pollux.Output`;
@@ -87,6 +88,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in every
 from pollard._async import AsyncRun
 from pollard._canon import canonical_bytes
 from pollard._core import RunState
+from pollard._runtime import Run
 from pollard.errors import BudgetExceeded, PollardError
 
 if TYPE_CHECKING:
@@ -252,12 +254,17 @@ def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -
 
 
 def _check_run(run: object, function: str) -> AsyncRun:
-    if not isinstance(run, AsyncRun):
-        raise TypeError(
-            f"{function}() needs an AsyncRun (AsyncRuntime(...).run(label)), "
-            f"got {type(run).__name__}"
-        )
-    return run
+    """The async view of ``run``: an `AsyncRun` as is, a sync `Run` driven on this event loop."""
+    if isinstance(run, AsyncRun):
+        return run
+    if isinstance(run, Run):
+        # The same cursor and accounting, driven by the async shell; store I/O stays inline,
+        # on the caller's thread, as the sync runtime expects.
+        return AsyncRun(run._state, False)
+    raise TypeError(
+        f"{function}() needs a pollard run (from Runtime(...).run() or AsyncRuntime(...).run()), "
+        f"got {type(run).__name__}"
+    )
 
 
 def _environment(
@@ -391,7 +398,7 @@ async def _step(
 
 
 async def governed_run(
-    run: AsyncRun,
+    run: AsyncRun | Run,
     prompt: str | None = None,
     *,
     source: Source | None = None,
@@ -418,7 +425,7 @@ async def governed_run(
     ``run.cursor`` afterwards.
 
     Args:
-        run: The `AsyncRun` to record into.
+        run: The run to record into (an `AsyncRun`, or a sync `Run`; see the module docs).
         prompt: The prompt to run.
         source: A single source for context.
         sources: Stable sources for context.
@@ -481,7 +488,7 @@ async def governed_run(
 
 
 async def governed_interact(
-    run: AsyncRun,
+    run: AsyncRun | Run,
     environment: Environment,
     input: Input,
     *,
@@ -504,7 +511,7 @@ async def governed_interact(
     replayed loop runs to the end without a provider call.
 
     Args:
-        run: The `AsyncRun` to record into.
+        run: The run to record into (an `AsyncRun`, or a sync `Run`; see the module docs).
         environment: The reusable model-facing setup.
         input: The turn (content, history or continuation, tool results).
         config: The pollux configuration.
@@ -561,7 +568,7 @@ def _check_input(turn: object) -> Input:
 
 
 async def governed_stream(
-    run: AsyncRun,
+    run: AsyncRun | Run,
     environment: Environment,
     input: Input,
     *,
@@ -585,7 +592,7 @@ async def governed_stream(
     Closing the iterator early cancels the call (pollard records the cancelled dispatch).
 
     Args:
-        run: The `AsyncRun` to record into.
+        run: The run to record into (an `AsyncRun`, or a sync `Run`; see the module docs).
         environment: The reusable model-facing setup.
         input: The turn.
         config: The pollux configuration.
@@ -683,7 +690,7 @@ async def governed_stream(
 
 
 async def governed_run_many(
-    run: AsyncRun,
+    run: AsyncRun | Run,
     prompts: str | Sequence[str | None] | None = None,
     *,
     sources: Sequence[Source] = (),
@@ -719,7 +726,7 @@ async def governed_run_many(
     when there are several prompts.
 
     Args:
-        run: The `AsyncRun` to record into.
+        run: The run to record into (an `AsyncRun`, or a sync `Run`; see the module docs).
         prompts: One or more prompts.
         sources: Stable sources shared across the prompts.
         config: The pollux configuration.
