@@ -3,6 +3,11 @@
 Targets come from issue 6; the pollard 0.8 figures they are set against are in the notes (0.8
 records 28 steps/s at 100 steps on SQLite with a budget and cannot pass about 990 steps; it stores
 about 780 bytes per step, about 1,370 with a repeated 4 KiB string per payload).
+
+Throughput is measured twice in the same run: per CPU second of this process and per wall-clock
+second. On an idle machine they agree. On a shared machine (other jobs competing for the cores)
+the wall-clock figure drops while the CPU figure still measures pollard's own cost per step, so
+targets are checked against the CPU figure and the wall-clock figure is printed beside it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,27 @@ STEPS = 5_000
 WINDOW = 500  # steps per timing window (first vs last)
 
 
+class _Clock:
+    """Wall-clock and CPU seconds of a block."""
+
+    def __enter__(self) -> _Clock:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+
+def _rate(
+    name: str, count: int, clock: _Clock, unit: str, target: float, note: str = ""
+) -> list[Result]:
+    return [
+        Result(f"{name} [cpu]", count / clock.cpu, unit, target=target, note=note),
+        Result(f"{name} [wall]", count / clock.wall, unit, note="same run, wall clock"),
+    ]
+
+
 def _fn(payload: Any) -> dict[str, Any]:
     return {"text": "ok", "usage": {"input_tokens": 12, "output_tokens": 3}}
 
@@ -34,19 +60,19 @@ def _payload(i: int, big: str | None = None) -> dict[str, Any]:
     return payload
 
 
-def _record(path: Path, big: str | None = None) -> list[float]:
-    """Record STEPS model calls in one chain; return the seconds of each WINDOW of steps."""
+def _record(path: Path, big: str | None = None) -> tuple[list[float], _Clock]:
+    """Record STEPS model calls in one chain; return CPU seconds per WINDOW and the clock."""
     windows: list[float] = []
-    with Runtime(path) as rt:
+    with Runtime(path) as rt, _Clock() as clock:
         run = rt.run("bench", budget=Budget(tokens=10**12, steps=10**9))
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(STEPS):
             run.model_call(_payload(i, big), fn=_fn)
             if (i + 1) % WINDOW == 0:
-                now = time.perf_counter()
+                now = time.process_time()
                 windows.append(now - start)
                 start = now
-    return windows
+    return windows, clock
 
 
 def _size(path: Path) -> int:
@@ -62,21 +88,19 @@ def run() -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         path = base / "record.db"
-        windows = _record(path)
-        total = sum(windows)
-        results.append(
-            Result(
-                "sqlite record 5,000-step chain with a Budget",
-                STEPS / total,
-                "steps/s",
-                target=2000,
-                note="pollard 0.8: 28 steps/s at 100 steps, stalls near 990",
-            )
+        windows, clock = _record(path)
+        results += _rate(
+            "sqlite record 5,000-step chain with a Budget",
+            STEPS,
+            clock,
+            "steps/s",
+            2000,
+            "pollard 0.8: 28 steps/s at 100 steps, stalls near 990",
         )
-        first, last = min(windows[:2]), min(windows[-2:])
+        first, last = sum(windows[:2]) / 2, sum(windows[-2:]) / 2
         results.append(
             Result(
-                "sqlite last 500 steps vs first 500 (time ratio)",
+                "sqlite last 1,000 steps vs first 1,000 (cpu time ratio)",
                 last / first,
                 "x",
                 target=1.5,
@@ -84,28 +108,17 @@ def run() -> list[Result]:
                 note=f"first {WINDOW / first:.0f} steps/s, last {WINDOW / last:.0f} steps/s",
             )
         )
-        with Runtime(path, mode="replay") as rt:
+        with Runtime(path, mode="replay") as rt, _Clock() as clock:
             replay = rt.run("bench")
-            start = time.perf_counter()
             for i in range(STEPS):
                 replay.model_call(_payload(i), fn=_fn)
-            elapsed = time.perf_counter() - start
-        results.append(
-            Result(
-                "sqlite replay 5,000 steps (ancestry verified)",
-                STEPS / elapsed,
-                "steps/s",
-                target=5000,
-            )
+        results += _rate(
+            "sqlite replay 5,000 steps (ancestry verified)", STEPS, clock, "steps/s", 5000
         )
-        with SQLiteStore(path, read_only=True) as store:
-            start = time.perf_counter()
+        with SQLiteStore(path, read_only=True) as store, _Clock() as clock:
             report = verify(store)
-            elapsed = time.perf_counter() - start
         assert report.ok
-        results.append(
-            Result("verify the whole store", report.nodes / elapsed, "nodes/s", target=20000)
-        )
+        results += _rate("verify the whole store", report.nodes, clock, "nodes/s", 20000)
         results.append(
             Result(
                 "storage per step (SQLite)",
@@ -128,16 +141,20 @@ def run() -> list[Result]:
                 note="pollard 0.8: about 1,370 (interned)",
             )
         )
-    best = 0.0
+    best: _Clock | None = None
     for _ in range(3):
-        with Runtime(MemoryStore()) as rt:
+        with Runtime(MemoryStore()) as rt, _Clock() as clock:
             mem = rt.run("bench", budget=Budget(tokens=10**12, steps=10**9))
-            start = time.perf_counter()
             for i in range(STEPS):
                 mem.model_call(_payload(i), fn=_fn)
-            best = max(best, STEPS / (time.perf_counter() - start))
-    results.append(
-        Result("memory record 5,000 steps with a Budget (best of 3)", best, "steps/s", target=20000)
+        if best is None or clock.cpu < best.cpu:
+            best = clock
+    assert best is not None
+    results += _rate(
+        "memory record 5,000 steps with a Budget (best of 3)", STEPS, best, "steps/s", 20000
     )
-    results.append(Result("cpu count", float(os.cpu_count() or 1), "cores", note="machine context"))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    results.append(
+        Result("load average during the run (1 min)", load, "", note=f"{os.cpu_count()} cores")
+    )
     return results

@@ -1,5 +1,8 @@
 """Ledger values and the one admission rule every store applies.
 
+The value classes are plain slotted dataclasses (not frozen: they are built on every step, and
+frozen construction is several times slower); treat them as immutable.
+
 The ledger keeps a running total per ``(scope, meter)``, updated in the same transaction as the
 node write that carries the charge, so checking a budget is a key lookup, not a tree walk. A *scope*
 is the id of the node a budget is anchored at: the run root, or a branch anchor with its own budget.
@@ -96,7 +99,7 @@ def utc_now_iso() -> str:
     return f"{cache[1]}.{int((now - second) * 1_000_000):06d}Z"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BudgetClaim:
     """A request to check (and reserve) an amount against one scope's limit for one meter.
 
@@ -116,7 +119,7 @@ class BudgetClaim:
     approximate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WindowClaim:
     """A request to check (and reserve) an amount against a sliding rate window.
 
@@ -137,7 +140,7 @@ class WindowClaim:
     approximate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WindowEvent:
     """An amount settled into a window (stamped with the store's clock at commit)."""
 
@@ -146,7 +149,7 @@ class WindowEvent:
     amount: Decimal
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Shortfall:
     """Why a claim was refused.
 
@@ -173,7 +176,7 @@ class Shortfall:
     window_seconds: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admission:
     """The answer to a reservation request: a reservation id, or a shortfall.
 
@@ -203,7 +206,10 @@ def judge(claim: BudgetClaim | WindowClaim, settled: Decimal, active: Decimal) -
     Returns:
         ``None`` when admitted, else the shortfall.
     """
-    requested = claim.amount if claim.amount is not None and claim.amount > 0 else ZERO
+    amount = claim.amount
+    requested = amount if amount is not None and amount > 0 else ZERO
+    if settled < claim.limit and (not requested or requested <= claim.limit - settled - active):
+        return None
     available = claim.limit - settled - active
     if settled >= claim.limit or (requested > 0 and requested > available):
         if isinstance(claim, WindowClaim):
