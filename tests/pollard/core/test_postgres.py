@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -303,3 +305,20 @@ def test_a_role_without_create_privilege_opens_an_existing_store(
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.postgres
+def test_the_stores_page_example_runs(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = Path(__file__).resolve().parents[3] / "docs" / "pollard" / "stores.md"
+    (block,) = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    monkeypatch.setenv("POLLARD_PG_DSN", pg_dsn)
+    store_id = "support-prod"
+    drop_store(pg_dsn, store_id)
+    try:
+        namespace: dict[str, Any] = {"__name__": "stores_page"}
+        exec(compile(block, str(page), "exec"), namespace)
+        with PostgresStore(pg_dsn, store_id=store_id) as store:
+            assert store.totals(namespace["run"].root_id)["steps"] == 1
+            assert _model_calls(store) == 1
+    finally:
+        drop_store(pg_dsn, store_id)
