@@ -5,6 +5,11 @@ keep-alive connections, the provider's limiter and cached metadata instead of pa
 clients every call. The shared Sessions close when their loop shuts down: ``asyncio.run`` (and
 ``asyncio.Runner``) cancel the loop's remaining tasks on exit, and a small keeper task closes every
 shared Session when it is cancelled, so no socket outlives its loop.
+
+At most ``_MAX_SHARED`` idle Sessions are kept per loop (least recently used go first); a Session
+with a call in flight is never closed under it. The state of a loop that was closed without
+cancelling its tasks (``loop.run_until_complete`` then ``loop.close()``) is dropped the next time
+a new loop asks for a Session, so such loops do not pile up.
 """
 
 from __future__ import annotations
@@ -41,8 +46,13 @@ class _LoopSessions:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.sessions: OrderedDict[Config, Session] = OrderedDict()
+        # Calls in flight per Session: a busy Session is never evicted.
+        self.calls: dict[Session, int] = {}
         self.stopped = asyncio.Event()
         self.keeper = loop.create_task(self._keep(), name="pollux-shared-sessions")
+        # The keeper waits for the loop's shutdown on purpose; a loop closed without cancelling
+        # its tasks is not worth an error log about it.
+        self.keeper._log_destroy_pending = False  # type: ignore[attr-defined]
 
     async def _keep(self) -> None:
         try:
@@ -53,19 +63,41 @@ class _LoopSessions:
             for session in sessions:
                 await session.aclose()
 
-    def get(self, config: Config) -> Session:
+    def acquire(self, config: Config) -> Session:
+        """The Session for ``config``, counted as busy until :meth:`release`."""
         session = self.sessions.get(config)
         if session is None or session.closed:
             session = Session(config)
             self.sessions[config] = session
-            while len(self.sessions) > _MAX_SHARED:
-                _, evicted = self.sessions.popitem(last=False)
-                task = asyncio.ensure_future(evicted.aclose())
-                _BACKGROUND.add(task)
-                task.add_done_callback(_BACKGROUND.discard)
         else:
             self.sessions.move_to_end(config)
+        self.calls[session] = self.calls.get(session, 0) + 1
+        if len(self.sessions) > _MAX_SHARED:
+            self._evict()
         return session
+
+    def release(self, session: Session) -> None:
+        """One call on ``session`` ended."""
+        left = self.calls.pop(session, 1) - 1
+        if left > 0:
+            self.calls[session] = left
+        if len(self.sessions) > _MAX_SHARED:
+            self._evict()
+
+    def _evict(self) -> None:
+        # Close the least recently used idle Sessions beyond the cap; busy ones wait their turn
+        # (the next release trims again).
+        excess = len(self.sessions) - _MAX_SHARED
+        for config, session in list(self.sessions.items()):
+            if excess <= 0:
+                break
+            if session in self.calls:
+                continue
+            del self.sessions[config]
+            excess -= 1
+            task = asyncio.ensure_future(session.aclose())
+            _BACKGROUND.add(task)
+            task.add_done_callback(_BACKGROUND.discard)
 
 
 _BACKGROUND: set[asyncio.Future[None]] = set()
@@ -81,7 +113,7 @@ def _forget(loop: asyncio.AbstractEventLoop) -> Callable[[object], None]:
     return callback
 
 
-def _shared_session(config: Config) -> Session:
+def _loop_sessions(config: Config) -> _LoopSessions:
     if not isinstance(config, Config):
         raise ConfigurationError(
             f"config must be a Config, got {type(config).__name__}",
@@ -90,11 +122,23 @@ def _shared_session(config: Config) -> Session:
     loop = asyncio.get_running_loop()
     state = _BY_LOOP.get(loop)
     if state is None or state.keeper.done():
+        # A loop closed without cancelling its tasks never ran its keeper: drop its state (the
+        # keeper task references the loop, so the weak key alone would never let it go).
+        for old in [old for old in _BY_LOOP if old.is_closed()]:
+            _BY_LOOP.pop(old, None)
         state = _LoopSessions(loop)
         _BY_LOOP[loop] = state
         # Drop the entry once the keeper ends so a closed loop is not kept alive by its state.
         state.keeper.add_done_callback(_forget(loop))
-    return state.get(config)
+    return state
+
+
+def _shared_session(config: Config) -> Session:
+    """The shared Session for ``config`` on the running loop (not counted as busy)."""
+    state = _loop_sessions(config)
+    session = state.acquire(config)
+    state.release(session)
+    return session
 
 
 async def run(
@@ -164,26 +208,30 @@ async def run(
             "environment cannot be combined with inline source/sources",
             hint="Build the Environment with the sources, or drop the environment.",
         )
-    session = _shared_session(config)
-    outputs = await session._run_many(
-        prompt,
-        sources=(source,) if source is not None else tuple(sources),
-        environment=environment,
-        instructions=instructions,
-        tools=tools,
-        requirements=OutputRequirements(
-            output_schema=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            tool_choice=tool_choice,
-            provider_options=provider_options,
-        ),
-        raise_errors=True,
-    )
+    state = _loop_sessions(config)
+    session = state.acquire(config)
+    try:
+        outputs = await session._run_many(
+            prompt,
+            sources=(source,) if source is not None else tuple(sources),
+            environment=environment,
+            instructions=instructions,
+            tools=tools,
+            requirements=OutputRequirements(
+                output_schema=output,
+                temperature=temperature,
+                top_p=top_p,
+                max_tokens=max_tokens,
+                seed=seed,
+                reasoning_effort=reasoning_effort,
+                reasoning_budget_tokens=reasoning_budget_tokens,
+                tool_choice=tool_choice,
+                provider_options=provider_options,
+            ),
+            raise_errors=True,
+        )
+    finally:
+        state.release(session)
     return outputs[0]
 
 
@@ -249,22 +297,27 @@ async def run_many(
         for answer in results.answers:
             print(answer)
     """
-    return await _shared_session(config).run_many(
-        prompts,
-        sources=sources,
-        environment=environment,
-        instructions=instructions,
-        output=output,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        seed=seed,
-        reasoning_effort=reasoning_effort,
-        reasoning_budget_tokens=reasoning_budget_tokens,
-        tool_choice=tool_choice,
-        tools=tools,
-        provider_options=provider_options,
-    )
+    state = _loop_sessions(config)
+    session = state.acquire(config)
+    try:
+        return await session.run_many(
+            prompts,
+            sources=sources,
+            environment=environment,
+            instructions=instructions,
+            output=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            tool_choice=tool_choice,
+            tools=tools,
+            provider_options=provider_options,
+        )
+    finally:
+        state.release(session)
 
 
 async def interact(
@@ -322,19 +375,24 @@ async def interact(
                 config=cfg,
             )
     """
-    return await _shared_session(config).interact(
-        environment,
-        input,
-        output=output,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        seed=seed,
-        reasoning_effort=reasoning_effort,
-        reasoning_budget_tokens=reasoning_budget_tokens,
-        tool_choice=tool_choice,
-        provider_options=provider_options,
-    )
+    state = _loop_sessions(config)
+    session = state.acquire(config)
+    try:
+        return await session.interact(
+            environment,
+            input,
+            output=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            tool_choice=tool_choice,
+            provider_options=provider_options,
+        )
+    finally:
+        state.release(session)
 
 
 async def stream(
@@ -390,24 +448,29 @@ async def stream(
             elif event.type == "done":
                 result = event.output
     """
-    events = _shared_session(config).stream(
-        environment,
-        input,
-        output=output,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        seed=seed,
-        reasoning_effort=reasoning_effort,
-        reasoning_budget_tokens=reasoning_budget_tokens,
-        tool_choice=tool_choice,
-        provider_options=provider_options,
-    )
+    state = _loop_sessions(config)
+    session = state.acquire(config)
     try:
-        async for event in events:
-            yield event
+        events = session.stream(
+            environment,
+            input,
+            output=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            tool_choice=tool_choice,
+            provider_options=provider_options,
+        )
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await close_async_iterator(events)
     finally:
-        await close_async_iterator(events)
+        state.release(session)
 
 
 async def check_ready(config: Config) -> ProviderReadiness:
@@ -430,4 +493,9 @@ async def check_ready(config: Config) -> ProviderReadiness:
         if not status.ready:
             print(status.message)
     """
-    return await _shared_session(config).check_ready()
+    state = _loop_sessions(config)
+    session = state.acquire(config)
+    try:
+        return await session.check_ready()
+    finally:
+        state.release(session)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence, Set
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -15,14 +15,15 @@ from pollux.interaction.environment import Environment
 from pollux.interaction.input import Input
 from pollux.interaction.output import Output, OutputCollection
 from pollux.interaction.requirements import OutputRequirements
+from pollux.interaction.tools import ToolDeclaration
 from pollux.providers._registry import build_provider
+from pollux.source import Source
 
 if TYPE_CHECKING:
     from pollux.interaction.events import Event
     from pollux.interaction.requirements import ResponseSchemaInput
-    from pollux.interaction.tools import ToolChoice, ToolDeclaration
+    from pollux.interaction.tools import ToolChoice
     from pollux.providers.base import Provider, ProviderReadiness
-    from pollux.source import Source
 
 __all__ = ["Session", "build_environment", "build_inputs"]
 
@@ -61,6 +62,16 @@ def build_environment(
             "sources must be a sequence of Source values, not a string",
             hint="Pass sources=[Source.from_text(...)] (or source=... on run()).",
         )
+    if isinstance(sources, Source):
+        raise ConfigurationError(
+            "sources must be a sequence of Source values, got one Source",
+            hint="Pass sources=[source] (or source=source on run()).",
+        )
+    if isinstance(tools, ToolDeclaration):
+        raise ConfigurationError(
+            "tools must be a sequence of ToolDeclaration values, got one ToolDeclaration",
+            hint="Pass tools=[tool].",
+        )
     return Environment(instructions=instructions, sources=tuple(sources), tools=tuple(tools or ()))
 
 
@@ -71,6 +82,13 @@ def build_inputs(prompts: str | Sequence[str | None] | None) -> list[Input]:
     )
     if isinstance(items, (bytes, bytearray)):  # type: ignore[unreachable]
         raise ConfigurationError("prompts must be text", hint="Pass a string or a list of strings.")
+    if isinstance(items, (Set, Mapping)):
+        # Answers come back in prompt order; a set or a mapping has no order to keep.
+        raise ConfigurationError(
+            f"prompts must be an ordered sequence, got {type(items).__name__}",
+            hint="Pass a list of prompts, for example list(prompts) in the order you want "
+            "the answers.",
+        )
     inputs: list[Input] = []
     for position, prompt in enumerate(items):
         if prompt is not None and not isinstance(prompt, str):
@@ -89,6 +107,13 @@ def build_inputs(prompts: str | Sequence[str | None] | None) -> list[Input]:
             "run_many() needs at least one prompt", hint="Pass a prompt or a list of prompts."
         )
     return inputs
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class Session:
@@ -119,6 +144,7 @@ class Session:
         self.config = config
         self._provider: Provider | None = None
         self._limiter: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._pacer = Pacer()
         self._closed = False
 
@@ -145,8 +171,12 @@ class Session:
         """Close the provider's clients (idempotent)."""
         self._closed = True
         provider, self._provider = self._provider, None
-        if provider is not None:
-            await provider.aclose()
+        if provider is None:
+            return
+        if self._loop is not None and self._loop.is_closed():
+            # Its connections died with the loop that opened them; nothing is left to close.
+            return
+        await provider.aclose()
 
     def _runtime(self) -> Runtime:
         if self._closed:
@@ -154,9 +184,18 @@ class Session:
                 "Session is closed",
                 hint="Open a new Session (async with Session(config) as session: ...).",
             )
+        loop = _running_loop()
         if self._provider is None:
             self._provider = build_provider(self.config)
             self._limiter = asyncio.Semaphore(self.config.request_concurrency)
+            self._loop = loop
+        elif loop is not self._loop and loop is not None and self._loop is not None:
+            # Connections, the limiter and the pacer belong to the loop that opened them.
+            raise ConfigurationError(
+                "This Session was opened in another event loop",
+                hint="Use a Session inside the asyncio.run() (or loop) that created it: open "
+                "one Session per event loop, or call the module-level functions.",
+            )
         assert self._limiter is not None
         return Runtime(self._provider, self.config, self._limiter, self._pacer)
 
