@@ -137,6 +137,16 @@ def source_part(source: Source, *, allow_pdf: bool = False) -> dict[str, Any]:
     )
 
 
+# Keywords whose values are schemas (or maps / lists of schemas). Only these are walked, so data
+# such as enum values, defaults, examples, or a *property named* "properties" or "required", is
+# never mistaken for a schema.
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_SCHEMA_VALUES = frozenset(
+    {"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"}
+)
+
+
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``schema`` in strict form: closed objects, every property required.
 
@@ -145,19 +155,25 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """
 
     def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
+        if not isinstance(node, Mapping):
             return node
-        out = {key: walk(value) for key, value in node.items()}
-        if out.get("type") == "object" or "properties" in out:
-            props = out.get("properties")
-            if isinstance(props, dict):
+        out = dict(node)
+        for key, value in node.items():
+            if key in _SCHEMA_MAPS and isinstance(value, Mapping):
+                out[key] = {name: walk(sub) for name, sub in value.items()}
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [walk(sub) for sub in value]
+            elif key in _SCHEMA_VALUES:
+                out[key] = [walk(sub) for sub in value] if isinstance(value, list) else walk(value)
+        kind = out.get("type")
+        props = out.get("properties")
+        if kind == "object" or (isinstance(kind, list) and "object" in kind) or props is not None:
+            if isinstance(props, Mapping):
                 out["required"] = list(props)
             out["additionalProperties"] = False
         return out
 
-    result: dict[str, Any] = walk(dict(schema))
+    result: dict[str, Any] = walk(schema)
     return result
 
 
