@@ -200,6 +200,7 @@ async def test_budget_refuses_prompts_before_any_request(emu: Emulator) -> None:
     assert len(emu.requests_for("local.chat.completions")) == 2
     assert answers.status == "partial"
     refused = [o for o in answers.outputs if o.failed]
+    assert [o.failed for o in answers.outputs] == [False, False, True, True, True]  # in order
     assert len(refused) == 3 and len(refusals) == 3
     for output in refused:
         error = output.diagnostics.error
@@ -209,6 +210,22 @@ async def test_budget_refuses_prompts_before_any_request(emu: Emulator) -> None:
     assert sorted(c for c in calls if c in {r.id for r in refusals}) == sorted(
         r.id for r in refusals
     )
+
+
+async def test_refusals_replay_as_the_same_outputs(tmp_path: Path, mock_calls: list[str]) -> None:
+    db = tmp_path / "runs.db"
+    async with AsyncRuntime(db) as rt:
+        recorded = await governed_run_many(
+            rt.run("b", budget=Budget(steps=2)), QUESTIONS, config=MOCK
+        )
+    mock_calls.clear()
+    async with AsyncRuntime(db, mode="replay") as rt:
+        replayed = await governed_run_many(
+            rt.run("b", budget=Budget(steps=2)), QUESTIONS, config=MOCK
+        )
+    assert mock_calls == []
+    assert [o.failed for o in recorded.outputs] == [False, False, True]
+    assert replayed == recorded
 
 
 async def test_token_estimate_refuses_a_large_request_before_it_is_sent(emu: Emulator) -> None:

@@ -712,10 +712,12 @@ async def governed_run_many(
 
     The prompt steps are siblings under the run's cursor (each its own cursor, so concurrent
     steps never race for the run's), run with at most ``config.request_concurrency`` in flight,
-    and each is checked against the budgets right before its provider call. A prompt that a
-    budget refuses, or whose call fails, becomes an error Output (``metrics.completion_status ==
-    "error"``, the error in ``diagnostics.error``, with ``refusal_id`` for refusals) and the other
-    prompts keep their answers. Identical prompts are distinct steps (attempts 0, 1, ...).
+    and each is checked against the budgets right before its provider call. Prompts are admitted
+    in order (their provider calls overlap), so a budget that runs out refuses the last prompts.
+    A prompt that a budget refuses, or whose call fails, becomes an error Output
+    (``metrics.completion_status == "error"``, the error in ``diagnostics.error``, with
+    ``refusal_id`` for refusals) and the other prompts keep their answers. Identical prompts
+    are distinct steps (attempts 0, 1, ...).
 
     Afterwards a note ``{"pollux": "run_many", "calls": [...]}`` listing each prompt's node id
     (the refusal's id for a refused prompt, None for a failed one) is recorded under the cursor,
@@ -776,14 +778,28 @@ async def governed_run_many(
     single = len(texts) == 1
     slots = asyncio.Semaphore(config.request_concurrency)
 
+    # Admission (replay lookup, budget check, reservation) happens one prompt at a time, in
+    # prompt order, while the admitted provider calls overlap: a budget that runs out refuses
+    # the last prompts, the same ones on every run.
+    admission = asyncio.Lock()
+
     async def one(index: int) -> tuple[Output, str | None]:
         text = texts[index]
+        admitted = False
+
+        def admit() -> None:
+            nonlocal admitted
+            if not admitted:
+                admitted = True
+                admission.release()
 
         async def call() -> Output:
+            admit()
             answer = await pollux.run(text, environment=env, config=config, **keywords)
             return answer if single else dataclasses.replace(answer, continuation=None)
 
         async with slots:
+            await admission.acquire()
             fork = _fork(run)
             try:
                 answer = await _step(fork, payloads[index], call, requirements, attempts[index])
@@ -791,6 +807,8 @@ async def governed_run_many(
                 return _refused(exc), exc.refusal_id
             except _ERRORS_PER_PROMPT as exc:
                 return error_output(exc), None
+            finally:
+                admit()
             return answer, fork.cursor_id
 
     results = await _gather([one(index) for index in range(len(texts))])
@@ -817,16 +835,18 @@ def _fork(run: AsyncRun) -> AsyncRun:
 
 
 def _refused(error: BudgetExceeded) -> Output:
+    """The error Output of a refused prompt, the same whether refused now or replayed."""
+    meter = error.meter or "a"
+    what = "rate window" if error.reason == "window" else "budget"
     detail: dict[str, Any] = {
         "type": type(error).__name__,
-        "message": str(error),
+        "message": f"the {meter} {what} refused this prompt before its provider call",
         "refusal_id": error.refusal_id,
     }
+    if error.meter is not None:
+        detail["meter"] = error.meter
     if error.hint is not None:
         detail["hint"] = error.hint
-    meter = getattr(error, "meter", None)
-    if meter is not None:
-        detail["meter"] = meter
     return Output(
         metrics=Metrics(n_calls=0, completion_status="error"),
         diagnostics=Diagnostics(raw={"error": detail}),
