@@ -13,8 +13,10 @@ targets are checked against the CPU figure and the wall-clock figure is printed 
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,9 @@ from pollard import Budget, MemoryStore, Runtime, SQLiteStore, verify
 
 STEPS = 5_000
 WINDOW = 500  # steps per timing window (first vs last)
+PG_STEPS = 1_000
+PG_DSN_VAR = "POLLARD_TEST_POSTGRES_DSN"
+PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 class _Clock:
@@ -153,8 +158,59 @@ def run() -> list[Result]:
     results += _rate(
         "memory record 5,000 steps with a Budget (best of 3)", STEPS, best, "steps/s", 20000
     )
+    results += _postgres()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     results.append(
         Result("load average during the run (1 min)", load, "", note=f"{os.cpu_count()} cores")
     )
     return results
+
+
+def _chain(store: Any, steps: int) -> _Clock:
+    with Runtime(store) as rt, _Clock() as clock:
+        run = rt.run("bench", budget=Budget(tokens=10**12, steps=10**9))
+        for i in range(steps):
+            run.model_call(_payload(i), fn=_fn)
+    return clock
+
+
+def _postgres() -> list[Result]:
+    """PostgreSQL recording beside SQLite at the same length (wall clock: the server does work)."""
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=0.5).close()
+        from pollard import PostgresStore
+    except (OSError, ImportError):
+        return [Result("postgres record (skipped: no server or no psycopg)", 0, "steps/s")]
+    dsn = os.environ.get(PG_DSN_VAR, PG_DSN)
+    store_id = f"bench-{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(dsn, store_id=store_id)
+    try:
+        pg = _chain(store, PG_STEPS)
+    finally:
+        store.close()
+        _drop(dsn, store_id)
+    with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "side.db") as side:
+        lite = _chain(side, PG_STEPS)
+    return [
+        Result(
+            "postgres record 1,000-step chain with a Budget [wall]",
+            PG_STEPS / pg.wall,
+            "steps/s",
+            note=f"sqlite same chain: {PG_STEPS / lite.wall:.0f} steps/s; pollard 0.8 sqlite: 28",
+        ),
+        Result(
+            "postgres / sqlite record throughput (wall, same chain)",
+            lite.wall / pg.wall,
+            "x",
+            note="about 15 round trips per budgeted step to a local server",
+        ),
+    ]
+
+
+def _drop(dsn: str, store_id: str) -> None:
+    import psycopg
+
+    tables = ("nodes", "blobs", "ledger", "reservations", "window_events", "kv")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in tables:
+            conn.execute(f"DELETE FROM pollard_{table} WHERE store_id = %s", (store_id,))
