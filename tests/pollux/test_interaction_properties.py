@@ -158,6 +158,12 @@ def test_message_round_trip(message: Message) -> None:
 
 
 @SETTINGS
+@given(messages)
+def test_message_openai_round_trip(message: Message) -> None:
+    assert Message.from_openai(_roundtrip_json(message.to_openai())) == message
+
+
+@SETTINGS
 @given(outputs)
 def test_output_round_trip(output: Output) -> None:
     data = _roundtrip_json(output.to_jsonable())
