@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -322,3 +325,27 @@ def test_the_stores_page_example_runs(pg_dsn: str, monkeypatch: pytest.MonkeyPat
             assert _model_calls(store) == 1
     finally:
         drop_store(pg_dsn, store_id)
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_opens_its_own_connection(pg_dsn: str, store_id: str) -> None:
+    store = PostgresStore(pg_dsn, store_id=store_id)
+    root = Node.create("root", None, {"run": "fork"})
+    store.put(root)
+    child = Node.create("note", root.id, {"from": "child"})
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_child_writes, args=(store, child))
+    with warnings.catch_warnings():  # 3.12+ warns about fork() when any other thread runs
+        warnings.simplefilter("ignore", DeprecationWarning)
+        proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert store.exists(child.id)  # the parent's connection still works
+    assert [n.id for n in store.walk(root.id)] == [root.id, child.id]
+    store.close()
+
+
+def _child_writes(store: PostgresStore, node: Node) -> None:
+    store.put(node)
+    store.close()

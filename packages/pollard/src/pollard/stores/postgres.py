@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -51,7 +52,7 @@ class PostgresStore(SqlStore):
     tables under an advisory lock (later opens need no CREATE privilege).
 
     Threads: the store is safe to share. Each thread gets its own autocommit connection, opened
-    on first use and closed by `close`.
+    on first use and closed by `close`. A forked child opens its own connections.
 
     Args:
         conninfo: A libpq connection string or ``postgresql://`` URL. It is never printed or
@@ -105,7 +106,7 @@ class PostgresStore(SqlStore):
         )
         self._conninfo = conninfo
         self._local = threading.local()
-        self._connections: list[Any] = []
+        self._connections: list[tuple[int, Any]] = []  # (process id, connection)
         self._lock = threading.Lock()
         self._closed = False
         self._tables_exist = False
@@ -119,6 +120,8 @@ class PostgresStore(SqlStore):
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid != os.getpid():
+            conn = None  # forked: a child never uses (or closes) its parent's connections
         if conn is None or conn.closed:
             if self._closed:
                 raise PollardError(
@@ -126,9 +129,10 @@ class PostgresStore(SqlStore):
                     hint="open a new PostgresStore",
                 )
             conn = self._psycopg.connect(self._conninfo, autocommit=True)
+            pid = os.getpid()
             with self._lock:
-                self._connections.append(conn)
-            self._local.conn = conn
+                self._connections.append((pid, conn))
+            self._local.conn, self._local.pid = conn, pid
         return conn
 
     @contextmanager
@@ -169,8 +173,10 @@ class PostgresStore(SqlStore):
         self._closed = True
         with self._lock:
             connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
+        pid = os.getpid()
+        for owner, conn in connections:
+            if owner == pid:
+                conn.close()
         self._local = threading.local()
 
     def __enter__(self) -> PostgresStore:
