@@ -340,3 +340,20 @@ def test_an_inline_runtime_stays_open_while_its_run_is_used(tmp_path: Path) -> N
     assert node.result["text"] == "ok"
     del run, branch
     gc.collect()  # the runtime and its SQLite connections are closed without a ResourceWarning
+
+
+def test_recorded_dry_run_is_served_only_to_dry_runs_and_replay() -> None:
+    from pollard._effects import drive_sync
+
+    rt = Runtime()
+    run = rt.run("dry")
+    payload = {"tool": "send", "args": {"to": "a"}}
+    dry = drive_sync(run._state.record_dry_run("tool_call", payload))
+    assert dry.meta["dry_run"] is True and dry.result is None
+    assert rt.store.totals(run.root_id)["steps"] == 1
+    calls: list[Any] = []
+    replay = Runtime(rt.store, mode="replay").run("dry")
+    assert replay.tool_call("send", {"to": "a"}, fn=calls.append).id == dry.id
+    hybrid = Runtime(rt.store, mode="hybrid").run("dry")
+    real = hybrid.tool_call("send", {"to": "a"}, fn=lambda a: calls.append(a) or {"sent": True})
+    assert calls == [{"to": "a"}] and real.attempt == 1 and real.result == {"sent": True}

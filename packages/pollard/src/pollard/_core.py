@@ -488,7 +488,12 @@ class RunState:
             arg = payload.get("args") if isinstance(payload, Mapping) else None
         if rt.mode != "record":
             found: Node | None = yield from io(rt.store.find, node.id)
-            if found is not None and (found.result is not None or found.meta.get("dry_run")):
+            # A recorded dry run (no result) stands in for the step only when this runtime is
+            # also dry-running, or in replay (which can never execute); hybrid executes it.
+            if found is not None and (
+                found.result is not None
+                or (found.meta.get("dry_run") and (rt.dry_run or rt.mode == "replay"))
+            ):
                 return (yield from self._serve(found, on_delta))
             if rt.mode == "replay":
                 yield from self._replay_miss(node)
