@@ -10,7 +10,10 @@ after the results come back it answers in text.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import math
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,8 +54,33 @@ def _tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4) if text else 0
 
 
+#: Values for the common string formats (pydantic emits them for datetime, UUID, URLs, ...).
+_FORMATS = {
+    "date-time": "2024-01-01T00:00:00Z",
+    "date": "2024-01-01",
+    "time": "00:00:00",
+    "duration": "P1D",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "uri": "https://example.com/",
+    "url": "https://example.com/",
+    "iri": "https://example.com/",
+    "uri-reference": "https://example.com/",
+    "email": "mock@example.com",
+    "idn-email": "mock@example.com",
+    "hostname": "example.com",
+    "ipv4": "127.0.0.1",
+    "ipv6": "::1",
+}
+
+
 def fake_from_schema(schema: Mapping[str, Any], *, root: Mapping[str, Any] | None = None) -> Any:
-    """A deterministic value that validates against ``schema`` (the common JSON Schema subset)."""
+    """A deterministic value that validates against ``schema`` (the common JSON Schema subset).
+
+    Covers ``$ref``, ``const``/``enum``/``default``, ``anyOf``/``oneOf``/``allOf``, objects
+    (every property, ``minProperties``), arrays (``prefixItems``, ``minItems``/``maxItems``,
+    ``uniqueItems``), strings (``format``, ``pattern``, ``minLength``/``maxLength``) and numbers
+    (inclusive and exclusive bounds, ``multipleOf``).
+    """
     root = root if root is not None else schema
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
@@ -75,23 +103,183 @@ def fake_from_schema(schema: Mapping[str, Any], *, root: Mapping[str, Any] | Non
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or "properties" in schema:
-        props = schema.get("properties") or {}
-        return {name: fake_from_schema(sub, root=root) for name, sub in props.items()}
+        return _fake_object(schema, root)
     if kind == "array":
-        items = schema.get("items") or {}
-        count = max(1, int(schema.get("minItems", 1)))
-        return [fake_from_schema(items, root=root) for _ in range(count)]
+        return _fake_array(schema, root)
     if kind == "string":
-        text = "mock"
-        min_len = int(schema.get("minLength", 0))
-        return text.ljust(min_len, "x")
-    if kind == "integer":
-        return int(schema.get("minimum", 0))
-    if kind == "number":
-        return float(schema.get("minimum", 0.0))
+        return _fake_string(schema)
+    if kind in ("integer", "number"):
+        return _fake_number(schema, integer=kind == "integer")
     if kind == "boolean":
         return False
     return None
+
+
+def _fake_object(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties") or {}
+    value = {name: fake_from_schema(sub, root=root) for name, sub in props.items()}
+    extra = schema.get("additionalProperties")
+    wanted = int(schema.get("minProperties", 0))
+    if isinstance(extra, Mapping):
+        while len(value) < wanted:
+            value[f"key{len(value)}"] = fake_from_schema(extra, root=root)
+    return value
+
+
+def _fake_array(schema: Mapping[str, Any], root: Mapping[str, Any]) -> list[Any]:
+    prefix = schema.get("prefixItems")
+    values = (
+        [fake_from_schema(sub, root=root) for sub in prefix] if isinstance(prefix, list) else []
+    )
+    items = schema.get("items")
+    count = max(len(values), int(schema.get("minItems", 0 if values else 1)))
+    if "maxItems" in schema:
+        count = min(count, int(schema["maxItems"]))
+    if isinstance(items, Mapping):
+        while len(values) < count:
+            values.append(fake_from_schema(items, root=root))
+    values = values[:count]
+    if schema.get("uniqueItems"):
+        values = [_distinct(value, position) for position, value in enumerate(values)]
+    return values
+
+
+def _distinct(value: Any, position: int) -> Any:
+    if position == 0:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return value
+    if isinstance(value, str):
+        return f"{value}{position}"
+    return value + position
+
+
+def _fake_string(schema: Mapping[str, Any]) -> str:
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        generated = _from_pattern(pattern)
+        if generated is not None:
+            return generated
+    fmt = schema.get("format")
+    text = _FORMATS.get(fmt, "mock") if isinstance(fmt, str) else "mock"
+    min_len = int(schema.get("minLength", 0))
+    text = text.ljust(min_len, "x")
+    if "maxLength" in schema:
+        text = text[: int(schema["maxLength"])]
+    return text
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _fake_number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
+    minimum, maximum = _number(schema.get("minimum")), _number(schema.get("maximum"))
+    ex_min, ex_max = (
+        _number(schema.get("exclusiveMinimum")),
+        _number(schema.get("exclusiveMaximum")),
+    )
+    if integer:
+        lows = [
+            v
+            for v in (minimum, None if ex_min is None else math.floor(ex_min) + 1)
+            if v is not None
+        ]
+        highs = [
+            v for v in (maximum, None if ex_max is None else math.ceil(ex_max) - 1) if v is not None
+        ]
+        low = math.ceil(max(lows)) if lows else None
+        high = math.floor(min(highs)) if highs else None
+        value: float = low if low is not None else (min(0, high) if high is not None else 0)
+    else:
+        lows = [v for v in (minimum, ex_min) if v is not None]
+        highs = [v for v in (maximum, ex_max) if v is not None]
+        low_f = max(lows) if lows else None
+        high_f = min(highs) if highs else None
+        exclusive = ex_min is not None or ex_max is not None
+        if low_f is not None and high_f is not None:
+            value = (low_f + high_f) / 2 if exclusive else low_f
+        elif low_f is not None:
+            value = low_f + 1 if ex_min is not None and ex_min >= low_f else low_f
+        elif high_f is not None:
+            value = min(0.0, high_f - 1 if ex_max is not None and ex_max <= high_f else high_f)
+        else:
+            value = 0.0
+    multiple = _number(schema.get("multipleOf"))
+    if multiple is not None and multiple > 0:
+        value = math.ceil(value / multiple) * multiple
+    return math.ceil(value) if integer else float(value)
+
+
+def _from_pattern(pattern: str) -> str | None:
+    """The shortest obvious string matching ``pattern`` (None when unsure)."""
+    try:
+        parser: Any = importlib.import_module("re._parser")
+    except ImportError:  # pragma: no cover - Python 3.10
+        parser = importlib.import_module("sre_parse")
+    try:
+        text = _emit(parser.parse(pattern))
+    except Exception:  # an exotic construct: fall back to the plain value
+        return None
+    return text if re.search(pattern, text) else None
+
+
+_CATEGORY_CHARS = {
+    "CATEGORY_DIGIT": "0",
+    "CATEGORY_NOT_DIGIT": "a",
+    "CATEGORY_WORD": "a",
+    "CATEGORY_NOT_WORD": " ",
+    "CATEGORY_SPACE": " ",
+    "CATEGORY_NOT_SPACE": "a",
+}
+
+
+def _emit(pattern: Any) -> str:
+    out: list[str] = []
+    for op, arg in pattern:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "NOT_LITERAL":
+            out.append("a" if arg != ord("a") else "b")
+        elif name == "ANY":
+            out.append("a")
+        elif name == "IN":
+            out.append(_emit_class(arg))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, _high, sub = arg
+            out.append(_emit(sub) * low)
+        elif name == "SUBPATTERN":
+            out.append(_emit(arg[-1]))
+        elif name == "ATOMIC_GROUP":
+            out.append(_emit(arg))
+        elif name == "BRANCH":
+            out.append(_emit(arg[1][0]))
+        elif name in ("AT", "ASSERT", "ASSERT_NOT"):
+            continue
+        else:
+            raise ValueError(f"unsupported regex construct {name}")
+    return "".join(out)
+
+
+def _emit_class(items: Any) -> str:
+    negated = bool(items) and str(items[0][0]) == "NEGATE"
+    if negated:
+        excluded = {arg for op, arg in items[1:] if str(op) == "LITERAL"}
+        if any(str(op) != "LITERAL" for op, _ in items[1:]):
+            raise ValueError("negated class with ranges")
+        return next(c for c in "aZ0_ -x" if ord(c) not in excluded)
+    op, arg = items[0]
+    name = str(op)
+    if name == "LITERAL":
+        return chr(arg)
+    if name == "RANGE":
+        return chr(arg[0])
+    if name == "CATEGORY":
+        return _CATEGORY_CHARS[str(arg)]
+    raise ValueError(f"unsupported class item {name}")
 
 
 @dataclass(frozen=True, slots=True)
