@@ -176,13 +176,14 @@ def _input_identity(turn: Input) -> dict[str, Any]:
     return identity
 
 
-def _payload(
+def _payloads(
     api: str,
     config: Config,
     environment: Environment,
-    turn: Input,
+    turns: Sequence[Input],
     requirements: OutputRequirements,
-) -> dict[str, Any]:
+) -> list[dict[str, Any]]:
+    """One identity payload per turn; the shared parts are computed (and hashed) once."""
     provider = config.provider
     env: dict[str, Any] = {"fingerprint": environment.fingerprint(provider=provider)}
     if environment.instructions is not None:
@@ -191,20 +192,33 @@ def _payload(
         env["sources"] = [_source_identity(s, provider) for s in environment.sources]
     if environment.tools:
         env["tools"] = [tool.name for tool in environment.tools]
-    payload: dict[str, Any] = {
+    common: dict[str, Any] = {
         "pollux": BRIDGE_VERSION,
         "api": api,
         "provider": provider,
         "model": config.model,
     }
     if config.use_mock:
-        payload["mock"] = True
-    payload["environment"] = env
-    payload["input"] = _input_identity(turn)
+        common["mock"] = True
+    common["environment"] = env
     required = _requirements_identity(requirements, provider)
-    if required:
-        payload["requirements"] = required
-    return payload
+    payloads = []
+    for turn in turns:
+        payload = {**common, "input": _input_identity(turn)}
+        if required:
+            payload["requirements"] = required
+        payloads.append(payload)
+    return payloads
+
+
+def _payload(
+    api: str,
+    config: Config,
+    environment: Environment,
+    turn: Input,
+    requirements: OutputRequirements,
+) -> dict[str, Any]:
+    return _payloads(api, config, environment, (turn,), requirements)[0]
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -768,7 +782,7 @@ async def governed_run_many(
         tool_choice,
         provider_options,
     )
-    payloads = [_payload("run_many", config, env, Input(content=t), requirements) for t in texts]
+    payloads = _payloads("run_many", config, env, [Input(content=t) for t in texts], requirements)
     seen: dict[bytes, int] = {}
     attempts: list[int] = []
     for payload in payloads:
@@ -781,6 +795,11 @@ async def governed_run_many(
     # Admission (replay lookup, budget check, reservation) happens one prompt at a time, in
     # prompt order, while the admitted provider calls overlap: a budget that runs out refuses
     # the last prompts, the same ones on every run.
+    # Without limits nothing can be refused, and replay only looks up: no ordering needed.
+    state = run._state
+    ordered = state.mode != "replay" and (
+        any(scope.limits for scope in state.scopes) or bool(state.rt.windows)
+    )
     admission = asyncio.Lock()
 
     async def one(index: int) -> tuple[Output, str | None]:
@@ -789,7 +808,7 @@ async def governed_run_many(
 
         def admit() -> None:
             nonlocal admitted
-            if not admitted:
+            if ordered and not admitted:
                 admitted = True
                 admission.release()
 
@@ -799,7 +818,8 @@ async def governed_run_many(
             return answer if single else dataclasses.replace(answer, continuation=None)
 
         async with slots:
-            await admission.acquire()
+            if ordered:
+                await admission.acquire()
             fork = _fork(run)
             try:
                 answer = await _step(fork, payloads[index], call, requirements, attempts[index])
