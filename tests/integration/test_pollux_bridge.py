@@ -28,6 +28,7 @@ from pollard.adapters.pollux import (
     output_from_node,
 )
 from pollard.meters import CostMeter, StepMeter, TokenMeter
+from pollard.otel import node_attributes
 from pollux import (
     APIError,
     Config,
@@ -453,6 +454,10 @@ async def test_wire_path_through_the_openai_emulator_is_recorded(
     assert replayed == recorded
     assert node.result["usage"]["input_tokens"] == recorded[1].usage.input_tokens
     assert output_from_node(node) == recorded[1]
+    attributes = node_attributes(node)
+    assert attributes["gen_ai.provider.name"] == "openai"
+    assert attributes["gen_ai.request.model"] == "gpt-5-nano"
+    assert attributes["gen_ai.usage.input_tokens"] == recorded[1].usage.input_tokens
 
 
 async def test_recordings_do_not_depend_on_the_server_address(tmp_path: Path) -> None:

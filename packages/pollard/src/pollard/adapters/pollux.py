@@ -110,6 +110,14 @@ BRIDGE_VERSION = 1
 
 _ERRORS_PER_PROMPT = (APIError, ToolCallParseError)
 
+# pollux provider -> OpenTelemetry ``gen_ai.provider.name`` (read from ``payload["_pollard"]``).
+_GEN_AI_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+    "openrouter": "openrouter",
+}
+
 
 # -- identity --------------------------------------------------------------------------------------
 
@@ -200,6 +208,8 @@ def _payloads(
     }
     if config.use_mock:
         common["mock"] = True
+    elif provider in _GEN_AI_PROVIDERS:
+        common["_pollard"] = {"provider": _GEN_AI_PROVIDERS[provider]}
     common["environment"] = env
     required = _requirements_identity(requirements, provider)
     payloads = []
