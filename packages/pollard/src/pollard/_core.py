@@ -364,14 +364,14 @@ class RunState:
             meta={"created_at": utc_now_iso(), **(meta or {})},
         )
         if self.rt.mode == "replay":
-            if not (yield from io(self.rt.store.exists, node.id)):
+            if not (yield Io(self.rt.store.exists, (node.id,))):
                 raise MissingRecording(
                     f"replay: the recorded run has no refusal {node.id} at this point "
                     f"(payload {_diff_summary(payload)})",
                     node.id,
                     f"refusal digest={_digest(node.canonical_payload or b'')}",
                 )
-        elif (yield from io(self.rt.store.put, node)):
+        elif (yield Io(self.rt.store.put, (node,))):
             yield from self._stored(node)
         self._move(node)
         raise error(node.id)
@@ -381,10 +381,10 @@ class RunState:
         if self.rt.mode == "record":
             return None
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
-        return (yield from io(self.rt.store.find, node.id))
+        return (yield Io(self.rt.store.find, (node.id,)))
 
     def _serve(self, found: Node, on_delta: Callable[[Any], Any] | None) -> Step:
-        yield from io(self.rt.verify_ancestry, found)
+        yield Io(self.rt.verify_ancestry, (found,))
         charges = {
             name: to_decimal(value) for name, value in (found.meta.get("charges") or {}).items()
         }
@@ -396,7 +396,13 @@ class RunState:
                 name: decimal_text(to_decimal(previous.get(name, 0)) + charges.get(name, ZERO))
                 for name in sorted(set(previous) | set(charges))
             }
-            found = yield from io(self.rt.store.update_meta, found.id, {"avoided": merged})
+            found = yield Io(
+                self.rt.store.update_meta,
+                (
+                    found.id,
+                    {"avoided": merged},
+                ),
+            )
         self._move(found)
         if on_delta is not None and isinstance(found.result, Mapping):
             for chunk in found.result.get("chunks") or ():
@@ -406,7 +412,7 @@ class RunState:
     def _replay_miss(self, node: Node) -> Step:
         kind = node.kind.value
         canonical = node.canonical_payload or b""
-        siblings: list[Node] = yield from io(self.rt.store.children, node.parent)
+        siblings: list[Node] = yield Io(self.rt.store.children, (node.parent,))
         digest = _digest(canonical)
         for sibling in siblings:
             if (
@@ -453,7 +459,7 @@ class RunState:
 
     def _fresh(self, node: Node) -> Step:
         """Return ``node`` with the first attempt >= its own that is not stored yet."""
-        while (yield from io(self.rt.store.exists, node.id)):
+        while (yield Io(self.rt.store.exists, (node.id,))):
             node = Node.create(
                 node.kind,
                 node.parent,
@@ -487,7 +493,7 @@ class RunState:
         elif arg is ARGS:
             arg = payload.get("args") if isinstance(payload, Mapping) else None
         if rt.mode != "record":
-            found: Node | None = yield from io(rt.store.find, node.id)
+            found: Node | None = yield Io(rt.store.find, (node.id,))
             # A recorded dry run (no result) stands in for the step only when this runtime is
             # also dry-running, or in replay (which can never execute); hybrid executes it.
             if found is not None and (
@@ -509,8 +515,8 @@ class RunState:
         claims, windows = self._claims(estimates)
         reservation: str | None = None
         if claims or windows:
-            admission = yield from io(
-                rt.store.reserve, claims, windows, lease_seconds=rt.lease_seconds
+            admission = yield Io(
+                rt.store.reserve, (claims, windows), {"lease_seconds": rt.lease_seconds}
             )
             if admission.shortfall is not None:
                 yield from self._refuse_budget(admission.shortfall, kind, canonical)
@@ -657,13 +663,15 @@ class RunState:
         ]
         scopes = self._scope_ids()
         while not (
-            yield from io(
+            yield Io(
                 self.rt.store.commit,
-                final,
-                scopes=scopes,
-                charges=charges,
-                windows=events,
-                reservation_id=reservation,
+                (final,),
+                {
+                    "scopes": scopes,
+                    "charges": charges,
+                    "windows": events,
+                    "reservation_id": reservation,
+                },
             )
         ):
             # Someone stored this id first (a concurrent duplicate): record ours as the next
@@ -730,10 +738,10 @@ class RunState:
     def note(self, payload: Any, *, attempt: int = 0) -> Step:
         """Record a plain note (idempotent); only the depth limit can refuse it."""
         node = Node.create(NodeKind.NOTE, self.cursor_id, payload, attempt=attempt)
-        found: Node | None = yield from io(self.rt.store.find, node.id)
+        found: Node | None = yield Io(self.rt.store.find, (node.id,))
         if found is not None:
             if self.rt.mode == "replay":
-                yield from io(self.rt.verify_ancestry, found)
+                yield Io(self.rt.verify_ancestry, (found,))
             self._move(found)
             return found
         if self.rt.mode == "replay":
@@ -747,7 +755,7 @@ class RunState:
         if short is not None:
             yield from self._refuse_budget(short, "note", node.canonical_payload or b"")
         node = node.with_meta({"created_at": utc_now_iso()})
-        if (yield from io(self.rt.store.put, node)):
+        if (yield Io(self.rt.store.put, (node,))):
             yield from self._stored(node)
         self._move(node)
         return node
@@ -781,7 +789,7 @@ class RunState:
         """Record a step without executing it (``meta.dry_run``; see the module docstring)."""
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         if self.rt.mode != "record":
-            found: Node | None = yield from io(self.rt.store.find, node.id)
+            found: Node | None = yield Io(self.rt.store.find, (node.id,))
             if found is not None and found.meta.get("dry_run"):
                 return (yield from self._serve(found, None))
             if self.rt.mode == "replay":

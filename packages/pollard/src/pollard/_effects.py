@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import warnings
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -134,20 +134,20 @@ class Io(Effect):
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] | None = None
 
     def run_sync(self) -> Any:
-        return self.fn(*self.args, **self.kwargs)
+        return self.fn(*self.args, **(self.kwargs or {}))
 
     async def run_async(self, offload: bool) -> Any:
         if offload:
-            return await asyncio.to_thread(self.fn, *self.args, **self.kwargs)
-        return self.fn(*self.args, **self.kwargs)
+            return await asyncio.to_thread(self.fn, *self.args, **(self.kwargs or {}))
+        return self.fn(*self.args, **(self.kwargs or {}))
 
 
 def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Step:
-    """Yield one store operation and return its value."""
-    return (yield Io(fn, args, kwargs))
+    """Yield one store operation and return its value (``yield Io(...)`` does the same)."""
+    return (yield Io(fn, args, kwargs or None))
 
 
 def drive_sync(gen: Step) -> Any:
@@ -162,7 +162,8 @@ def drive_sync(gen: Step) -> Any:
         value, error = None, None
         try:
             if type(effect) is Io:  # the common case, without a method call
-                value = effect.fn(*effect.args, **effect.kwargs)
+                kwargs = effect.kwargs
+                value = effect.fn(*effect.args, **kwargs) if kwargs else effect.fn(*effect.args)
             else:
                 value = effect.run_sync()
         except BaseException as exc:

@@ -26,30 +26,32 @@ class LeaseKeeper:
         self._closed = False
 
     def add(self, reservation_id: str) -> None:
-        with self._lock:
-            self._active[reservation_id] = time.monotonic()
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._loop, name="pollard-lease-keeper", daemon=True
-                )
-                self._thread.start()
+        # Single dict operations are atomic under the GIL; the lock only guards the thread start.
+        self._active[reservation_id] = time.monotonic()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None and not self._closed:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="pollard-lease-keeper", daemon=True
+                    )
+                    self._thread.start()
 
     def remove(self, reservation_id: str) -> None:
-        with self._lock:
-            self._active.pop(reservation_id, None)
+        self._active.pop(reservation_id, None)
 
     def _loop(self) -> None:
         interval = max(self._lease / 3, 0.05)
+        renewed: dict[str, float] = {}  # owned by this thread
         while not self._wake.wait(interval):
             now = time.monotonic()
-            with self._lock:
-                due = [rid for rid, since in self._active.items() if now - since >= interval]
-            for rid in due:
-                with contextlib.suppress(Exception):  # renewal is best effort; settle decides
-                    self._store.renew(rid, self._lease)
-                with self._lock:
-                    if rid in self._active:
-                        self._active[rid] = now
+            active = dict(self._active)  # an atomic snapshot; steps add and remove freely
+            for rid in [rid for rid in renewed if rid not in active]:
+                del renewed[rid]
+            for rid, since in active.items():
+                if now - renewed.get(rid, since) >= interval:
+                    with contextlib.suppress(Exception):  # best effort; settlement decides
+                        self._store.renew(rid, self._lease)
+                    renewed[rid] = now
 
     def close(self) -> None:
         self._closed = True
