@@ -370,10 +370,11 @@ class Run:
     ) -> Node:
         """Run a model call as one governed step.
 
-        The payload is the call's identity. ``fn(payload)`` receives a detached copy and returns a
-        result dict or an iterator of chunk dicts (each forwarded to ``on_delta`` in order; with
-        ``keep_chunks`` they are stored under ``result["chunks"]`` and re-emitted on replay).
-        Charges settle once, after the stream ends.
+        The payload is the call's identity; it is snapshotted before ``fn(payload)`` runs, so
+        later changes to your object never change the record. ``fn`` returns a result dict or an
+        iterator of chunk dicts (each forwarded to ``on_delta`` in order; with ``keep_chunks``
+        they are stored under ``result["chunks"]`` and re-emitted on replay). Charges settle
+        once, after the stream ends.
 
         Args:
             payload: The call payload (JSON; floats allowed).
