@@ -414,10 +414,13 @@ class SqlStore:
         """Store a node; True when it was new (see `pollard.Store.put`)."""
         check_new_node(node)
         key = bytes.fromhex(node.id)
+        parent = None if node.parent is None else bytes.fromhex(node.parent)
         with self._transaction() as cur:
-            stored = self._fetch(cur, node.id)
+            cur.execute(self._sql["pair"], (key, parent))  # one query: the node and its parent
+            found = {bytes(row[0]) for row in cur.fetchall()}
+            stored = self._fetch(cur, node.id) if key in found else None
             if stored is None:
-                if node.parent is not None and not self._exists(cur, node.parent):
+                if parent is not None and parent not in found:
                     raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
                 cur.execute(self._sql["insert"], self._encode(node, cur))
                 if cur.rowcount != 0:
