@@ -136,7 +136,7 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuab
         async def attempt() -> Any:
             nonlocal attempts
             attempts += 1
-            await pacer.wait()
+            await pacer.wait(rt.config.retry.max_elapsed_s)
             try:
                 return await provider.execute(compiled)
             except Exception as exc:
@@ -178,11 +178,11 @@ def collect_outputs(results: Sequence[Output | Failure]) -> list[Output]:
 
 
 async def _open_stream(
-    provider: Provider, compiled: Any, pacer: Pacer
+    provider: Provider, compiled: Any, pacer: Pacer, max_pause_s: float | None
 ) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None]:
     # Pull the first chunk inside the retry loop: a stream that fails before producing anything
     # (429, 503, connection refused) is retried like any call; once a chunk is out, it is not.
-    await pacer.wait()
+    await pacer.wait(max_pause_s)
     iterator = provider.stream(compiled)
     try:
         first = await iterator.__anext__()
@@ -228,7 +228,10 @@ async def stream_call(
             start = time.perf_counter()
             try:
                 iterator, first = await with_retries(
-                    lambda: _open_stream(provider, compiled, rt.pacer), rt.config.retry
+                    lambda: _open_stream(
+                        provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s
+                    ),
+                    rt.config.retry,
                 )
             except Exception as exc:
                 raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)

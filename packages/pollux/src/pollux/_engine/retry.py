@@ -52,11 +52,28 @@ class Pacer:
         """Seconds left in the current cool-down (0 when there is none)."""
         return max(0.0, self._until - self._clock())
 
-    async def wait(self) -> None:
-        """Sleep out the current cool-down, if any."""
+    async def wait(self, limit_s: float | None = None) -> None:
+        """Sleep out the current cool-down, if any.
+
+        Args:
+            limit_s: The longest pause the caller accepts (``RetryPolicy.max_elapsed_s``). A
+                longer one raises RateLimitError now instead of blocking the call silently,
+                as the call that received the pause request did.
+        """
         delay = self._until - self._clock()
-        if delay > 0:
-            await self._sleep(delay)
+        if delay <= 0:
+            return
+        if limit_s is not None and delay > limit_s:
+            raise RateLimitError(
+                f"rate limited: the provider asked this session to pause {delay:.1f} s more, "
+                f"longer than RetryPolicy.max_elapsed_s={limit_s:g}",
+                hint="Retry after the pause, raise RetryPolicy.max_elapsed_s (None waits as "
+                "long as the provider asks), or lower Config.request_concurrency.",
+                retryable=True,
+                retry_after_s=delay,
+                error_category="rate_limit",
+            )
+        await self._sleep(delay)
 
 
 def is_retryable(exc: BaseException) -> bool:
