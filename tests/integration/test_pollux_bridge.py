@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import pollard.adapters.pollux as bridge
 from pollard import AsyncRuntime, Budget, BudgetExceeded, MissingRecording, Runtime
+from pollard._canon import node_id
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
     governed_interact,
@@ -35,6 +38,7 @@ from pollux import (
     ConfigurationError,
     Environment,
     Input,
+    OutputRequirements,
     RetryPolicy,
     Source,
     ToolDeclaration,
@@ -489,6 +493,79 @@ async def test_structured_output_is_rebuilt_into_the_model_on_replay(tmp_path: P
         again = await governed_run(rt.run("schema"), "Rate it.", config=MOCK, output=Answer)
     assert isinstance(live.structured, Answer) and isinstance(again.structured, Answer)
     assert again == live
+
+
+async def test_structured_fan_out_replays_into_the_model(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    async with AsyncRuntime(db) as rt:
+        live = await governed_run_many(rt.run("many"), QUESTIONS, config=MOCK, output=Answer)
+    async with AsyncRuntime(db, mode="replay") as rt:
+        again = await governed_run_many(rt.run("many"), QUESTIONS, config=MOCK, output=Answer)
+    assert all(isinstance(value, Answer) for value in again.structured)
+    assert again == live
+
+
+async def test_streamed_tool_loop_continues_on_replay(
+    tmp_path: Path, mock_calls: list[str]
+) -> None:
+    env = Environment(instructions="Use the tool.", tools=[FORECAST])
+
+    async def loop(run: Any) -> list[str]:
+        turn = Input("Weather in Paris?")
+        types: list[str] = []
+        while True:
+            done = None
+            async for event in governed_stream(run, env, turn, config=MOCK):
+                types.append(event.type)
+                done = event.output if event.type == "done" else done
+            assert done is not None
+            if not done.tool_calls:
+                return [*types, done.text]
+            results = [ToolResult(call_id=c.id, content="sunny") for c in done.tool_calls]
+            turn = Input(continuation=done.continuation, tool_results=results)
+
+    db = tmp_path / "runs.db"
+    async with AsyncRuntime(db) as rt:
+        recorded = await loop(rt.run("stream-tools"))
+    assert mock_calls == ["stream", "stream"]
+    assert "tool_call" in recorded and recorded[-1].startswith("Mock answer using the tool")
+    mock_calls.clear()
+    async with AsyncRuntime(db, mode="replay") as rt:
+        assert await loop(rt.run("stream-tools")) == recorded
+    assert mock_calls == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    temperature=st.floats(min_value=0, max_value=2, allow_nan=False),
+    max_tokens=st.integers(min_value=1, max_value=10_000),
+    options=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(), max_size=3),
+)
+def test_identity_is_a_function_of_the_request(
+    temperature: float, max_tokens: int, options: dict[str, int]
+) -> None:
+    env = Environment(instructions="Be brief.", sources=[DOC])
+
+    def payload(**changes: Any) -> dict[str, Any]:
+        requirements = OutputRequirements(
+            temperature=changes.get("temperature", temperature),
+            max_tokens=changes.get("max_tokens", max_tokens),
+            provider_options={"openai": changes.get("options", options)},
+        )
+        return bridge._payload("run", MOCK, env, Input("Q?"), requirements)
+
+    same = payload(options=dict(reversed(list(options.items()))))
+    assert node_id("model_call", None, same) == node_id("model_call", None, payload())
+    assert node_id("model_call", None, payload(max_tokens=max_tokens + 1)) != node_id(
+        "model_call", None, payload()
+    )
+    assert node_id("model_call", None, payload(temperature=temperature + 0.5)) != node_id(
+        "model_call", None, payload()
+    )
+    if temperature.is_integer():  # 1.0 and 1 are one identity in pollard's float form
+        assert node_id("model_call", None, payload(temperature=int(temperature))) == node_id(
+            "model_call", None, payload()
+        )
 
 
 # -- identity --------------------------------------------------------------------------------------
