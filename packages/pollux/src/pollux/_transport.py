@@ -126,7 +126,9 @@ class ConnectionPool:
         self._port = parts.port or (443 if self._tls else 80)
         self._prefix = parts.path.rstrip("/")
         default_port = self._port == (443 if self._tls else 80)
-        host_header = self._host if default_port else f"{self._host}:{self._port}"
+        # An IPv6 literal keeps its brackets in the Host header (RFC 9110: "[::1]:8080").
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        host_header = host if default_port else f"{host}:{self._port}"
         lines = [f"Host: {host_header}", "Accept: application/json, text/event-stream"]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._static_headers = "".join(f"{line}\r\n" for line in lines)
