@@ -568,6 +568,20 @@ def test_identity_is_a_function_of_the_request(
         )
 
 
+def test_file_sources_are_identified_by_content_not_directory(tmp_path: Path) -> None:
+    def payload(directory: str, text: str) -> dict[str, Any]:
+        path = tmp_path / directory / "notes.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        env = Environment(sources=[Source.from_file(path)])
+        return bridge._payload("run", MOCK, env, Input("Q?"), OutputRequirements())
+
+    here, there = payload("a", "same notes"), payload("b", "same notes")
+    assert node_id("model_call", None, here) == node_id("model_call", None, there)
+    changed = payload("c", "other notes")
+    assert node_id("model_call", None, changed) != node_id("model_call", None, here)
+
+
 # -- identity --------------------------------------------------------------------------------------
 
 _IDENTITY_SCRIPT = textwrap.dedent(
