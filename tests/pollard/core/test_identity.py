@@ -191,3 +191,24 @@ def test_changing_any_identity_field_changes_the_id(
     assert node_id(other_kind, parent, payload, attempt) != base
     assert node_id(kind, node_id("root", None, {"run": "q"}), payload, attempt) != base
     assert node_id(kind, parent, [payload], attempt) != base
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values)
+def test_fast_json_helpers_match_the_json_module(value: object) -> None:
+    from pollard._canon import fast_loads, make_dumps
+
+    dumps = make_dumps()
+    expected = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert dumps(value) == expected
+    assert fast_loads(expected) == json.loads(expected)
+
+
+def test_fast_loads_reports_malformed_text_like_json() -> None:
+    from pollard._canon import fast_loads
+
+    for bad in ("", "{", '{"a":1} x', "nan"):
+        with pytest.raises(json.JSONDecodeError):
+            fast_loads(bad)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from ._canon import (
     JsonValue,
+    fast_loads,
     identity_bytes,
     is_hex64,
     payload_forms,
@@ -143,7 +143,7 @@ class Node:
         text, canonical = payload_forms(payload)
         digest = hashlib.sha256(identity_bytes(kind.value, parent, attempt, canonical)).hexdigest()
         node = trusted_node(
-            digest, parent, kind, attempt, json.loads(text), None, None, dict(meta or {}), text
+            digest, parent, kind, attempt, fast_loads(text), None, None, dict(meta or {}), text
         )
         object.__setattr__(node, "canonical_payload", canonical)
         object.__setattr__(node, "content_checked", True)
@@ -163,7 +163,7 @@ class Node:
             values: tuple[Any, Any, Any] = (None, None, None)
         else:
             text = result_text(result)
-            values = (json.loads(text), result_digest(text), text)
+            values = (fast_loads(text), result_digest(text), text)
         setter = object.__setattr__
         setter(node, "result", values[0])
         setter(node, "result_digest", values[1])

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pollard._canon import make_dumps
 from pollard._node import Node
 from pollard.errors import IntegrityError
 
 __all__ = ["check_new_node", "collision", "conflict_patch", "meta_text"]
 
-_meta_dumps = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-).encode
+_meta_dumps = make_dumps()
 
 
 def check_new_node(node: Node) -> None:

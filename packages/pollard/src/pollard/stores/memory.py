@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from pollard._canon import fast_loads
 from pollard._ledger import (
     ZERO,
     Admission,
@@ -105,10 +106,10 @@ class MemoryStore:
             row.parent,
             row.kind,
             row.attempt,
-            json.loads(row.payload_text),
-            None if row.result_text is None else json.loads(row.result_text),
+            fast_loads(row.payload_text),
+            None if row.result_text is None else fast_loads(row.result_text),
             row.result_digest,
-            json.loads(row.meta_text),
+            fast_loads(row.meta_text),
             row.payload_text,
             row.result_text,
         )
@@ -178,7 +179,7 @@ class MemoryStore:
         return nodes
 
     def _patch(self, node_id: str, row: _Row, patch: Mapping[str, Any]) -> dict[str, Any]:
-        meta: dict[str, Any] = json.loads(row.meta_text)
+        meta: dict[str, Any] = fast_loads(row.meta_text)
         meta.update(patch)
         row.meta_text = meta_text(meta)
         return meta
