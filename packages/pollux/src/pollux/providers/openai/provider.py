@@ -13,6 +13,8 @@ The work is split by job: ``compile`` (request kwargs), ``extract`` (response ->
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -126,6 +128,17 @@ class OpenAIProvider(ProviderBase):
                 raise ConfigurationError(
                     "This continuation carries no OpenAI response id",
                     hint="Continue from the Output.continuation of an openai interaction.",
+                )
+            if state is not None and state.get("sources") != _sources_digest(
+                request.sources.sources
+            ):
+                raise ConfigurationError(
+                    "The Environment's sources changed since the turn this continuation comes "
+                    "from; OpenAI continues from its stored copy of the earlier ones and would "
+                    "not see the change",
+                    hint="Keep the Environment's sources the same across the turns of one "
+                    "conversation, or start a new conversation (an Input without continuation) "
+                    "with the new sources.",
                 )
             if state is not None and state.get("stored") is False:
                 raise ConfigurationError(
@@ -246,6 +259,10 @@ class OpenAIProvider(ProviderBase):
         if not response.response_id:
             return {}
         state: dict[str, Any] = {"response_id": response.response_id}
+        digest = _sources_digest(request.sources.sources)
+        if digest is not None:
+            # The next turn sends no sources (the server keeps them): remember which they were.
+            state["sources"] = digest
         options = request.requirements.provider_options_for(PROVIDER) or {}
         if options.get("store") is False:
             state["stored"] = False
@@ -287,6 +304,15 @@ def _create(client: Any, compiled: Mapping[str, Any], *, stream: bool) -> Any:
     if stream:
         return client.responses.create(model=compiled["model"], stream=True, extra_body=body)
     return client.responses.create(model=compiled["model"], extra_body=body)
+
+
+def _sources_digest(sources: Sequence[Source]) -> str | None:
+    """A short content identity of the environment's sources (None when there are none)."""
+    if not sources:
+        return None
+    identities = [source._environment_identity(provider=PROVIDER) for source in sources]
+    encoded = json.dumps(identities, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()[:32]
 
 
 def _response_id(state: Mapping[str, Any] | None) -> str | None:
