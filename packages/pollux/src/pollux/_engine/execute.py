@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -226,13 +226,16 @@ async def stream_call(
         accumulator = StreamAccumulator()
         async with rt.limiter:
             start = time.perf_counter()
+            attempts = 0
+
+            def open_stream() -> Awaitable[tuple[AsyncIterator[StreamChunk], StreamChunk | None]]:
+                # Counted like interact's attempts, so done.output carries the same diagnostics.
+                nonlocal attempts
+                attempts += 1
+                return _open_stream(provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s)
+
             try:
-                iterator, first = await with_retries(
-                    lambda: _open_stream(
-                        provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s
-                    ),
-                    rt.config.retry,
-                )
+                iterator, first = await with_retries(open_stream, rt.config.retry)
             except Exception as exc:
                 raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
             try:
@@ -269,6 +272,7 @@ async def stream_call(
             response,
             model=rt.config.model,
             duration_s=duration,
+            attempts=attempts,
             continuable=plan.capabilities.conversation,
         )
         yield Event(type="done", output=output)
