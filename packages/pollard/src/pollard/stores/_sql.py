@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from pollard._canon import fast_loads, make_dumps
 from pollard._ledger import (
     ZERO,
     Admission,
@@ -58,7 +59,7 @@ _KIND_CODE = {
 _CODE_KIND = {code: kind for kind, code in _KIND_CODE.items()}
 _PAYLOAD_INTERNED = 1
 _RESULT_INTERNED = 2
-_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_dumps = make_dumps()
 
 
 @dataclass(frozen=True)
@@ -316,8 +317,8 @@ class SqlStore:
 
     def _row_node(self, row: Sequence[Any], cur: Any) -> Node:
         node_id, parent, kind, attempt, payload_text, r_text, digest, meta, interned = row
-        payload = json.loads(payload_text)
-        result = None if r_text is None else json.loads(r_text)
+        payload = fast_loads(payload_text)
+        result = None if r_text is None else fast_loads(r_text)
         if interned:
             wanted = set()
             if interned & _PAYLOAD_INTERNED:
@@ -339,7 +340,7 @@ class SqlStore:
             payload,
             result,
             None if digest is None else bytes(digest).hex(),
-            json.loads(meta),
+            fast_loads(meta),
             payload_text,
             r_text,
         )
