@@ -1,8 +1,9 @@
 """A pollux fan-out governed by pollard: budgeted per question, recorded, then replayed.
 
 Five questions about one shared source go out through ``governed_run_many``: each question is its
-own pollard step, checked against a ``Budget(steps=4)`` before its provider call, so one question is
-refused before anything is sent while the other four are answered. Everything lands in a SQLite
+own pollard step, checked against a ``Budget(steps=4)`` before its provider call (in question
+order, while the calls overlap), so the last question is refused before anything is sent and the
+other four are answered. Everything lands in a SQLite
 ledger; a second runtime in replay mode then serves the same fan-out from the ledger without
 calling the provider (its report shows nothing spent, everything avoided).
 
