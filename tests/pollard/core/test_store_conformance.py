@@ -232,3 +232,21 @@ def test_windows_slide(make_store: StoreFactory) -> None:
     assert refused.shortfall.window_seconds == 60
     clock.advance(41)  # the first event is now older than 60 s
     assert store.reserve([], [window], lease_seconds=30).ok
+
+
+def test_runs_seal_identically_on_every_store(store: Store) -> None:
+    from pollard import MemoryStore, Runtime, seal
+
+    def record(target: Store) -> str:
+        run = Runtime(target).run("same", budget=None)
+        run.note({"status": "start", "weight": 0.5})
+        run.model_call({"model": "m", "t": 0.2}, fn=lambda p: {"text": "x" * 2000})
+        run.rollback()
+        run.tool_call("t", {"a": [1, 2]}, fn=lambda a: {"ok": True})
+        return run.root_id
+
+    reference = MemoryStore()
+    root = record(reference)
+    assert record(store) == root
+    assert seal(store, root).digest == seal(reference, root).digest
+    assert [n.id for n in store.walk(root)] == [n.id for n in reference.walk(root)]
