@@ -19,6 +19,7 @@ identity or result conflict with what the target holds. Only then does it write.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -158,8 +159,13 @@ def export_subtree(store: Store, root_id: str, path: str | Path) -> ExportReport
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError:
+        with contextlib.suppress(OSError):  # a target that cannot be replaced leaves no stray file
+            tmp.unlink()
+        raise
     return ExportReport(root_id, str(target), len(records), sealed.digest)
 
 

@@ -23,10 +23,13 @@ from pollard._view import add_into, build_view, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 
-from .specs import CLIError, StoreSpec, open_store, parse_store_spec
+from .specs import CLIError, StoreSpec, open_store, parse_store_spec, sqlite_read_only
 from .text import amounts, render_table, render_tree
 
 Handler = Callable[[argparse.Namespace, ExitStack], int]
+
+# The shortest id prefix looked up among every node (run roots match any prefix).
+_MIN_PREFIX = 4
 
 
 def _out(text: str) -> None:
@@ -46,8 +49,43 @@ def _open(
     return spec, store
 
 
+def _open_destination(stack: ExitStack, spec: StoreSpec) -> Store:
+    """Open (or create) the destination of merge/import.
+
+    A SQLite file this command created is removed again when the command fails before writing
+    any run into it, so a refused merge or import leaves no empty store behind.
+    """
+    created = spec.path is not None and not spec.path.exists()
+    store: Store = open_store(spec, create=True)
+    stack.callback(store.close)
+    if created:
+
+        def discard(exc_type: type[BaseException] | None, *_: object) -> bool:
+            if exc_type is not None and not store.roots():
+                store.close()
+                assert spec.path is not None
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{spec.path}{suffix}").unlink(missing_ok=True)
+            return False
+
+        stack.push(discard)
+    return store
+
+
+def _output_path(text: str, option: str) -> Path:
+    """Check a file argument the command writes: not empty, not a directory, parent exists."""
+    if not text:
+        raise CLIError(f"{option} needs a file name")
+    path = Path(text)
+    if path.is_dir():
+        raise CLIError(f"cannot write {text}: it is a directory")
+    if not path.parent.is_dir():
+        raise CLIError(f"cannot write {text}: directory does not exist: {path.parent}")
+    return path
+
+
 def resolve_root(store: Store, text: str) -> str:
-    """Resolve ROOT: a stored node id, a unique id prefix of a run root, or a run label."""
+    """Resolve ROOT: a node id, a run root's id prefix, a run label, or a node's id prefix."""
     if is_hex64(text) and store.exists(text):
         return text
     roots = store.roots()
@@ -62,6 +100,13 @@ def resolve_root(store: Store, text: str) -> str:
         return by_label[0]
     if len(by_label) > 1:
         raise CLIError(f"{len(by_label)} runs are labelled {text!r}; give the root id")
+    # The short id `show` prints for an inner node (one walk over the store, on this path only).
+    if len(lowered) >= _MIN_PREFIX and all(c in "0123456789abcdef" for c in lowered):
+        matches = [n.id for r in roots for n in store.walk(r.id) if n.id.startswith(lowered)]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise CLIError(f"{text!r} matches {len(matches)} nodes; give more of the id")
     raise CLIError(f"no node or run matches {text!r}")
 
 
@@ -111,7 +156,8 @@ def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
     root_id = resolve_root(store, args.root)
     nodes = list(store.walk(root_id))
     rows = build_view(nodes, payloads=args.payloads)
-    if args.html:
+    if args.html is not None:
+        target = _output_path(args.html, "--html")
         page = render_rows(
             rows,
             root_id=root_id,
@@ -119,7 +165,6 @@ def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
             seal_html=seal_summary(nodes, root_id),
         )
         data = page.encode("utf-8")
-        target = Path(args.html)
         try:
             target.write_bytes(data)
         except OSError as exc:
@@ -174,8 +219,50 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
+def unreachable_findings(path: Path, store: Store, checked: int) -> list[dict[str, str]]:
+    """Nodes of a SQLite store that no run root reaches: a deleted or rewritten ancestor.
+
+    ``verify`` walks the runs from their roots, so a node whose parent was deleted (or whose
+    ancestry was rewritten into a cycle) is never visited. The file is counted directly; only
+    when the counts differ are the stray nodes listed.
+    """
+    connection = sqlite_read_only(path)
+    try:
+        (total,) = connection.execute("SELECT count(*) FROM nodes").fetchone()
+        if total == checked:
+            return []
+        reached = {node.id for root in store.roots() for node in store.walk(root.id)}
+        rows = connection.execute(
+            "SELECT lower(hex(id)), lower(hex(parent)) FROM nodes ORDER BY id"
+        ).fetchall()
+    finally:
+        connection.close()
+    parents: dict[str, str | None] = dict(rows)
+    findings = []
+    for node_id, parent in rows:
+        if node_id in reached:
+            continue
+        # Climb to the first ancestor whose parent is missing (or find a cycle).
+        seen = {node_id}
+        current, above = node_id, parent
+        while above in parents and above not in seen:
+            seen.add(above)
+            current, above = above, parents[above]
+        if above is None or above in seen:
+            why = "its ancestry has a cycle"
+        elif current == node_id:
+            why = f"its parent {above} is not stored"
+        else:
+            why = f"its ancestor {current} has a parent {above} that is not stored"
+        findings.append(
+            {"node_id": node_id, "message": f"node {node_id} is unreachable from any run: {why}"}
+        )
+    return findings
+
+
 def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
+    extra: list[dict[str, str]] = []
     if args.root:
         root_id = resolve_root(store, args.root)
         report = verify(store, root_id, subtree=True)
@@ -183,15 +270,18 @@ def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
     else:
         report = verify(store)
         roots = len(store.roots())
-    findings = [finding.to_dict() for finding in report.findings]
+        if spec.path is not None:
+            extra = unreachable_findings(spec.path, store, report.nodes)
+    findings = [finding.to_dict() for finding in report.findings] + extra
+    ok = report.ok and not extra
     if args.json:
-        _json({"ok": report.ok, "roots": roots, "nodes": report.nodes, "findings": findings})
+        _json({"ok": ok, "roots": roots, "nodes": report.nodes, "findings": findings})
     else:
         for finding in findings:
             _out(f"{finding['node_id']}: {finding['message']}")
-        verdict = "ok" if report.ok else f"{len(findings)} finding(s)"
+        verdict = "ok" if ok else f"{len(findings)} finding(s)"
         _out(f"verified {report.nodes} node(s) in {roots} run(s): {verdict}")
-    return 0 if report.ok else 1
+    return 0 if ok else 1
 
 
 def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
@@ -199,9 +289,13 @@ def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
     root_id = resolve_root(store, args.root)
     report = seal(store, root_id)
     full = report.to_dict()
-    if args.output:
+    if args.output is not None:
+        target = _output_path(args.output, "--output")
         text = json.dumps(full, indent=2, sort_keys=True) + "\n"
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.output}: {exc.strerror or exc}") from None
         summary = {"root_id": root_id, "digest": report.digest, "output": args.output}
         if args.json:
             _json(summary)
@@ -230,8 +324,7 @@ def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
     sources = [(spec, open_store(spec)) for spec in source_specs]
     for _, store in sources:
         stack.callback(store.close)
-    dest = open_store(dest_spec, create=True)
-    stack.callback(dest.close)
+    dest = _open_destination(stack, dest_spec)
     results = []
     totals = {"copied": 0, "existing": 0, "result_conflicts": 0, "meta_conflicts": 0}
     for spec, store in sources:
@@ -269,7 +362,7 @@ def cmd_gc(args: argparse.Namespace, stack: ExitStack) -> int:
 def cmd_export(args: argparse.Namespace, stack: ExitStack) -> int:
     _, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
-    report = export_subtree(store, root_id, args.file)
+    report = export_subtree(store, root_id, _output_path(args.file, "FILE"))
     if args.json:
         _json(report.to_dict())
     else:
@@ -284,7 +377,7 @@ def cmd_import(args: argparse.Namespace, stack: ExitStack) -> int:
         raise CLIError(f"no such file: {args.file}")
     # Verify the whole file before the target store is opened (or created).
     root_id, nodes, digest = read_subtree(path, expected_digest=args.expect_seal)
-    _, store = _open(stack, args.store, create=True)
+    store = _open_destination(stack, parse_store_spec(args.store))
     report = write_subtree(store, root_id, nodes, digest)
     if args.json:
         _json(report.to_dict())
@@ -332,6 +425,11 @@ def run_command(args: argparse.Namespace) -> int:
     except IntegrityError as exc:
         sys.stderr.write(f"pollard: integrity: {_message(exc)}\n")
         return 1
+    except json.JSONDecodeError as exc:
+        # Files are parsed with their own messages; this is a stored row that is not JSON,
+        # which pollard never writes: the store was changed behind its back.
+        sys.stderr.write(f"pollard: integrity: a stored node holds invalid JSON ({exc.msg})\n")
+        return 1
     except (
         CLIError,
         PollardError,
@@ -343,4 +441,9 @@ def run_command(args: argparse.Namespace) -> int:
         sqlite3.Error,
     ) as exc:
         sys.stderr.write(f"pollard: {_message(exc)}\n")
+        return 2
+    except Exception as exc:
+        # Anything else (a database driver's own error, a bug) is still one line and exit 2:
+        # exit 1 is reserved for integrity findings, so a crash must not look like one.
+        sys.stderr.write(f"pollard: unexpected {type(exc).__name__}: {_message(exc)}\n")
         return 2

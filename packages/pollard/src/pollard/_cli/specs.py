@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,34 @@ def _scrub(message: str, dsn: str) -> str:
     return message
 
 
+def sqlite_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a SQLite file (never creates or changes it)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    return sqlite3.connect(uri, uri=True)
+
+
+def _require_pollard_file(spec: StoreSpec) -> None:
+    """Refuse a SQLite file that is not a pollard store before the store opens it.
+
+    Opening a store for writing creates pollard's tables, so ``gc`` on another application's
+    database (or an empty file) would write into it; reading commands would fail later with a
+    bare ``no such table``.
+    """
+    assert spec.path is not None
+    try:
+        connection = sqlite_read_only(spec.path)
+        try:
+            found = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nodes'"
+            ).fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        raise CLIError(f"cannot open {spec.label}: {exc}") from None
+    if found is None:
+        raise CLIError(f"{spec.label} is not a pollard store (it has no pollard tables)")
+
+
 def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) -> Any:
     """Open the store a spec names.
 
@@ -165,6 +194,8 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
         raise CLIError(f"no such store: {spec.label}")
     if create and not path.parent.exists():
         raise CLIError(f"directory does not exist: {path.parent}")
+    if not create:
+        _require_pollard_file(spec)
     from pollard.stores.sqlite import SQLiteStore
 
     try:
