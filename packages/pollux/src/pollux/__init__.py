@@ -16,9 +16,14 @@ from __future__ import annotations
 
 from ._api import check_ready as check_ready
 from ._api import interact as interact
+from ._api import prepare_environment as prepare_environment
 from ._api import run as run
 from ._api import run_many as run_many
 from ._api import stream as stream
+from ._deferred_api import cancel_deferred as cancel_deferred
+from ._deferred_api import collect_deferred as collect_deferred
+from ._deferred_api import defer as defer
+from ._deferred_api import inspect_deferred as inspect_deferred
 from ._session import Session as Session
 from ._version import __version__ as __version__
 from .config import Config as Config
@@ -101,8 +106,13 @@ __all__ = [
     "ToolResult",
     "Usage",
     "__version__",
+    "cancel_deferred",
     "check_ready",
+    "collect_deferred",
+    "defer",
+    "inspect_deferred",
     "interact",
+    "prepare_environment",
     "run",
     "run_many",
     "stream",

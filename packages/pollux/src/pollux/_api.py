@@ -15,6 +15,7 @@ a new loop asks for a Session, so such loops do not pile up.
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -27,7 +28,7 @@ from pollux.errors import ConfigurationError
 from pollux.interaction.requirements import OutputRequirements
 
 if TYPE_CHECKING:
-    from pollux.interaction.environment import Environment
+    from pollux.interaction.environment import CacheSetting, Environment
     from pollux.interaction.events import Event
     from pollux.interaction.input import Input
     from pollux.interaction.output import Output, OutputCollection
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from pollux.providers.base import ProviderReadiness
     from pollux.source import Source
 
-__all__ = ["check_ready", "interact", "run", "run_many", "stream"]
+__all__ = ["check_ready", "interact", "prepare_environment", "run", "run_many", "stream"]
 
 _MAX_SHARED = 16
 
@@ -106,9 +107,14 @@ _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSessions] = 
 )
 
 
+# Guards changes to _BY_LOOP: each thread may run its own loop (asyncio.run per request).
+_BY_LOOP_LOCK = threading.Lock()
+
+
 def _forget(loop: asyncio.AbstractEventLoop) -> Callable[[object], None]:
     def callback(_task: object) -> None:
-        _BY_LOOP.pop(loop, None)
+        with _BY_LOOP_LOCK:
+            _BY_LOOP.pop(loop, None)
 
     return callback
 
@@ -122,12 +128,13 @@ def _loop_sessions(config: Config) -> _LoopSessions:
     loop = asyncio.get_running_loop()
     state = _BY_LOOP.get(loop)
     if state is None or state.keeper.done():
-        # A loop closed without cancelling its tasks never ran its keeper: drop its state (the
-        # keeper task references the loop, so the weak key alone would never let it go).
-        for old in [old for old in _BY_LOOP if old.is_closed()]:
-            _BY_LOOP.pop(old, None)
-        state = _LoopSessions(loop)
-        _BY_LOOP[loop] = state
+        with _BY_LOOP_LOCK:
+            # A loop closed without cancelling its tasks never ran its keeper: drop its state
+            # (the keeper task references the loop, so the weak key alone never lets it go).
+            for old in [old for old in list(_BY_LOOP.keys()) if old.is_closed()]:
+                _BY_LOOP.pop(old, None)
+            state = _LoopSessions(loop)
+            _BY_LOOP[loop] = state
         # Drop the entry once the keeper ends so a closed loop is not kept alive by its state.
         state.keeper.add_done_callback(_forget(loop))
     return state
@@ -497,5 +504,68 @@ async def check_ready(config: Config) -> ProviderReadiness:
     session = state.acquire(config)
     try:
         return await session.check_ready()
+    finally:
+        state.release(session)
+
+
+async def prepare_environment(
+    *,
+    sources: Sequence[Source] = (),
+    config: Config,
+    instructions: str | None = None,
+    tools: Sequence[ToolDeclaration] | None = None,
+    cache: CacheSetting = None,
+    metadata: dict[str, Any] | None = None,
+) -> Environment:
+    """Prepare a reusable :class:`Environment`, front-loading cache/upload I/O.
+
+    Build the stable model-facing setup once and reuse it across :func:`interact`,
+    :func:`run`, :func:`run_many` and :func:`stream` calls. The environment is checked against
+    the provider now (an unsupported source, tool or cache preference raises here, before any
+    I/O), then its sources are prepared once: files are uploaded where the provider uploads
+    them, text files are read. Later calls with the same ``config`` in the same event loop
+    reuse those uploads by the environment's identity instead of uploading per call; they are
+    released when the loop's shared Session closes (``asyncio.run`` ends). Inside a
+    :class:`Session`, use :meth:`Session.prepare_environment`.
+
+    A :class:`CachePolicy` asks for a persistent provider cache. No provider in this build
+    creates one (Gemini is the provider with explicit caches), so a ``CachePolicy`` raises
+    ConfigurationError with a hint instead of being dropped; ``"auto"`` keeps the provider's
+    automatic prompt caching (OpenAI caches long shared prefixes by itself).
+
+    Args:
+        sources: Stable sources to bake into the environment (and its cache).
+        config: Configuration specifying provider and model.
+        instructions: Optional system-level instruction.
+        tools: Optional tool declarations.
+        cache: Cache preference: a :class:`CachePolicy` for persistent caching, ``"auto"`` for
+            provider-managed caching, ``"none"`` to disable, or ``None`` for the default.
+        metadata: Optional provider-neutral metadata for planning.
+
+    Returns:
+        The prepared :class:`Environment`.
+
+    Raises:
+        ConfigurationError: Unsupported sources, tools or cache preference (before any I/O).
+        APIError: An upload failed after the configured retries.
+
+    Example:
+        environment = await prepare_environment(
+            sources=[Source.from_file("paper.pdf")],
+            instructions=system_prompt,
+            config=config,
+        )
+        results = await run_many(prompts, environment=environment, config=config)
+    """
+    state = _loop_sessions(config)
+    session = state.acquire(config)
+    try:
+        return await session.prepare_environment(
+            sources=sources,
+            instructions=instructions,
+            tools=tools,
+            cache=cache,
+            metadata=metadata,
+        )
     finally:
         state.release(session)

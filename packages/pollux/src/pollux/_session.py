@@ -7,8 +7,11 @@ from collections.abc import AsyncGenerator, Mapping, Sequence, Set
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from pollux._engine import deferred as _deferred
 from pollux._engine.execute import Failure, Runtime, collect_outputs, run_calls, stream_call
-from pollux._engine.retry import Pacer
+from pollux._engine.plan import plan_calls
+from pollux._engine.prepared import KeptSourcesProvider, PreparedEnvironments
+from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux.config import Config
 from pollux.errors import ConfigurationError
 from pollux.interaction.environment import Environment
@@ -20,6 +23,8 @@ from pollux.providers._registry import build_provider
 from pollux.source import Source
 
 if TYPE_CHECKING:
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
+    from pollux.interaction.environment import CacheSetting
     from pollux.interaction.events import Event
     from pollux.interaction.requirements import ResponseSchemaInput
     from pollux.interaction.tools import ToolChoice
@@ -147,6 +152,8 @@ class Session:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pacer = Pacer()
         self._closed = False
+        # Environments built by prepare_environment(): their sources stay prepared until close.
+        self._prepared = PreparedEnvironments()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -173,10 +180,15 @@ class Session:
         provider, self._provider = self._provider, None
         if provider is None:
             return
+        kept = self._prepared.drain()
         if self._loop is not None and self._loop.is_closed():
             # Its connections died with the loop that opened them; nothing is left to close.
             return
-        await provider.aclose()
+        try:
+            for prepared in kept:
+                await provider.release_sources(prepared)
+        finally:
+            await provider.aclose()
 
     def _runtime(self) -> Runtime:
         if self._closed:
@@ -198,6 +210,14 @@ class Session:
             )
         assert self._limiter is not None
         return Runtime(self._provider, self.config, self._limiter, self._pacer)
+
+    def _runtime_for(self, environment: Environment) -> Runtime:
+        # A prepared environment's calls reuse its kept sources instead of uploading again.
+        rt = self._runtime()
+        kept = self._prepared.lookup(environment)
+        if kept is not None:
+            rt = Runtime(KeptSourcesProvider(rt.provider, kept), rt.config, rt.limiter, rt.pacer)
+        return rt
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -256,10 +276,11 @@ class Session:
         requirements: OutputRequirements,
         raise_errors: bool,
     ) -> list[Output]:
-        rt = self._runtime()
+        self._runtime()
         env = build_environment(
             environment, instructions=instructions, sources=sources, tools=tools
         )
+        rt = self._runtime_for(env)
         inputs = build_inputs(prompts)
         results = await run_calls(rt, env, inputs, requirements)
         if raise_errors:
@@ -284,8 +305,9 @@ class Session:
         provider_options: dict[str, dict[str, Any]] | None = None,
     ) -> Output:
         """Run one interaction; see :func:`pollux.interact`. Raises the call's error."""
-        rt = self._runtime()
+        self._runtime()
         env = build_environment(environment, instructions=None, sources=(), tools=None)
+        rt = self._runtime_for(env)
         requirements = OutputRequirements(
             output_schema=output,
             temperature=temperature,
@@ -323,8 +345,9 @@ class Session:
         are checked now, capabilities when iteration starts. Close it (``aclose()``) when you
         stop early, or iterate it to the end.
         """
-        rt = self._runtime()
+        self._runtime()
         env = build_environment(environment, instructions=None, sources=(), tools=None)
+        rt = self._runtime_for(env)
         requirements = OutputRequirements(
             output_schema=output,
             temperature=temperature,
@@ -342,3 +365,112 @@ class Session:
         """Probe the provider; see :func:`pollux.check_ready`."""
         rt = self._runtime()
         return await rt.provider.check_ready(self.config.model)
+
+    # -- prepared environments ---------------------------------------------------------------
+
+    async def prepare_environment(
+        self,
+        *,
+        sources: Sequence[Source] = (),
+        instructions: str | None = None,
+        tools: Sequence[ToolDeclaration] | None = None,
+        cache: CacheSetting = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Environment:
+        """Build an Environment and prepare its sources now; see :func:`pollux.prepare_environment`.
+
+        The environment is checked against the provider first (no I/O): an unsupported source,
+        tool or cache preference raises ConfigurationError here, not at the first call. Then
+        its sources are prepared (uploaded where the provider uploads) once; every later call
+        of this Session over the returned Environment reuses them. They are released when the
+        Session closes.
+        """
+        rt = self._runtime()
+        if isinstance(sources, Source):
+            raise ConfigurationError(
+                "sources must be a sequence of Source values, got one Source",
+                hint="Pass sources=[source].",
+            )
+        env = Environment(
+            instructions=instructions,
+            sources=tuple(sources),
+            tools=tuple(tools or ()),
+            cache=cache,
+            metadata=metadata,
+        )
+        # The same checks as a real call, with a placeholder turn: capabilities (cache,
+        # uploads, tools), then the provider's own source and tool checks.
+        plan_calls(
+            rt.provider, self.config, env, [Input(content="prepare_environment")], _NO_OUTPUT
+        )
+        if not env.sources:
+            return env
+        try:
+            prepared = await with_retries(
+                lambda: rt.provider.prepare_sources(env.sources), self.config.retry
+            )
+        except Exception as exc:
+            raise_stamped(exc, provider=rt.provider.name, phase="upload", call_idx=None)
+        self._prepared.keep(env, prepared)
+        return env
+
+    # -- deferred delivery -------------------------------------------------------------------
+
+    async def defer(
+        self,
+        prompts: str | Sequence[str | None] | None = None,
+        *,
+        sources: Sequence[Source] = (),
+        instructions: str | None = None,
+        output: ResponseSchemaInput | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_budget_tokens: int | None = None,
+        provider_options: dict[str, dict[str, Any]] | None = None,
+    ) -> DeferredHandle:
+        """Submit prompts as one provider-side job; see :func:`pollux.defer`."""
+        rt = self._runtime()
+        items: Sequence[str | None] = (
+            (prompts,) if prompts is None or isinstance(prompts, str) else prompts
+        )
+        if isinstance(items, (list, tuple)) and not items:
+            raise ConfigurationError(
+                "defer() requires at least one prompt",
+                hint="Pass one or more prompts to submit for deferred collection.",
+            )
+        env = build_environment(None, instructions=instructions, sources=sources, tools=None)
+        inputs = build_inputs(items)
+        requirements = OutputRequirements(
+            output_schema=output,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget_tokens=reasoning_budget_tokens,
+            provider_options=provider_options,
+        )
+        return await _deferred.submit(rt, env, inputs, requirements)
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """The job's normalized status; see :func:`pollux.inspect_deferred`."""
+        return await _deferred.inspect(self._runtime(), handle)
+
+    async def collect_deferred(
+        self,
+        handle: DeferredHandle,
+        *,
+        response_schema: type[Any] | dict[str, Any] | None = None,
+    ) -> OutputCollection:
+        """Collect a terminal job; see :func:`pollux.collect_deferred`."""
+        return await _deferred.collect(self._runtime(), handle, response_schema)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Request provider-side cancellation; see :func:`pollux.cancel_deferred`."""
+        await _deferred.cancel(self._runtime(), handle)
+
+
+_NO_OUTPUT = OutputRequirements()

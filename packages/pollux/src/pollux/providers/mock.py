@@ -4,7 +4,9 @@ It never touches the network. Answers are derived from the prompt (so the same i
 same output), structured output is generated from the requested JSON Schema and validates against
 it, usage is estimated at four characters per token, and tool loops work: when tools are declared
 and the turn carries no tool results, the mock calls the first tool with schema-valid arguments;
-after the results come back it answers in text.
+after the results come back it answers in text. Deferred delivery (``defer()`` and friends)
+runs on an in-memory timeline that moves one step per inspection (see
+``pollux.providers._mock_deferred``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux.interaction.output import Usage
 from pollux.interaction.tools import ToolCall, ToolCallDelta
+from pollux.providers._mock_deferred import MockDeferredJobs
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -33,6 +36,8 @@ from pollux.providers.openai_compat.compile import prior_messages, turn_messages
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
+    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 __all__ = ["MockProvider", "fake_from_schema"]
@@ -45,6 +50,7 @@ CAPABILITIES = Capabilities(
     tools=True,
     conversation=True,
     uploads=True,
+    deferred_delivery=True,
     seed=True,
     tool_result_errors=True,
 )
@@ -296,9 +302,10 @@ class MockProvider(ProviderBase):
         self.config = config
         self.name = config.provider
         self.model = config.model or "mock-model"
+        self._deferred = MockDeferredJobs(self.name, self.model, self._answer)
 
     def capabilities_for(self, model: str | None) -> Capabilities:
-        """Everything the engine can express, except caches and deferred delivery."""
+        """Everything the engine can express, except caches."""
         return CAPABILITIES.with_overrides(self.config.capabilities)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
@@ -432,3 +439,23 @@ class MockProvider(ProviderBase):
                 for c in response.tool_calls
             ]
         return {"messages": [*prior_messages(request), *turn_messages(request), assistant]}
+
+    # -- deferred delivery (in-memory timeline) ----------------------------------------------
+
+    async def submit_deferred(
+        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
+    ) -> DeferredJob:
+        """Queue a mock job (answers are computed now, revealed by the timeline)."""
+        return await self._deferred.submit_deferred(requests, request_ids)
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """Report the job's state, then move it one step along the timeline."""
+        return await self._deferred.inspect_deferred(handle)
+
+    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
+        """The job's snapshot and, once terminal, its answers."""
+        return await self._deferred.collect_deferred(handle)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Cancel an active mock job."""
+        await self._deferred.cancel_deferred(handle)
