@@ -157,3 +157,43 @@ def test_verify_detects_tampering(tmp_path: Path) -> None:
 
 def test_node_type_is_exported() -> None:
     assert Node.create("root", None, {"run": "x"}).kind.value == "root"
+
+
+def test_a_failed_stream_is_closed_recorded_and_charged() -> None:
+    closed: list[str] = []
+
+    def stream(payload: Any) -> Any:
+        try:
+            yield {"delta": {"text": "a"}}
+            yield {"delta": {"text": "b"}}
+        finally:
+            closed.append("sync")
+
+    def bad_delta(chunk: Any) -> None:
+        raise ValueError("consumer failed")
+
+    run = Runtime().run("t", budget=Budget(steps=3))
+    with pytest.raises(ValueError, match="consumer failed"):
+        run.model_call({"model": "m"}, fn=stream, on_delta=bad_delta)
+    assert closed == ["sync"]
+    note = run.store.children(run.root_id)[0]
+    assert note.payload["event"] == "call_failed" and note.meta["charges"]["steps"] == "1"
+
+
+async def test_a_failed_async_stream_is_closed() -> None:
+    closed: list[str] = []
+
+    async def stream(payload: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {"delta": {"text": "a"}}
+            yield {"delta": {"text": "b"}}
+        finally:
+            closed.append("async")
+
+    async def bad_delta(chunk: Any) -> None:
+        raise ValueError("consumer failed")
+
+    run = AsyncRuntime().run("t")
+    with pytest.raises(ValueError):
+        await run.model_call({"model": "m"}, fn=stream, on_delta=bad_delta)
+    assert closed == ["async"]

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._effects import END as _END
 from ._effects import (
+    CloseStream,
     Effect,
     Emit,
     Invoke,
@@ -601,22 +602,30 @@ class RunState:
         elif raw is not None and (hasattr(raw, "__next__") or hasattr(raw, "__anext__")):
             result = {}
             chunks: list[Any] = []
-            while True:
-                chunk = yield NextChunk(raw)
-                if chunk is _END:
-                    break
-                if not isinstance(chunk, Mapping):
-                    raise TypeError(f"stream chunks must be dicts, got {type(chunk).__name__}")
-                if on_delta is not None:
-                    yield Emit(on_delta, chunk)
-                if keep_chunks:
-                    chunks.append(json.loads(json.dumps(chunk)))
-                if "result" in chunk and isinstance(chunk["result"], Mapping):
-                    result = json.loads(json.dumps(chunk["result"]))
-                elif "delta" in chunk and isinstance(chunk["delta"], Mapping):
-                    _merge_delta(result, chunk["delta"])
-                else:
-                    _merge_delta(result, chunk)
+            try:
+                while True:
+                    chunk = yield NextChunk(raw)
+                    if chunk is _END:
+                        break
+                    if not isinstance(chunk, Mapping):
+                        raise TypeError(f"stream chunks must be dicts, got {type(chunk).__name__}")
+                    if on_delta is not None:
+                        yield Emit(on_delta, chunk)
+                    if keep_chunks:
+                        chunks.append(json.loads(json.dumps(chunk)))
+                    if "result" in chunk and isinstance(chunk["result"], Mapping):
+                        result = json.loads(json.dumps(chunk["result"]))
+                    elif "delta" in chunk and isinstance(chunk["delta"], Mapping):
+                        _merge_delta(result, chunk["delta"])
+                    else:
+                        _merge_delta(result, chunk)
+            except GeneratorExit:
+                raise
+            except BaseException:
+                # Stop the provider stream now rather than whenever it is garbage collected.
+                with contextlib.suppress(Exception):
+                    yield CloseStream(raw)
+                raise
             if keep_chunks:
                 result["chunks"] = chunks
         elif kind == "model_call":

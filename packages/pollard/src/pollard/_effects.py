@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "END",
+    "CloseStream",
     "Effect",
     "Emit",
     "Invoke",
@@ -91,6 +92,27 @@ class NextChunk(Effect):
             except StopAsyncIteration:
                 return _END
         return next(self.source, _END)
+
+
+@dataclass(slots=True)
+class CloseStream(Effect):
+    """Close a stream the core stops reading early (a failure or a cancellation)."""
+
+    source: Any
+
+    def run_sync(self) -> Any:
+        close = getattr(self.source, "close", None)
+        if callable(close):
+            close()
+
+    async def run_async(self, offload: bool) -> Any:
+        aclose = getattr(self.source, "aclose", None)
+        if callable(aclose):
+            await aclose()
+            return
+        close = getattr(self.source, "close", None)
+        if callable(close):
+            close()
 
 
 @dataclass(slots=True)
