@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -116,3 +117,22 @@ async def test_prompts_may_be_any_ordered_iterable(mock_config: Config) -> None:
     prompts = (p for p in ["one?", "two?"])
     result = await pollux.run_many(prompts, config=mock_config)  # type: ignore[arg-type]
     assert result.answers[0].endswith("one?") and result.answers[1].endswith("two?")
+
+
+def test_threads_each_running_their_own_loops() -> None:
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            for _ in range(5):
+                assert asyncio.run(pollux.run("hi", config=_mock(index))).text
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert not list(_api._BY_LOOP)
