@@ -197,3 +197,16 @@ async def test_a_failed_async_stream_is_closed() -> None:
     with pytest.raises(ValueError):
         await run.model_call({"model": "m"}, fn=stream, on_delta=bad_delta)
     assert closed == ["async"]
+
+
+async def test_async_on_node_hook_sees_every_new_node() -> None:
+    seen: list[str] = []
+
+    async def hook(node: Node) -> None:
+        seen.append(node.kind.value)
+
+    rt = AsyncRuntime(on_node=hook)
+    run = rt.run("hooked")
+    await run.model_call({"model": "m"}, fn=amodel)
+    await asyncio.sleep(0)  # let the root's scheduled hook run
+    assert sorted(seen) == ["model_call", "root"]

@@ -125,7 +125,10 @@ class Emit(Effect):
 
     def run_sync(self) -> Any:
         try:
-            _no_awaitable(self.callback(self.value), "the callback")
+            value = self.callback(self.value)
+            if self.swallow and inspect.isawaitable(value) and _schedule(value):
+                return  # an async on_node hook, called from code running on an event loop
+            _no_awaitable(value, "the callback")
         except Exception as exc:
             if not self.swallow:
                 raise
@@ -140,6 +143,27 @@ class Emit(Effect):
             if not self.swallow:
                 raise
             _warn_callback(exc)
+
+
+_PENDING: set[asyncio.Future[Any]] = set()
+
+
+def _schedule(awaitable: Any) -> bool:
+    """Run an awaitable hook on the running loop (fire and forget); False without a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    future = asyncio.ensure_future(awaitable)
+    _PENDING.add(future)  # keep a reference until it finishes
+    future.add_done_callback(_hook_done)
+    return True
+
+
+def _hook_done(future: asyncio.Future[Any]) -> None:
+    _PENDING.discard(future)
+    if not future.cancelled() and isinstance(future.exception(), Exception):
+        _warn_callback(future.exception())  # type: ignore[arg-type]
 
 
 def _warn_callback(exc: Exception) -> None:
