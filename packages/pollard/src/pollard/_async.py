@@ -40,7 +40,7 @@ class AsyncRuntime(_RuntimeBase):
         policies: See `Runtime`.
         dry_run: See `Runtime`.
         mode: See `Runtime`.
-        on_node: See `Runtime` (a plain callable; an awaitable result is awaited for steps).
+        on_node: See `Runtime`; it may be async (awaited, or scheduled on the loop for roots).
         reservation_lease_seconds: See `Runtime`.
         offload_store_io: Run store I/O in a worker thread so the event loop never blocks on
             the database. Default: True for every store except `MemoryStore`.
