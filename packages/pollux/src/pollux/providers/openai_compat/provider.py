@@ -7,6 +7,7 @@ validation, capability table and pre-flight. The transport is pollux's own keep-
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ __all__ = ["ChatCompletionsProvider", "CompiledChat"]
 
 # Encoded source sets kept per provider instance (per Session); small, since each may be large.
 _PREPARED_MAX = 8
+# File sources larger than this (in total) are read and encoded in a worker thread.
+_OFF_LOOP_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +154,12 @@ class ChatCompletionsProvider(ProviderBase):
         key = _sources_key(sources)
         parts = self._prepared.get(key) if key is not None else None
         if parts is None:
-            parts = shared_sources([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
+            if sum(s.size_bytes for s in sources if s._path is not None) > _OFF_LOOP_BYTES:
+                # Reading and base64-encoding large files would stall every other call of the
+                # event loop: do it in a worker thread.
+                parts = await asyncio.to_thread(self._encode, sources)
+            else:
+                parts = self._encode(sources)
             if key is not None:
                 self._prepared[key] = parts
                 while len(self._prepared) > _PREPARED_MAX:
@@ -159,6 +167,9 @@ class ChatCompletionsProvider(ProviderBase):
         else:
             self.prepared_hits += 1
         return PreparedSources(sources=tuple(sources), parts=parts)
+
+    def _encode(self, sources: Sequence[Source]) -> tuple[Any, ...]:
+        return shared_sources([source_part(s, allow_pdf=self.ALLOW_PDF) for s in sources])
 
     # -- compile / execute -------------------------------------------------------------------
 
