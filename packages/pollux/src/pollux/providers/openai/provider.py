@@ -31,6 +31,7 @@ from pollux.providers.base import (
 )
 
 from .compile import compile_request, validate_options
+from .deferred import OpenAIBatches
 from .errors import PROVIDER, wrap_openai_error
 from .extract import extract_response
 from .stream import ResponsesStreamMapper
@@ -38,6 +39,8 @@ from .uploads import UPLOAD_TTL_S, delete_files, prepare_parts, validate_sources
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
+    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 _log = logging.getLogger("pollux.providers.openai")
@@ -53,7 +56,7 @@ CAPABILITIES = Capabilities(
     uploads=True,
     persistent_cache=False,
     implicit_caching=False,
-    deferred_delivery=False,
+    deferred_delivery=True,
     temperature=True,
     top_p=True,
     seed=False,
@@ -79,6 +82,12 @@ class OpenAIProvider(ProviderBase):
         self._client: Any = client
         self._owns_client = client is None
         self._closed = False
+        self._batches = OpenAIBatches(
+            self._sdk,
+            self.compile,
+            model=config.model or "",
+            timeout_s=config.request_timeout_s,
+        )
 
     # ------------------------------------------------------------------ client
 
@@ -267,6 +276,26 @@ class OpenAIProvider(ProviderBase):
         if options.get("store") is False:
             state["stored"] = False
         return state
+
+    # --------------------------------------------------------- deferred (Batch API)
+
+    async def submit_deferred(
+        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
+    ) -> DeferredJob:
+        """Submit the requests as one Batch API job (see :mod:`.deferred`)."""
+        return await self._batches.submit_deferred(requests, request_ids)
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """The batch's normalized status."""
+        return await self._batches.inspect_deferred(handle)
+
+    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
+        """The batch's status and, once it ended, every request's outcome."""
+        return await self._batches.collect_deferred(handle)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Ask OpenAI to cancel the batch."""
+        await self._batches.cancel_deferred(handle)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""

@@ -175,8 +175,13 @@ def _upload_key(source: Source) -> tuple[str, str]:
     return (f"sha256:{source._content_hash()}", source.mime_type)
 
 
-async def upload_source(client: Any, source: Source, *, timeout_s: float = 300.0) -> str:
+async def upload_source(
+    client: Any, source: Source, *, timeout_s: float = 300.0, ttl_s: int = UPLOAD_TTL_S
+) -> str:
     """Upload one file or bytes source with ``purpose="user_data"``; return the file id.
+
+    ``ttl_s`` is the server-side expiry (``expires_after``); deferred jobs pass a longer one so
+    the file outlives the batch's completion window.
 
     File content is streamed from disk: the SDK gets an open file object, never the bytes.
 
@@ -193,7 +198,7 @@ async def upload_source(client: Any, source: Source, *, timeout_s: float = 300.0
             created = await client.files.create(
                 file=(name, handle, source.mime_type),
                 purpose="user_data",
-                expires_after={"anchor": "created_at", "seconds": UPLOAD_TTL_S},
+                expires_after={"anchor": "created_at", "seconds": ttl_s},
             )
     except OSError as exc:
         raise SourceError(
@@ -224,7 +229,7 @@ async def delete_files(client: Any, file_ids: Sequence[str]) -> list[str]:
 
 
 async def _upload_all(
-    client: Any, pending: dict[tuple[str, str], Source], *, timeout_s: float
+    client: Any, pending: dict[tuple[str, str], Source], *, timeout_s: float, ttl_s: int
 ) -> dict[tuple[str, str], str]:
     """Upload every pending source concurrently; all or nothing.
 
@@ -232,7 +237,7 @@ async def _upload_all(
     deleted before the error propagates: nobody else knows their ids.
     """
     tasks = {
-        key: asyncio.ensure_future(upload_source(client, source, timeout_s=timeout_s))
+        key: asyncio.ensure_future(upload_source(client, source, timeout_s=timeout_s, ttl_s=ttl_s))
         for key, source in pending.items()
     }
     if not tasks:
@@ -263,7 +268,11 @@ def _succeeded(tasks: Mapping[tuple[str, str], asyncio.Future[str]]) -> list[str
 
 
 async def prepare_parts(
-    client: Any, sources: Sequence[Source], *, timeout_s: float = 300.0
+    client: Any,
+    sources: Sequence[Source],
+    *,
+    timeout_s: float = 300.0,
+    ttl_s: int = UPLOAD_TTL_S,
 ) -> PreparedParts:
     """Build the input parts for ``sources``, uploading what must be uploaded.
 
@@ -285,7 +294,7 @@ async def prepare_parts(
                 texts[index] = _inline_text(source)
             else:
                 texts[index] = await asyncio.to_thread(_inline_text, source)
-    uploaded = await _upload_all(client, pending, timeout_s=timeout_s)
+    uploaded = await _upload_all(client, pending, timeout_s=timeout_s, ttl_s=ttl_s)
     parts: list[dict[str, Any]] = []
     for index, (source, route) in enumerate(zip(sources, routes, strict=True)):
         if route == "text":
