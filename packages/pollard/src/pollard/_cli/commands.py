@@ -231,12 +231,14 @@ def unreachable_findings(path: Path, store: Store, checked: int) -> list[dict[st
         (total,) = connection.execute("SELECT count(*) FROM nodes").fetchone()
         if total == checked:
             return []
-        reached = {node.id for root in store.roots() for node in store.walk(root.id)}
         rows = connection.execute(
             "SELECT lower(hex(id)), lower(hex(parent)) FROM nodes ORDER BY id"
         ).fetchall()
     finally:
         connection.close()
+    # Walk after listing: a node a live writer adds meanwhile is not in the list, and every
+    # listed node that hangs off a run (parents are stored before children) is reached.
+    reached = {node.id for root in store.roots() for node in store.walk(root.id)}
     parents: dict[str, str | None] = dict(rows)
     findings = []
     for node_id, parent in rows:
