@@ -212,3 +212,15 @@ def test_fast_loads_reports_malformed_text_like_json() -> None:
     for bad in ("", "{", '{"a":1} x', "nan"):
         with pytest.raises(json.JSONDecodeError):
             fast_loads(bad)
+
+
+def test_replacing_identity_fields_is_caught_by_check() -> None:
+    import dataclasses
+
+    from pollard import IntegrityError
+
+    node = Node.create("root", None, {"run": "x"})
+    forged = dataclasses.replace(node, payload={"run": "y"})
+    with pytest.raises(IntegrityError):
+        forged.check()
+    assert dataclasses.replace(node, meta={"a": 1}).expected_id() == node.id

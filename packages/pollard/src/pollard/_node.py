@@ -80,7 +80,7 @@ class Node:
     # Cached exact texts (never compared): storage text and canonical bytes of the payload, and the
     # exact result text the digest was computed over.
     payload_text: str | None = field(default=None, repr=False, compare=False)
-    canonical_payload: bytes | None = field(default=None, repr=False, compare=False)
+    canonical_payload: bytes | None = field(default=None, init=False, repr=False, compare=False)
     result_text: str | None = field(default=None, repr=False, compare=False)
     # True when this process computed id and digest from the content (Node.create/with_result),
     # so stores can skip re-verifying it. Never set from outside data.
