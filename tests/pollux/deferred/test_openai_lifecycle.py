@@ -1,0 +1,440 @@
+"""The deferred lifecycle with provider="openai", through the official SDK, on the emulator's
+Batches and Files APIs and its virtual batch clock.
+
+Default emulator stages: validating 1 s, in_progress 10 s, finalizing 1 s, cancelling 1 s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pydantic
+import pytest
+
+from pollux import (
+    APIError,
+    Config,
+    ConfigurationError,
+    DeferredHandle,
+    DeferredNotReadyError,
+    RetryPolicy,
+    Session,
+    Source,
+    cancel_deferred,
+    collect_deferred,
+    defer,
+    inspect_deferred,
+)
+from pollux.testing import Emulator, ErrorResponse, Reply
+
+FAST_RETRY = RetryPolicy(max_attempts=2, initial_delay_s=0.001, max_delay_s=0.005)
+
+
+class Verdict(pydantic.BaseModel):
+    label: str
+    score: int
+
+
+@pytest.fixture
+def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+    with Emulator() as emulator:
+        monkeypatch.setenv("OPENAI_BASE_URL", emulator.base_url("openai"))
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        yield emulator
+
+
+@pytest.fixture
+def config(emu: Emulator) -> Config:
+    return Config(provider="openai", model="gpt-5-nano", retry=FAST_RETRY, request_timeout_s=5.0)
+
+
+@pytest.fixture
+def pdf(tmp_path: Path) -> Path:
+    path = tmp_path / "report.pdf"
+    path.write_bytes(b"%PDF-1.4\n% a tiny test document\n%%EOF\n")
+    return path
+
+
+def routes(emu: Emulator, prefix: str = "openai") -> list[str]:
+    return [r.route for r in emu.requests if r.route.startswith(prefix)]
+
+
+def live_files(emu: Emulator) -> dict[str, str]:
+    """file id -> purpose, as the emulated Files API lists them."""
+    with openai.OpenAI(base_url=emu.base_url("openai"), api_key="sk-test") as client:
+        return {f.id: f.purpose for f in client.files.list().data}
+
+
+def file_text(emu: Emulator, file_id: str) -> str:
+    with openai.OpenAI(base_url=emu.base_url("openai"), api_key="sk-test") as client:
+        return client.files.content(file_id).text
+
+
+async def test_full_lifecycle_in_prompt_order(emu: Emulator, config: Config) -> None:
+    prompts = ["First?", "Second?", "Third?"]
+    emu.script("openai.responses", Reply("one"), Reply("two"), Reply("three"))
+    handle = await defer(
+        prompts,
+        sources=[Source.from_text("shared context")],
+        instructions="Be brief.",
+        config=config,
+    )
+    assert handle.provider == "openai"
+    assert handle.model == "gpt-5-nano"
+    assert handle.request_count == 3
+    assert handle.job_id.startswith("batch_")
+    assert handle.submitted_at == emu.now()
+    state = handle.provider_state
+    assert state is not None
+    assert state["format"] == 1 and state["backend"] == "openai"
+
+    # The input file: one line per prompt, stable ids, the realtime Responses body.
+    lines = [json.loads(line) for line in file_text(emu, state["input_file_id"]).splitlines()]
+    assert [line["custom_id"] for line in lines] == [
+        "pollux-000000",
+        "pollux-000001",
+        "pollux-000002",
+    ]
+    assert {line["url"] for line in lines} == {"/v1/responses"}
+    assert {line["method"] for line in lines} == {"POST"}
+    first = lines[0]["body"]
+    assert first["model"] == "gpt-5-nano"
+    assert first["instructions"] == "Be brief."
+    assert first["input"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "shared context"},
+                {"type": "input_text", "text": "First?"},
+            ],
+        }
+    ]
+    assert "stream" not in first
+    create = emu.requests_for("openai.batches.create")[0].json
+    assert create["endpoint"] == "/v1/responses"
+    assert create["completion_window"] == "24h"
+    assert create["metadata"] == {
+        "pollux_request_count": "3",
+        "pollux_has_response_schema": "0",
+    }
+    assert create["output_expires_after"]["anchor"] == "created_at"
+
+    snapshot = await inspect_deferred(handle)
+    assert (snapshot.status, snapshot.provider_status) == ("queued", "validating")
+    assert (snapshot.succeeded, snapshot.failed, snapshot.pending) == (0, 0, 3)
+    assert not snapshot.is_terminal
+    assert snapshot.expires_at == handle.submitted_at + 24 * 3600
+
+    with pytest.raises(DeferredNotReadyError) as caught:
+        await collect_deferred(handle)
+    assert caught.value.snapshot.status == "queued"
+    assert caught.value.hint
+
+    emu.advance(5)
+    snapshot = await inspect_deferred(handle)
+    assert (snapshot.status, snapshot.provider_status) == ("running", "in_progress")
+    assert snapshot.succeeded == 1 and snapshot.pending == 2
+    with pytest.raises(DeferredNotReadyError):
+        await collect_deferred(handle)
+
+    emu.advance(6.5)
+    snapshot = await inspect_deferred(handle)
+    assert (snapshot.status, snapshot.provider_status) == ("running", "finalizing")
+
+    emu.advance(1)
+    snapshot = await inspect_deferred(handle)
+    assert snapshot.status == "completed" and snapshot.is_terminal
+    assert (snapshot.succeeded, snapshot.failed, snapshot.pending) == (3, 0, 0)
+    assert snapshot.completed_at == handle.submitted_at + 12
+
+    result = await collect_deferred(handle)
+    assert result.status == "ok"
+    assert result.answers == ["one", "two", "three"]
+    assert result.prompt_indexes == (0, 1, 2)
+    assert result.usage.total_tokens > 0
+    deferred = result.outputs[1].diagnostics.raw["deferred"]
+    assert deferred == {
+        "job_id": handle.job_id,
+        "request_id": "pollux-000001",
+        "status": "succeeded",
+        "error": None,
+        "provider_status": "200",
+        "finish_reason": "stop",
+        "submitted_at": handle.submitted_at,
+        "completed_at": snapshot.completed_at,
+    }
+    assert all(o.metrics.completion_status == "clean" for o in result.outputs)
+    assert result.outputs[0].structured is None
+
+
+async def test_partial_failures_from_the_error_file(emu: Emulator, config: Config) -> None:
+    emu.script(
+        "openai.responses",
+        Reply("fine"),
+        ErrorResponse(400, message="Invalid prompt", code="invalid_prompt"),
+        Reply("also fine"),
+    )
+    handle = await defer(["a?", "b?", "c?"], config=config)
+    emu.advance(30)
+    snapshot = await inspect_deferred(handle)
+    assert (snapshot.status, snapshot.provider_status) == ("partial", "completed")
+    assert (snapshot.succeeded, snapshot.failed, snapshot.pending) == (2, 1, 0)
+
+    result = await collect_deferred(handle)
+    assert result.status == "partial"
+    assert result.answers == ["fine", "", "also fine"]
+    failed = result.outputs[1]
+    assert failed.failed
+    assert failed.metrics.completion_status == "error"
+    assert failed.metrics.n_calls == 1
+    error = failed.diagnostics.error
+    assert error is not None
+    assert "Invalid prompt" in error["message"]
+    assert error["status_code"] == 400 and error["call_idx"] == 1 and error["hint"]
+    assert failed.diagnostics.raw["deferred"]["status"] == "failed"
+    assert failed.diagnostics.raw["deferred"]["provider_status"] == "400"
+    assert result.errors[0] is None and result.errors[2] is None
+
+
+async def test_all_failed_is_a_failed_job(emu: Emulator, config: Config) -> None:
+    emu.script("openai.responses", ErrorResponse(500), ErrorResponse(500))
+    handle = await defer(["a?", "b?"], config=config)
+    emu.advance(30)
+    assert (await inspect_deferred(handle)).status == "failed"
+    result = await collect_deferred(handle)
+    assert result.status == "error"
+    assert [o.failed for o in result.outputs] == [True, True]
+
+
+async def test_cancel_while_running_keeps_what_finished(emu: Emulator, config: Config) -> None:
+    handle = await defer(["a?", "b?", "c?"], config=config)
+    emu.advance(5)  # one of three lines is done
+    await cancel_deferred(handle)
+    snapshot = await inspect_deferred(handle)
+    assert snapshot.status == "cancelling"
+    with pytest.raises(DeferredNotReadyError):
+        await collect_deferred(handle)
+    emu.advance(2)
+    snapshot = await inspect_deferred(handle)
+    assert (snapshot.status, snapshot.provider_status) == ("partial", "cancelled")
+    assert (snapshot.succeeded, snapshot.failed, snapshot.pending) == (1, 2, 0)
+    result = await collect_deferred(handle)
+    assert result.status == "partial"
+    assert result.outputs[0].has_answer
+    for output in result.outputs[1:]:
+        assert output.failed
+        assert output.metrics.n_calls == 0
+        assert output.diagnostics.raw["deferred"]["status"] == "cancelled"
+        assert output.diagnostics.raw["deferred"]["provider_status"] == "batch_cancelled"
+        assert output.diagnostics.error is not None
+        assert output.diagnostics.error["error_category"] == "cancelled"
+
+
+async def test_cancel_before_anything_ran(emu: Emulator, config: Config) -> None:
+    handle = await defer(["a?", "b?"], config=config)
+    await cancel_deferred(handle)
+    emu.advance(2)
+    snapshot = await inspect_deferred(handle)
+    assert (snapshot.status, snapshot.failed) == ("cancelled", 2)
+    result = await collect_deferred(handle)
+    assert result.status == "error"
+    assert [o.diagnostics.raw["deferred"]["status"] for o in result.outputs] == [
+        "cancelled",
+        "cancelled",
+    ]
+
+
+async def test_cancel_after_completion_is_a_no_op(emu: Emulator, config: Config) -> None:
+    handle = await defer("a?", config=config)
+    emu.advance(30)
+    await cancel_deferred(handle)  # the API refuses; pollux sees the job ended and returns
+    assert (await inspect_deferred(handle)).status == "completed"
+    assert (await collect_deferred(handle)).answers[0]
+
+
+async def test_expired_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Processing would take 30 h: the 24 h window ends with 2 of 3 lines done.
+    with Emulator(batch_durations={"in_progress": 30 * 3600}) as emu:
+        monkeypatch.setenv("OPENAI_BASE_URL", emu.base_url("openai"))
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        config = Config(provider="openai", model="gpt-5-nano", retry=FAST_RETRY)
+        partly = await defer(["a?", "b?", "c?"], config=config)
+        emu.advance(25 * 3600)
+        snapshot = await inspect_deferred(partly)
+        assert (snapshot.status, snapshot.provider_status) == ("partial", "expired")
+        assert (snapshot.succeeded, snapshot.failed) == (2, 1)
+        assert snapshot.completed_at == snapshot.expires_at
+        result = await collect_deferred(partly)
+        assert [o.diagnostics.raw["deferred"]["status"] for o in result.outputs] == [
+            "succeeded",
+            "succeeded",
+            "expired",
+        ]
+        assert result.outputs[2].diagnostics.raw["deferred"]["provider_status"] == "batch_expired"
+
+
+async def test_expired_before_anything_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each test has its own event loop, so the shared Sessions (and their clients) are new.
+    with Emulator(batch_durations={"in_progress": 1000 * 3600}) as emu:
+        monkeypatch.setenv("OPENAI_BASE_URL", emu.base_url("openai"))
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        config = Config(provider="openai", model="gpt-5-nano", retry=FAST_RETRY)
+        handle = await defer(["a?", "b?"], config=config)
+        emu.advance(25 * 3600)
+        snapshot = await inspect_deferred(handle)
+        assert (snapshot.status, snapshot.succeeded, snapshot.failed) == ("expired", 0, 2)
+        result = await collect_deferred(handle)
+        assert result.status == "error"
+        assert {o.diagnostics.raw["deferred"]["status"] for o in result.outputs} == {"expired"}
+
+
+async def test_handle_survives_a_restart(emu: Emulator, config: Config) -> None:
+    emu.script("openai.responses", Reply("kept"), Reply("order"))
+    async with Session(config) as session:
+        handle = await session.defer(["x?", "y?"])
+    saved = json.dumps(handle.to_dict())
+    emu.advance(30)
+    restored = DeferredHandle.from_dict(json.loads(saved))
+    assert restored == handle
+    async with Session(config) as fresh:
+        assert (await fresh.inspect_deferred(restored)).status == "completed"
+        result = await fresh.collect_deferred(restored)
+    assert result.answers == ["kept", "order"]
+    # Collecting again (another process, say) gives the same answers: result files are kept.
+    again = await collect_deferred(DeferredHandle.from_dict(json.loads(saved)))
+    assert again.answers == ["kept", "order"]
+
+
+async def test_uploads_are_owned_and_released_once_terminal(
+    emu: Emulator, config: Config, pdf: Path
+) -> None:
+    handle = await defer(["a?", "b?"], sources=[Source.from_file(pdf)], config=config)
+    state = handle.provider_state
+    assert state is not None
+    owned = state["owned_file_ids"]
+    assert len(owned) == 2  # the PDF (uploaded once for both prompts) and the JSONL input
+    assert {live_files(emu)[i] for i in owned} == {"user_data", "batch"}
+    upload = next(r for r in emu.requests_for("openai.files.create") if b"user_data" in r.body)
+    assert b"172800" in upload.body  # 48 h: the file outlives the 24 h window
+    lines = [json.loads(x) for x in file_text(emu, state["input_file_id"]).splitlines()]
+    parts = [line["body"]["input"][0]["content"][0] for line in lines]
+    assert parts[0] == parts[1] == {"type": "input_file", "file_id": owned[0]}
+
+    await inspect_deferred(handle)  # still queued: nothing is deleted
+    assert set(owned) <= set(live_files(emu))
+    emu.advance(30)
+    await inspect_deferred(handle)
+    remaining = live_files(emu)
+    assert not set(owned) & set(remaining)
+    assert set(remaining.values()) == {"batch_output"}  # results stay until their expiry
+    deletes = len(emu.requests_for("openai.files.delete"))
+    await inspect_deferred(handle)
+    await collect_deferred(handle)
+    assert len(emu.requests_for("openai.files.delete")) == deletes  # no repeated deletes
+
+
+async def test_failed_submission_leaves_nothing_behind(
+    emu: Emulator, config: Config, pdf: Path
+) -> None:
+    emu.script("openai.batches.create", ErrorResponse(400, message="no batches today"))
+    with pytest.raises(APIError) as caught:
+        await defer(["a?"], sources=[Source.from_file(pdf)], config=config)
+    assert caught.value.phase == "batch_submit"
+    assert caught.value.provider == "openai"
+    assert "no batches today" in str(caught.value)
+    assert live_files(emu) == {}
+
+
+async def test_retryable_submit_failure_is_retried(emu: Emulator, config: Config) -> None:
+    emu.script("openai.batches.create", ErrorResponse(503))
+    handle = await defer(["a?"], config=config)
+    assert handle.job_id
+    # The first attempt's input file was deleted; only the second one is live.
+    assert list(live_files(emu).values()) == ["batch"]
+
+
+async def test_structured_output_and_schema_drift(emu: Emulator, config: Config) -> None:
+    emu.script("openai.responses", Reply(structured={"label": "good", "score": 3}))
+    handle = await defer("Rate it.", output=Verdict, config=config)
+    assert handle.schema_hash is not None
+    body = json.loads(file_text(emu, handle.provider_state["input_file_id"]))["body"]  # type: ignore[index]
+    assert body["text"]["format"]["type"] == "json_schema"
+    assert (
+        emu.requests_for("openai.batches.create")[0].json["metadata"]["pollux_has_response_schema"]
+        == "1"
+    )
+    emu.advance(30)
+
+    plain = await collect_deferred(handle)
+    assert plain.outputs[0].structured is None  # no schema at collect time: text only
+    assert json.loads(plain.answers[0]) == {"label": "good", "score": 3}
+
+    typed = await collect_deferred(handle, response_schema=Verdict)
+    assert typed.structured == [Verdict(label="good", score=3)]
+
+    class Changed(pydantic.BaseModel):
+        label: str
+
+    requests_before = len(emu.requests)
+    with pytest.raises(ConfigurationError, match="does not match") as caught:
+        await collect_deferred(handle, response_schema=Changed)
+    assert caught.value.hint
+    assert len(emu.requests) == requests_before  # refused before any I/O
+
+
+async def test_schema_at_collect_without_one_at_submit(emu: Emulator, config: Config) -> None:
+    handle = await defer("a?", config=config)
+    with pytest.raises(ConfigurationError, match="without output="):
+        await collect_deferred(handle, response_schema=Verdict)
+
+
+def _edited(handle: DeferredHandle, **state: Any) -> DeferredHandle:
+    data = handle.to_dict()
+    data["provider_state"] = {**data["provider_state"], **state}
+    return DeferredHandle.from_dict(data)
+
+
+async def test_handle_format_drift_is_detected(emu: Emulator, config: Config) -> None:
+    handle = await defer("a?", config=config)
+    for bad in (_edited(handle, format=99), _edited(handle, backend="gemini")):
+        with pytest.raises(ConfigurationError) as caught:
+            await inspect_deferred(bad)
+        assert caught.value.hint
+    stripped = DeferredHandle.from_dict({**handle.to_dict(), "provider_state": None})
+    with pytest.raises(ConfigurationError, match="not written by this version"):
+        await collect_deferred(stripped)
+
+
+async def test_lifecycle_needs_the_key_in_this_process(
+    emu: Emulator, config: Config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    handle = await defer("a?", config=config)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.chdir(tmp_path)  # no .env either
+    with pytest.raises(ConfigurationError, match="API key") as caught:
+        await inspect_deferred(handle)
+    assert "OPENAI_API_KEY" in (caught.value.hint or "")
+
+
+async def test_session_rejects_a_handle_of_another_provider(emu: Emulator, config: Config) -> None:
+    mock_handle = await defer("a?", config=Config(provider="openai", model="m", use_mock=True))
+    async with Session(config) as session:
+        with pytest.raises(ConfigurationError, match="mock provider"):
+            await session.inspect_deferred(mock_handle)
+    with pytest.raises(ConfigurationError, match="DeferredHandle"):
+        await inspect_deferred({"job_id": "x"})  # type: ignore[arg-type]
+
+
+async def test_unsupported_options_fail_before_io(emu: Emulator, config: Config) -> None:
+    with pytest.raises(ConfigurationError, match="seed"):
+        await defer("a?", seed=1, config=config)
+    with pytest.raises(ConfigurationError, match="at least one prompt") as caught:
+        await defer([], config=config)
+    assert caught.value.hint
+    with pytest.raises(ConfigurationError, match="YouTube"):
+        await defer("a?", sources=[Source.from_youtube("https://youtu.be/x")], config=config)
+    assert routes(emu) == []
