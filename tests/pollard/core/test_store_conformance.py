@@ -250,3 +250,32 @@ def test_runs_seal_identically_on_every_store(store: Store) -> None:
     assert record(store) == root
     assert seal(store, root).digest == seal(reference, root).digest
     assert [n.id for n in store.walk(root)] == [n.id for n in reference.walk(root)]
+
+
+def test_threads_never_overspend_an_exact_budget(store: Store) -> None:
+    import threading
+
+    from pollard import Budget, BudgetExceeded, Runtime
+
+    rt = Runtime(store)
+    ran: list[int] = []
+
+    def fn(payload: object) -> dict[str, str]:
+        ran.append(1)
+        return {"text": "ok"}
+
+    def worker(index: int) -> None:
+        run = rt.run("shared", budget=Budget(steps=7))
+        for i in range(5):
+            try:
+                run.model_call({"model": "m", "w": index, "i": i}, fn=fn)
+            except BudgetExceeded:
+                run.rollback()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ran) == 7
+    assert store.totals(rt.run("shared").root_id)["steps"] == 7
