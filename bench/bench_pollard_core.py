@@ -159,6 +159,7 @@ def run() -> list[Result]:
         "memory record 5,000 steps with a Budget (best of 3)", STEPS, best, "steps/s", 20000
     )
     results += _postgres()
+    results += _exp004()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     results.append(
         Result("load average during the run (1 min)", load, "", note=f"{os.cpu_count()} cores")
@@ -214,3 +215,44 @@ def _drop(dsn: str, store_id: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for table in tables:
             conn.execute(f"DELETE FROM pollard_{table} WHERE store_id = %s", (store_id,))
+
+
+def _exp004(turns: int = 200) -> list[Result]:
+    """EXP-004's workload: each turn appends an 8,192-byte message and stores the full history."""
+    import random
+
+    from pollard import Node
+
+    out: list[Result] = []
+    reference = {True: 4_255_744, False: 165_683_200}  # pollard 0.8 at 200 turns (seed 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        for intern in (True, False):
+            path = Path(tmp) / f"exp004-{intern}.db"
+            rng = random.Random(0)
+            with SQLiteStore(path, intern_payloads=intern) as store:
+                parent = Node.create("root", None, {"run": "exp-004"})
+                store.put(parent)
+                history: list[dict[str, str]] = []
+                for _ in range(turns):
+                    text = "".join(rng.choice("abcdefghij ") for _ in range(8192))
+                    history.append({"role": "user", "content": text})
+                    node = Node.create(
+                        "model_call",
+                        parent.id,
+                        {"model": "m", "messages": list(history)},
+                        result={"text": "ok"},
+                    )
+                    store.put(node)
+                    parent = node
+            size = _size(path)
+            label = "interned" if intern else "plain"
+            out.append(
+                Result(
+                    f"EXP-004 storage at {turns} turns, {label}",
+                    size / 1e6,
+                    "MB",
+                    note=f"pollard 0.8: {reference[intern] / 1e6:.2f} MB "
+                    f"(ratio {size / reference[intern]:.2f})",
+                )
+            )
+    return out
