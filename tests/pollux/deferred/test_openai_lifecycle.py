@@ -208,6 +208,9 @@ async def test_all_failed_is_a_failed_job(emu: Emulator, config: Config) -> None
     result = await collect_deferred(handle)
     assert result.status == "error"
     assert [o.failed for o in result.outputs] == [True, True]
+    error = result.outputs[0].diagnostics.error
+    assert error is not None and error["retryable"] is True
+    assert error["hint"] == "Submit the prompt again with defer(), or run it with run()."
 
 
 async def test_cancel_while_running_keeps_what_finished(emu: Emulator, config: Config) -> None:

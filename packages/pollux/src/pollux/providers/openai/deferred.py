@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
@@ -195,6 +196,10 @@ def item_from_line(line: Mapping[str, Any]) -> DeferredItem:
             status_code=status_code,
             message=body_message(body) or f"HTTP {code}",
         )
+        # The realtime hint ("retry later", "raise RetryPolicy limits") does not apply to a
+        # request that already ran inside a batch: say how to get its answer instead.
+        resubmit = "Submit the prompt again with defer(), or run it with run()."
+        error.hint = resubmit if error.retryable else f"{error.hint} Then: {resubmit}"
         return DeferredItem(request_id, "failed", error=error, provider_status=str(code))
     error_body = line.get("error")
     code = field(error_body, "code")
@@ -324,7 +329,7 @@ class OpenAIBatches:
         return DeferredJob(
             job_id=str(field(batch, "id")),
             model=str(requests[0].model or self._model),
-            submitted_at=submitted if submitted is not None else 0.0,
+            submitted_at=submitted if submitted is not None else time.time(),
             provider_state={"owned_file_ids": owned, "input_file_id": input_file_id},
         )
 
