@@ -26,6 +26,10 @@ only through the :class:`Provider` protocol below, in this order for every inter
 
 Capabilities are declared once per provider in a :class:`Capabilities` table. Declared names in
 ``Config.capabilities`` override it for one config (useful for local servers whose support varies).
+
+Deferred delivery is an optional side of the boundary: a provider that declares
+``deferred_delivery`` also implements :class:`pollux.providers._deferred.DeferredBackend`
+(submit, inspect, collect, cancel); the engine checks both before any I/O.
 """
 
 from __future__ import annotations
