@@ -122,3 +122,42 @@ def test_content_shaped_like_a_ref_is_stored_plainly(tmp_path: Path) -> None:
         store.put(node)
         assert store.get(node.id).payload == {"a": tricky, "b": "z" * 100}
         assert store.compact() == 0
+
+
+def test_growing_histories_share_their_stored_prefix(tmp_path: Path) -> None:
+    def build(path: Path, intern: bool) -> tuple[list[str], Any]:
+        with SQLiteStore(path, intern_payloads=intern) as store:
+            run = Runtime(store).run("history")
+            history: list[dict[str, Any]] = []
+            for turn in range(60):
+                history.append(
+                    {
+                        "role": "user",
+                        "content": f"turn {turn} " + "w" * 1500,
+                        "n": [turn, turn * 0.5],
+                    }
+                )
+                run.model_call(
+                    {"model": "m", "messages": list(history)}, fn=lambda p: {"text": "ok"}
+                )
+            ids = [n.id for n in store.walk(run.root_id)]
+            last = store.get(run.cursor_id)
+            assert last.payload["messages"] == history
+            assert isinstance(last.payload["messages"][3]["n"][1], float)
+            assert store.compact() == 0  # every chunk and string blob is still referenced
+            assert store.get(run.cursor_id).payload["messages"] == history
+        return ids, path.stat().st_size
+
+    shared_ids, shared = build(tmp_path / "shared.db", True)
+    plain_ids, plain = build(tmp_path / "plain.db", False)
+    assert shared_ids == plain_ids
+    assert shared * 4 < plain
+
+
+def test_compact_removes_blobs_of_dropped_histories(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "gc.db") as store:
+        run = Runtime(store).run("gc")
+        history = [{"role": "user", "content": f"m{i} " + "z" * 1200} for i in range(20)]
+        node = run.model_call({"model": "m", "messages": history}, fn=lambda p: {"text": "ok"})
+        assert store.drop_nodes([node.id]) == 1
+        assert store.compact() > 0

@@ -16,9 +16,10 @@ Layout (``{p}`` is the table prefix)::
 
 Ids and digests are stored as 32-byte binary values, kinds as small integers and amounts as exact
 decimal text. Interning replaces string leaves of payloads and results of at least
-``intern_threshold`` UTF-8 bytes by ``{"__pollard_ref": sha256}``; a node whose content already
-contains that key is stored plainly. Reads rehydrate, so ids are identical with interning on or
-off.
+``intern_threshold`` UTF-8 bytes by ``{"__pollard_ref": sha256}``, and stores the full 16-element
+runs of long payload lists once (``{"__pollard_chunks": [digest, ...], "tail": [...]}``), so a
+history that grows by appending shares its stored prefix. A node whose content already contains
+either key is stored plainly. Reads rehydrate, so ids are identical with interning on or off.
 """
 
 from __future__ import annotations
@@ -98,17 +99,59 @@ def check_store_id(store_id: str) -> str:
     return store_id
 
 
+CHUNK_KEY = "__pollard_chunks"
+CHUNK = 16  # list elements per shared chunk
+_CHUNK_DOMAIN = b"pollard/v1:chunk\n"
+
+
 def _has_ref_key(value: Any) -> bool:
     stack = [value]
     while stack:
         current = stack.pop()
         if isinstance(current, dict):
-            if REF_KEY in current:
+            if REF_KEY in current or CHUNK_KEY in current:
                 return True
             stack.extend(current.values())
         elif isinstance(current, list):
             stack.extend(current)
     return False
+
+
+def _chunk_lists(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[Any, bool]:
+    """Share the prefix of long lists: each full run of CHUNK elements is stored once.
+
+    A list of at least CHUNK elements whose text is at least ``threshold`` bytes becomes
+    ``{"__pollard_chunks": [digest, ...], "tail": [...]}``: the full chunks from the start go to
+    the blob table, the remaining elements stay inline. A history that grows by appending keeps
+    every earlier full chunk, so repeated histories share their stored prefix. ``value`` must be
+    a private copy (it is changed in place); lists are processed children first.
+    """
+    lists: list[tuple[Any, Any]] = []
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, dict):
+            stack.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            lists.append((container, key))
+            stack.extend((item, i) for i in range(len(item)))
+    changed = False
+    for container, key in reversed(lists):  # children before their parents
+        items = container[key]
+        full = len(items) // CHUNK
+        if not full or len(_dumps(items).encode("utf-8")) < threshold:
+            continue
+        digests = []
+        for start in range(0, full * CHUNK, CHUNK):
+            text = _dumps(items[start : start + CHUNK])
+            digest = hashlib.sha256(_CHUNK_DOMAIN + text.encode("utf-8")).digest()
+            blobs[digest] = text
+            digests.append(digest.hex())
+        container[key] = {CHUNK_KEY: digests, "tail": items[full * CHUNK :]}
+        changed = True
+    return root[0], changed
 
 
 def _intern(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[Any, bool]:
@@ -145,7 +188,17 @@ def _intern(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[Any, b
     return root[0], swapped
 
 
+def _is_chunked(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and len(value) == 2
+        and isinstance(value.get(CHUNK_KEY), list)
+        and isinstance(value.get("tail"), list)
+    )
+
+
 def _refs(value: Any) -> set[str]:
+    """Digests referenced directly by a stored text (string refs and chunk digests)."""
     found: set[str] = set()
     stack = [value]
     while stack:
@@ -153,6 +206,9 @@ def _refs(value: Any) -> set[str]:
         if isinstance(current, dict):
             if len(current) == 1 and isinstance(current.get(REF_KEY), str):
                 found.add(current[REF_KEY])
+            elif _is_chunked(current):
+                found.update(current[CHUNK_KEY])
+                stack.extend(current["tail"])
             else:
                 stack.extend(current.values())
         elif isinstance(current, list):
@@ -160,7 +216,8 @@ def _refs(value: Any) -> set[str]:
     return found
 
 
-def _rehydrate(value: Any, blobs: Mapping[str, str]) -> Any:
+def _rehydrate(value: Any, load: Callable[[str], str]) -> Any:
+    """Expand chunked lists and string refs (iteratively), loading blobs with ``load``."""
     root: list[Any] = [value]
     stack: list[tuple[Any, Any]] = [(root, 0)]
     while stack:
@@ -168,7 +225,14 @@ def _rehydrate(value: Any, blobs: Mapping[str, str]) -> Any:
         item = container[key]
         if isinstance(item, dict):
             if len(item) == 1 and isinstance(item.get(REF_KEY), str):
-                container[key] = blobs[item[REF_KEY]]
+                container[key] = load(item[REF_KEY])
+            elif _is_chunked(item):
+                expanded: list[Any] = []
+                for digest in item[CHUNK_KEY]:
+                    expanded.extend(fast_loads(load(digest)))
+                expanded.extend(item["tail"])
+                container[key] = expanded
+                stack.append((container, key))  # the elements may hold refs or chunks
             else:
                 stack.extend((item, k) for k in item)
         elif isinstance(item, list):
@@ -320,17 +384,18 @@ class SqlStore:
         payload = fast_loads(payload_text)
         result = None if r_text is None else fast_loads(r_text)
         if interned:
-            wanted = set()
+            cache: dict[str, str] = {}
+
+            def load(digest: str) -> str:
+                if digest not in cache:
+                    cache[digest] = self._load_blobs(cur, (digest,))[digest]
+                return cache[digest]
+
             if interned & _PAYLOAD_INTERNED:
-                wanted |= _refs(payload)
-            if interned & _RESULT_INTERNED:
-                wanted |= _refs(result)
-            blobs = self._load_blobs(cur, wanted)
-            if interned & _PAYLOAD_INTERNED:
-                payload = _rehydrate(payload, blobs)
+                payload = _rehydrate(payload, load)
                 payload_text = _dumps(payload)
             if interned & _RESULT_INTERNED:
-                result = _rehydrate(result, blobs)
+                result = _rehydrate(result, load)
                 r_text = _dumps(result)
         return trusted_node(
             bytes(node_id).hex(),
@@ -366,7 +431,8 @@ class SqlStore:
             blobs: dict[bytes, str] = {}
             if len(payload_text.encode("utf-8")) >= threshold and not _has_ref_key(node.payload):
                 swapped, changed = _intern(node.payload, threshold, blobs)
-                if changed:
+                swapped, chunked = _chunk_lists(swapped, threshold, blobs)
+                if changed or chunked:
                     payload_text = _dumps(swapped)
                     interned |= _PAYLOAD_INTERNED
             if (
@@ -545,6 +611,21 @@ class SqlStore:
                     used |= _refs(json.loads(payload_text))
                 if interned & _RESULT_INTERNED and r_text is not None:
                     used |= _refs(json.loads(r_text))
+            # Chunk blobs hold refs of their own: follow them (each blob is read once).
+            pending = list(used)
+            while pending:
+                digest = pending.pop()
+                cur.execute(self._sql["blob_get"], (bytes.fromhex(digest),))
+                row = cur.fetchone()
+                if row is None or not row[0].startswith("["):
+                    continue
+                try:
+                    inner = _refs(json.loads(row[0]))
+                except ValueError:
+                    continue  # a string blob that merely starts with "["
+                fresh = inner - used
+                used |= fresh
+                pending.extend(fresh)
             unused = digests - used
             cur.executemany(self._sql["blob_delete"], [(bytes.fromhex(d),) for d in sorted(unused)])
         return len(unused)
