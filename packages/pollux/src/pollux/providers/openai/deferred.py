@@ -94,6 +94,10 @@ def normalize_status(
     """Map a batch status and its request counts to ``(status, succeeded, failed, pending)``."""
     succeeded = min(succeeded, request_count)
     failed = min(failed, request_count - succeeded)
+    pending = request_count - succeeded - failed
+    if raw in _TERMINAL_RAW:
+        # Requests that never ran count as failed once the job is over.
+        failed, pending = failed + pending, 0
     status: DeferredStatus
     if raw == "validating":
         status = "queued"
@@ -109,9 +113,6 @@ def normalize_status(
         status = "failed"
     else:
         status = "running"
-    pending = request_count - succeeded - failed
-    if raw in _TERMINAL_RAW:
-        failed, pending = failed + pending, 0
     return status, succeeded, failed, pending
 
 
@@ -390,7 +391,7 @@ class OpenAIBatches:
         items: list[DeferredItem] = []
         for file_id in (field(batch, "output_file_id"), field(batch, "error_file_id")):
             if isinstance(file_id, str) and file_id:
-                items.extend([item_from_line(line) async for line in self._lines(file_id)])
+                items.extend([item async for item in self._items(file_id)])
         if snapshot.provider_status == "failed":
             seen = {item.request_id for item in items}
             message = _validation_message(batch)
@@ -407,8 +408,8 @@ class OpenAIBatches:
         await self._cleanup(handle)
         return DeferredResults(snapshot, tuple(items))
 
-    async def _lines(self, file_id: str) -> AsyncIterator[Mapping[str, Any]]:
-        """The JSON lines of a result file, streamed (never read whole into memory)."""
+    async def _items(self, file_id: str) -> AsyncIterator[DeferredItem]:
+        """The items of a result file, streamed line by line (never read whole into memory)."""
         client = self._client()
         try:
             async with client.files.with_streaming_response.content(file_id) as response:
@@ -427,7 +428,7 @@ class OpenAIBatches:
                             error_category="malformed_response",
                         ) from exc
                     if isinstance(line, Mapping):
-                        yield line
+                        yield item_from_line(line)
         except PolluxError:
             raise
         except Exception as exc:
