@@ -4,12 +4,15 @@ cancel that races the end of the job."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pollux import Config, InternalError, Session
 from pollux._engine.deferred import HANDLE_FORMAT
@@ -220,3 +223,43 @@ async def test_cancel_refused_for_an_active_job_raises(use_client: Any) -> None:
             await session.cancel_deferred(_handle(1))
     assert getattr(caught.value, "phase", None) == "batch_cancel"
     assert client.files.deleted == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(order=st.permutations(range(6)), failing=st.sets(st.integers(0, 5), max_size=3))
+def test_results_come_back_in_prompt_order_whatever_the_file_order(
+    order: list[int], failing: set[int]
+) -> None:
+    # OpenAI does not promise the result files' line order; collection must not depend on it.
+    outputs = [_ok_line(f"pollux-{i:06d}", f"answer {i}") for i in order if i not in failing]
+    errors = [
+        json.dumps(
+            {
+                "custom_id": f"pollux-{i:06d}",
+                "response": {"status_code": 500, "body": {"error": {"message": "boom"}}},
+            }
+        )
+        for i in order
+        if i in failing
+    ]
+    batch = _batch(
+        "completed",
+        6 - len(failing),
+        len(failing),
+        output_file_id="file-out",
+        error_file_id="file-err",
+    )
+    client = FakeClient(batch, {"file-out": outputs, "file-err": errors})
+
+    async def scenario() -> Any:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(
+                "pollux._session.build_provider",
+                lambda config: OpenAIProvider(config, client=client),
+            )
+            return await _collect(client, _handle(6))
+
+    result = asyncio.run(scenario())
+    assert result.answers == ["" if i in failing else f"answer {i}" for i in range(6)]
+    assert [o.failed for o in result.outputs] == [i in failing for i in range(6)]
+    assert result.status == ("ok" if not failing else "partial")

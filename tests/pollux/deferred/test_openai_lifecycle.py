@@ -6,7 +6,11 @@ Default emulator stages: validating 1 s, in_progress 10 s, finalizing 1 s, cance
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -441,3 +445,36 @@ async def test_unsupported_options_fail_before_io(emu: Emulator, config: Config)
     with pytest.raises(ConfigurationError, match="YouTube"):
         await defer("a?", sources=[Source.from_youtube("https://youtu.be/x")], config=config)
     assert routes(emu) == []
+
+
+COLLECTOR = """
+import asyncio, json, sys
+from pollux import DeferredHandle, collect_deferred, inspect_deferred
+
+async def main():
+    handle = DeferredHandle.from_dict(json.loads(open(sys.argv[1]).read()))
+    snapshot = await inspect_deferred(handle)
+    result = await collect_deferred(handle)
+    print(json.dumps([snapshot.status, result.status, result.answers]))
+
+asyncio.run(main())
+"""
+
+
+async def test_collect_in_another_process(emu: Emulator, config: Config, tmp_path: Path) -> None:
+    emu.script("openai.responses", Reply("from"), Reply("elsewhere"))
+    handle = await defer(["a?", "b?"], config=config)
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(handle.to_dict()))
+    emu.advance(30)
+    # The child inherits OPENAI_BASE_URL and OPENAI_API_KEY: lifecycle calls take only the handle.
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", COLLECTOR, str(job)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["completed", "ok", ["from", "elsewhere"]]
