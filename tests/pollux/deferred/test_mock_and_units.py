@@ -120,6 +120,15 @@ async def test_providers_without_deferred_raise_before_io() -> None:
     with pytest.raises(ConfigurationError, match="local does not support deferred") as caught:
         await defer("a?", config=config)
     assert caught.value.hint
+    # Declaring the capability does not help a provider that has no deferred backend.
+    declared = Config(
+        provider="local",
+        model="m",
+        base_url="http://127.0.0.1:9/v1",
+        capabilities={"deferred_delivery": True},
+    )
+    with pytest.raises(ConfigurationError, match="does not support deferred"):
+        await defer("a?", config=declared)
 
 
 def test_builtin_backends_implement_the_protocol() -> None:
