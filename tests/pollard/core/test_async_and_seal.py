@@ -210,3 +210,20 @@ async def test_async_on_node_hook_sees_every_new_node() -> None:
     await run.model_call({"model": "m"}, fn=amodel)
     await asyncio.sleep(0)  # let the root's scheduled hook run
     assert sorted(seen) == ["model_call", "root"]
+
+
+def test_recompute_charges_matches_the_ledger() -> None:
+    from decimal import Decimal
+
+    from pollard import recompute_charges
+
+    rt = Runtime()
+    run = rt.run("audit", budget=Budget(steps=10))
+    for i in range(3):
+        run.model_call(
+            {"model": "m", "i": i},
+            fn=lambda p: {"text": "x", "usage": {"input_tokens": 2, "output_tokens": 1}},
+        )
+    recomputed = recompute_charges(rt.store, run.root_id)
+    assert {k: Decimal(v) for k, v in recomputed.items()} == rt.store.totals(run.root_id)
+    assert recomputed["tokens"] == "9"

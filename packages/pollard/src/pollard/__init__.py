@@ -43,6 +43,7 @@ if _typing.TYPE_CHECKING:
     from ._seal import SealReport as SealReport
     from ._seal import VerifyFinding as VerifyFinding
     from ._seal import VerifyReport as VerifyReport
+    from ._seal import recompute_charges as recompute_charges
     from ._seal import seal as seal
     from ._seal import verify as verify
     from ._store import Store as Store
@@ -70,6 +71,7 @@ _LAZY: dict[str, str] = {
     "SealReport": "pollard._seal",
     "VerifyReport": "pollard._seal",
     "VerifyFinding": "pollard._seal",
+    "recompute_charges": "pollard._seal",
     "seal": "pollard._seal",
     "verify": "pollard._seal",
     "ActionSpec": "pollard.registry",
@@ -139,6 +141,7 @@ __all__ = [
     "gc",
     "import_subtree",
     "merge",
+    "recompute_charges",
     "redact",
     "seal",
     "verify",

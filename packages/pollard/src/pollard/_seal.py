@@ -7,11 +7,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._canon import SEAL_DOMAIN, canonical_bytes
+from ._ledger import decimal_text, to_decimal
 from ._node import Node
 from ._store import Store
 from .errors import IntegrityError
 
-__all__ = ["SealEntry", "SealReport", "VerifyFinding", "VerifyReport", "seal", "verify"]
+__all__ = [
+    "SealEntry",
+    "SealReport",
+    "VerifyFinding",
+    "VerifyReport",
+    "recompute_charges",
+    "seal",
+    "verify",
+]
 
 SEAL_ALGORITHM = "sha256:pollard/v1:seal"
 
@@ -197,3 +206,27 @@ def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -
             _check(node, findings)
             checked += 1
     return VerifyReport(not findings, tuple(findings), checked)
+
+
+def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
+    """Sum ``meta["charges"]`` over a subtree by walking it (an audit of the running totals).
+
+    For a run root this equals ``store.totals(root_id)``, which the runtime keeps up to date in
+    the same transaction as each node write; a difference means the ledger or the metadata was
+    changed outside pollard.
+
+    Args:
+        store: The store.
+        root_id: The subtree root.
+
+    Returns:
+        Exact decimal strings by meter (meters that sum to zero are left out).
+
+    Raises:
+        KeyError: If ``root_id`` is not stored.
+    """
+    totals: dict[str, Any] = {}
+    for node in store.walk(root_id):
+        for meter, amount in (node.meta.get("charges") or {}).items():
+            totals[meter] = totals.get(meter, 0) + to_decimal(amount)
+    return {meter: decimal_text(v) for meter, v in sorted(totals.items()) if v}
