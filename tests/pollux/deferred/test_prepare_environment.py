@@ -147,3 +147,24 @@ def test_kept_sources_expire() -> None:
     now[0] = MAX_AGE_S + 1
     assert kept.lookup(env) is None
     assert kept.drain() == [prepared] and len(kept) == 0
+
+
+async def test_kept_view_delegates_beyond_the_protocol() -> None:
+    from pollux._engine.prepared import KeptSourcesProvider
+    from pollux.providers.mock import MockProvider
+
+    closed: list[bool] = []
+
+    class Recording(MockProvider):
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    provider = Recording(Config(provider="openai", model="m", use_mock=True))
+    kept = PreparedSources()
+    view = KeptSourcesProvider(provider, kept)
+    assert view.model == "m"  # not part of the Provider protocol: reached through the view
+    assert view.wrapped is provider and view.name == provider.name
+    assert await view.prepare_sources(()) is kept
+    await view.release_sources(kept)
+    await view.aclose()
+    assert closed == []  # the view never closes the Session's provider

@@ -90,6 +90,11 @@ class KeptSourcesProvider:
         self._kept = kept
         self.name = provider.name
 
+    def __getattr__(self, name: str) -> Any:
+        # Anything beyond the protocol (provider extras the engine may grow to use) is the
+        # provider's own.
+        return getattr(self._provider, name)
+
     @property
     def wrapped(self) -> Provider:
         """The provider behind this view."""
