@@ -161,3 +161,21 @@ def test_compact_removes_blobs_of_dropped_histories(tmp_path: Path) -> None:
         node = run.model_call({"model": "m", "messages": history}, fn=lambda p: {"text": "ok"})
         assert store.drop_nodes([node.id]) == 1
         assert store.compact() > 0
+
+
+def test_very_long_lists_pack_their_chunk_refs_too(tmp_path: Path) -> None:
+    from pollard.stores._sql import CHUNK
+
+    items = [{"i": i, "text": f"message {i}"} for i in range(CHUNK * CHUNK * 2 + 5)]
+    with SQLiteStore(tmp_path / "deep.db") as store:
+        run = Runtime(store).run("deep-list")
+        node = run.model_call({"model": "m", "messages": items}, fn=lambda p: {"text": "ok"})
+        longer = run.model_call(
+            {"model": "m", "messages": [*items, {"i": -1}]}, fn=lambda p: {"text": "ok"}
+        )
+        assert store.get(node.id).payload["messages"] == items
+        assert store.get(longer.id).payload["messages"][-1] == {"i": -1}
+        assert store.compact() == 0
+        assert verify(store).ok
+        store.drop_nodes([longer.id, node.id])
+        assert store.compact() > 0

@@ -44,6 +44,7 @@ from pollard._ledger import (
     judge,
 )
 from pollard._node import Node, NodeKind, trusted_node
+from pollard.errors import IntegrityError
 from pollard.stores._common import check_new_node, collision, conflict_patch, meta_text
 
 __all__ = ["Dialect", "SqlStore", "check_store_id"]
@@ -117,14 +118,47 @@ def _has_ref_key(value: Any) -> bool:
     return False
 
 
+def _chunk_refs(items: list[Any], blobs: dict[bytes, str]) -> list[dict[str, str]]:
+    """Store each full run of CHUNK items once; return refs to those chunk blobs."""
+    refs = []
+    for start in range(0, len(items) // CHUNK * CHUNK, CHUNK):
+        text = _dumps(items[start : start + CHUNK])
+        digest = hashlib.sha256(_CHUNK_DOMAIN + text.encode("utf-8")).digest()
+        blobs[digest] = text
+        refs.append({REF_KEY: digest.hex()})
+    return refs
+
+
+def _pack(items: list[Any], blobs: dict[bytes, str]) -> dict[str, Any]:
+    """``{"__pollard_chunks": refs, "tail": rest}``; the refs list is packed again while long.
+
+    Every level only appends when the list grows at its end, so earlier chunks (and chunks of
+    chunk refs) are shared across steps and a history costs O(log n) refs per node.
+    """
+    top: dict[str, Any] = {
+        CHUNK_KEY: _chunk_refs(items, blobs),
+        "tail": items[len(items) // CHUNK * CHUNK :],
+    }
+    level = top
+    while len(level[CHUNK_KEY]) >= CHUNK:
+        refs = level[CHUNK_KEY]
+        level[CHUNK_KEY] = {
+            CHUNK_KEY: _chunk_refs(refs, blobs),
+            "tail": refs[len(refs) // CHUNK * CHUNK :],
+        }
+        level = level[CHUNK_KEY]
+    return top
+
+
 def _chunk_lists(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[Any, bool]:
     """Share the prefix of long lists: each full run of CHUNK elements is stored once.
 
     A list of at least CHUNK elements whose text is at least ``threshold`` bytes becomes
-    ``{"__pollard_chunks": [digest, ...], "tail": [...]}``: the full chunks from the start go to
-    the blob table, the remaining elements stay inline. A history that grows by appending keeps
-    every earlier full chunk, so repeated histories share their stored prefix. ``value`` must be
-    a private copy (it is changed in place); lists are processed children first.
+    ``{"__pollard_chunks": [ref, ...], "tail": [...]}``: the full chunks from the start go to the
+    blob table (referenced like interned strings), the remaining elements stay inline, and a long
+    list of chunk refs is packed the same way. A history that grows by appending keeps every
+    earlier chunk, so repeated histories share their stored prefix. ``value`` must be a private
+    copy (it is changed in place); lists are processed children first.
     """
     lists: list[tuple[Any, Any]] = []
     root: list[Any] = [value]
@@ -140,16 +174,9 @@ def _chunk_lists(value: Any, threshold: int, blobs: dict[bytes, str]) -> tuple[A
     changed = False
     for container, key in reversed(lists):  # children before their parents
         items = container[key]
-        full = len(items) // CHUNK
-        if not full or len(_dumps(items).encode("utf-8")) < threshold:
+        if len(items) < CHUNK or len(_dumps(items).encode("utf-8")) < threshold:
             continue
-        digests = []
-        for start in range(0, full * CHUNK, CHUNK):
-            text = _dumps(items[start : start + CHUNK])
-            digest = hashlib.sha256(_CHUNK_DOMAIN + text.encode("utf-8")).digest()
-            blobs[digest] = text
-            digests.append(digest.hex())
-        container[key] = {CHUNK_KEY: digests, "tail": items[full * CHUNK :]}
+        container[key] = _pack(items, blobs)
         changed = True
     return root[0], changed
 
@@ -192,13 +219,13 @@ def _is_chunked(value: Any) -> bool:
     return (
         isinstance(value, dict)
         and len(value) == 2
-        and isinstance(value.get(CHUNK_KEY), list)
+        and isinstance(value.get(CHUNK_KEY), (list, dict))
         and isinstance(value.get("tail"), list)
     )
 
 
 def _refs(value: Any) -> set[str]:
-    """Digests referenced directly by a stored text (string refs and chunk digests)."""
+    """Digests referenced directly by a stored text (string blobs and chunk blobs alike)."""
     found: set[str] = set()
     stack = [value]
     while stack:
@@ -206,9 +233,6 @@ def _refs(value: Any) -> set[str]:
         if isinstance(current, dict):
             if len(current) == 1 and isinstance(current.get(REF_KEY), str):
                 found.add(current[REF_KEY])
-            elif _is_chunked(current):
-                found.update(current[CHUNK_KEY])
-                stack.extend(current["tail"])
             else:
                 stack.extend(current.values())
         elif isinstance(current, list):
@@ -217,9 +241,15 @@ def _refs(value: Any) -> set[str]:
 
 
 def _rehydrate(value: Any, load: Callable[[str], str]) -> Any:
-    """Expand chunked lists and string refs (iteratively), loading blobs with ``load``."""
+    """Expand string refs and chunked lists (iteratively), loading blobs with ``load``.
+
+    A chunked list is expanded once its chunk refs have become chunk texts: the refs part is
+    rehydrated first (it may itself be chunked), then the texts are parsed and joined with the
+    tail, and the new list is walked again for the refs it holds.
+    """
     root: list[Any] = [value]
     stack: list[tuple[Any, Any]] = [(root, 0)]
+    waiting: set[int] = set()  # chunked dicts whose refs are being expanded
     while stack:
         container, key = stack.pop()
         item = container[key]
@@ -227,12 +257,20 @@ def _rehydrate(value: Any, load: Callable[[str], str]) -> Any:
             if len(item) == 1 and isinstance(item.get(REF_KEY), str):
                 container[key] = load(item[REF_KEY])
             elif _is_chunked(item):
-                expanded: list[Any] = []
-                for digest in item[CHUNK_KEY]:
-                    expanded.extend(fast_loads(load(digest)))
-                expanded.extend(item["tail"])
-                container[key] = expanded
-                stack.append((container, key))  # the elements may hold refs or chunks
+                texts = item[CHUNK_KEY]
+                if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+                    expanded: list[Any] = []
+                    for text in texts:
+                        expanded.extend(fast_loads(text))
+                    expanded.extend(item["tail"])
+                    container[key] = expanded
+                    stack.append((container, key))  # the elements may hold refs or chunks
+                else:
+                    if id(item) in waiting:
+                        raise IntegrityError("a stored chunked list does not expand to chunks")
+                    waiting.add(id(item))
+                    stack.append((container, key))  # come back once the refs are texts
+                    stack.append((item, CHUNK_KEY))
             else:
                 stack.extend((item, k) for k in item)
         elif isinstance(item, list):
