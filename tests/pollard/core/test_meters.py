@@ -128,3 +128,45 @@ def test_cost_meter_from_genai_prices() -> None:
     assert Decimal(node.meta["charges"]["usd"]) > 0
     with pytest.raises(ValueError, match="no price"):
         run.model_call({"model": "no-such-model-zz"}, fn=lambda p: {"text": "x"})
+
+
+def test_tokenmaster_meter_counts_adapter_usage_once() -> None:
+    meter = TokenmasterMeter(model="anthropic:claude-sonnet-4-6")
+    # pollard's adapters: input includes cache reads, output includes reasoning.
+    usage = {
+        "input_tokens": 1000,
+        "output_tokens": 300,
+        "cache_read_tokens": 200,
+        "cache_write_tokens": 0,
+        "reasoning_tokens": 100,
+    }
+    result = {"text": "x", "usage": usage}
+    assert meter.charge("model_call", {"model": "m"}, result, {}) == 1300
+    record = meter.settle_meta("model_call", {"model": "m"}, result, {})
+    assert record is not None
+    turn = record["tokenmaster"]["turn"]
+    assert (turn["input_tokens"], turn["cache_read_tokens"], turn["output_tokens"]) == (
+        800,
+        200,
+        200,
+    )
+    assert TokenMeter().charge("model_call", {}, result, {}) == 1300
+
+
+def test_cost_meter_prices_cached_tokens_once_in_both_usage_shapes() -> None:
+    from pollard.meters import CostMeter
+
+    meter = CostMeter(
+        {"m": {"input_per_1m": "2", "output_per_1m": "8", "cache_read_per_1m": "0.5"}}
+    )
+    adapter_shape = {
+        "usage": {"input_tokens": 1000, "cache_read_tokens": 400, "output_tokens": 100}
+    }
+    raw_shape = {
+        "usage": {"input_tokens": 600, "cache_read_input_tokens": 400, "output_tokens": 100}
+    }
+    expected = (600 * 2 + 400 * Decimal("0.5") + 100 * 8) / Decimal(1_000_000)
+    assert meter.charge("model_call", {"model": "m"}, adapter_shape, {}) == expected
+    assert meter.charge("model_call", {"model": "m"}, raw_shape, {}) == expected
+    assert TokenMeter().charge("model_call", {}, adapter_shape, {}) == 1100
+    assert TokenMeter().charge("model_call", {}, raw_shape, {}) == 1100

@@ -41,6 +41,7 @@ __all__ = [
     "TokenmasterMeter",
     "WallClockMeter",
     "WindowMeter",
+    "split_usage",
     "token_usage",
 ]
 
@@ -54,6 +55,9 @@ _TOKEN_FIELDS = (
     "output_tokens",
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
 )
 
 
@@ -79,6 +83,24 @@ class TokenEstimator(Protocol):
     def estimate_input_tokens(self, payload: Any) -> int:
         """Return the estimated input tokens of ``payload``."""
         ...
+
+
+def split_usage(usage: Mapping[str, int]) -> tuple[int, int, int, int]:
+    """Return ``(uncached input, cache reads, cache writes, output)`` counting each token once.
+
+    Two shapes are understood: Anthropic's raw usage (``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` beside an ``input_tokens`` that excludes them), and the shape
+    pollard's adapters return (``input_tokens`` including cached tokens, with
+    ``cache_read_tokens`` and ``cache_write_tokens`` as a breakdown).
+    """
+    input_tokens = usage.get("input_tokens", 0)
+    output_tokens = usage.get("output_tokens", 0)
+    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
+        read = usage.get("cache_read_input_tokens", 0)
+        write = usage.get("cache_creation_input_tokens", 0)
+        return input_tokens, read, write, output_tokens
+    read, write = usage.get("cache_read_tokens", 0), usage.get("cache_write_tokens", 0)
+    return max(input_tokens - read - write, 0), read, write, output_tokens
 
 
 def token_usage(result: Any) -> dict[str, int] | None:
@@ -159,8 +181,9 @@ class WallClockMeter:
 class TokenMeter:
     """Charges the tokens a call reports in ``result["usage"]``.
 
-    The charge is ``input_tokens + output_tokens`` plus ``cache_read_input_tokens`` and
-    ``cache_creation_input_tokens`` when the adapter reports them separately. With an estimator,
+    The charge is every input and output token once: ``input_tokens + output_tokens``, plus
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` when usage reports them beside
+    an input count that excludes them (Anthropic's raw shape; see `split_usage`). With an estimator,
     model calls are prechecked at ``estimate_input_tokens(payload) + reserved_output_tokens``, an
     approximate figure; without one, a token budget refuses only once it is spent.
 
@@ -195,7 +218,7 @@ class TokenMeter:
         if kind not in CHARGED_KINDS:
             return 0
         usage = token_usage(result)
-        return sum(usage.values()) if usage else 0
+        return sum(split_usage(usage)) if usage else 0
 
     def precheck_estimate(self, kind: str, payload: Any) -> Amount | None:
         """Return the input estimate plus the output reservation for model calls."""
@@ -348,12 +371,12 @@ class CostMeter:
         if prices is None or not usage:
             return 0
         per_input = prices["input_per_1m"]
+        uncached, read, write, output = split_usage(usage)
         total = (
-            usage.get("input_tokens", 0) * per_input
-            + usage.get("output_tokens", 0) * prices["output_per_1m"]
-            + usage.get("cache_read_input_tokens", 0) * prices.get("cache_read_per_1m", per_input)
-            + usage.get("cache_creation_input_tokens", 0)
-            * prices.get("cache_write_per_1m", per_input)
+            uncached * per_input
+            + output * prices["output_per_1m"]
+            + read * prices.get("cache_read_per_1m", per_input)
+            + write * prices.get("cache_write_per_1m", per_input)
         )
         return total / Decimal(1_000_000)
 

@@ -15,9 +15,9 @@ _INSTALL = 'CostMeter.from_genai_prices needs the prices extra: pip install "pol
 class GenAIPricesCostMeter:
     """Charge US dollars with prices from genai-prices (bundled data, no network at charge time).
 
-    Usage follows pollard's convention: ``input_tokens`` excludes the separately reported
-    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``. A model genai-prices does not
-    know is refused before the call runs (fail closed).
+    Both usage shapes of `pollard.meters.split_usage` are understood, so cached tokens are priced
+    once, at the cache price. A model genai-prices does not know is refused before the call runs
+    (fail closed).
     """
 
     precheck_is_estimate = False
@@ -31,11 +31,12 @@ class GenAIPricesCostMeter:
         self.provider_id = provider_id
 
     def _price(self, model: str, usage: Mapping[str, int]) -> Decimal:
-        read = usage.get("cache_read_input_tokens", 0)
-        write = usage.get("cache_creation_input_tokens", 0)
+        from pollard.meters import split_usage
+
+        uncached, read, write, output = split_usage(usage)
         tokens = self._prices.Usage(
-            input_tokens=usage.get("input_tokens", 0) + read + write,
-            output_tokens=usage.get("output_tokens", 0),
+            input_tokens=uncached + read + write,  # genai-prices counts cached tokens as input
+            output_tokens=output,
             cache_read_tokens=read,
             cache_write_tokens=write,
         )

@@ -13,19 +13,34 @@ _INSTALL = 'TokenmasterMeter needs the tokenmaster extra: pip install "pollard[t
 
 
 def _turn(usage: Mapping[str, Any], model: str | None) -> dict[str, Any]:
-    def count(*keys: str) -> int:
-        for key in keys:
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        return 0
+    """Map a result's usage onto tokenmaster's turn fields (which count each token once).
 
+    Two usage shapes exist. Anthropic's raw shape reports ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` beside an ``input_tokens`` that excludes them. pollard's
+    adapters report ``input_tokens`` including cached tokens and ``output_tokens`` including
+    reasoning, with ``cache_read_tokens``, ``cache_write_tokens`` and ``reasoning_tokens`` as
+    breakdowns; those are taken out of the totals here so nothing is counted twice.
+    """
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    input_tokens, output_tokens = count("input_tokens"), count("output_tokens")
+    reasoning = count("reasoning_tokens")
+    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
+        cache_read = count("cache_read_input_tokens")
+        cache_write = count("cache_creation_input_tokens")
+    else:
+        cache_read, cache_write = count("cache_read_tokens"), count("cache_write_tokens")
+        input_tokens = max(input_tokens - cache_read - cache_write, 0)
+        output_tokens = max(output_tokens - reasoning, 0)
     turn: dict[str, Any] = {
-        "input_tokens": count("input_tokens"),
-        "output_tokens": count("output_tokens"),
-        "cache_read_tokens": count("cache_read_input_tokens", "cache_read_tokens"),
-        "cache_write_tokens": count("cache_creation_input_tokens", "cache_write_tokens"),
-        "reasoning_tokens": count("reasoning_tokens"),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_tokens": cache_read,
+        "cache_write_tokens": cache_write,
+        "reasoning_tokens": reasoning,
     }
     if model:
         turn["model_id"] = model
