@@ -278,6 +278,13 @@ def _rehydrate(value: Any, load: Callable[[str], str]) -> Any:
     return root[0]
 
 
+def _kind_of(code: Any, node_id: Any) -> NodeKind:
+    kind = _CODE_KIND.get(code)
+    if kind is None:
+        raise IntegrityError(f"node {bytes(node_id).hex()} has an unknown kind code {code!r}")
+    return kind
+
+
 class SqlStore:
     """Store protocol implementation over a DB-API connection (subclassed per backend).
 
@@ -360,6 +367,7 @@ class SqlStore:
             f"VALUES ({v}{q}, {q}, {q}, {q})",
             "kv_init": f"INSERT INTO {t['kv']} ({c}key, value) VALUES ({v}{q}, {q}) "
             f"ON CONFLICT ({c}key) DO NOTHING",
+            "kv_get": f"SELECT value FROM {t['kv']} WHERE {w}key = {q}",
         }
 
     # -- backend hooks -------------------------------------------------------------------------
@@ -438,7 +446,7 @@ class SqlStore:
         return trusted_node(
             bytes(node_id).hex(),
             None if parent is None else bytes(parent).hex(),
-            _CODE_KIND[kind],
+            _kind_of(kind, node_id),
             attempt,
             payload,
             result,
@@ -454,7 +462,7 @@ class SqlStore:
             cur.execute(self._sql["blob_get"], (bytes.fromhex(digest),))
             row = cur.fetchone()
             if row is None:
-                raise KeyError(f"interned blob {digest} is missing")
+                raise IntegrityError(f"interned blob {digest} is missing from the store")
             out[digest] = row[0]
         return out
 
@@ -792,3 +800,20 @@ class SqlStore:
             return self._totals(cur, scope)
         finally:
             cur.close()
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def claim(self, key: str, owner: str) -> str:
+        """Claim ``key`` for ``owner`` unless already claimed; return the winning owner.
+
+        One insert-if-absent in one write transaction (a ``kv`` row ``claim:<key>``), so
+        concurrent claimers on one database see exactly one winner.
+        """
+        if not isinstance(key, str) or not isinstance(owner, str):
+            raise TypeError("claim key and owner must be str")
+        with self._transaction() as cur:
+            cur.execute(self._sql["kv_init"], (f"claim:{key}", owner))
+            cur.execute(self._sql["kv_get"], (f"claim:{key}",))
+            row = cur.fetchone()
+        assert row is not None
+        return str(row[0])
