@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import uuid
 from collections.abc import Callable, Generator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -409,9 +410,31 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
     original = _confirmed_args(state, spec, token, recorded, args)
     payload = identity_payload(spec, recorded["args"])
     attempt = recorded.get("attempt", 0)
-    node = yield from _admit(
-        state, spec, original, payload, attempt if isinstance(attempt, int) else 0, confirmed=True
-    )
+    if rt.mode != "replay":
+        done = yield from _claim(state, token, status, len(chain))
+        if done is not None:
+            return done
+    try:
+        node = yield from _admit(
+            state,
+            spec,
+            original,
+            payload,
+            attempt if isinstance(attempt, int) else 0,
+            confirmed=True,
+        )
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if rt.mode != "replay":
+            # Nothing was confirmed (a refusal, a failed or cancelled handler, whose node is
+            # recorded): open the next round, so a deliberate retry can claim it again.
+            yield from io(
+                rt.store.update_meta,
+                token,
+                {"confirmation": {"status": "retry", "round": _round(status) + 1}},
+            )
+        raise
     if rt.mode != "replay":
         yield from io(
             rt.store.update_meta,
@@ -420,6 +443,36 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
         )
     rt.pending.pop(token, None)
     return node
+
+
+def _round(status: object) -> int:
+    number = status.get("round", 0) if isinstance(status, Mapping) else 0
+    return number if isinstance(number, int) and not isinstance(number, bool) else 0
+
+
+def _claim(state: RunState, token: str, status: object, depth: int) -> Step:
+    """Claim the right to execute a confirmation; return the node when another runtime did.
+
+    Runtimes confirming one token at the same moment (threads or processes on one store) race
+    for one store claim, so exactly one of them runs the handler. A loser returns the winner's
+    node once it is recorded, and otherwise raises instead of executing the action twice.
+    """
+    rt = state.rt
+    owner = uuid.uuid4().hex
+    winner = yield from io(rt.store.claim, f"confirm:{token}:{_round(status)}", owner)
+    if winner == owner:
+        return None
+    current = yield from io(rt.store.get, token)
+    after = current.meta.get("confirmation")
+    if isinstance(after, Mapping) and after.get("status") == "confirmed":
+        node = yield from io(rt.store.get, str(after["node_id"]))
+        state.cursor_id, state.depth = node.id, depth
+        return node
+    raise PollardError(
+        f"cannot confirm {token}: another runtime is executing this confirmation",
+        hint="call run.confirm(token) again once it has finished to get its node; if that "
+        "runtime died mid-call, check whether the action took effect before asking again",
+    )
 
 
 def _confirmed_args(

@@ -99,5 +99,8 @@ class ManifestStore:
     def totals(self, scope: str) -> dict[str, Decimal]:
         return {}
 
+    def claim(self, key: str, owner: str) -> str:
+        raise self._read_only()
+
     def close(self) -> None:
         """Nothing to release."""

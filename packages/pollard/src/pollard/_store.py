@@ -51,6 +51,13 @@ Ledger methods (see `pollard._ledger` for the admission rule)
     ``totals(scope) -> dict[str, Decimal]``
         The running totals of one scope.
 
+Claims
+    ``claim(key, owner) -> str``
+        Atomically record ``owner`` under ``key`` unless the key is already claimed, and return
+        the owner stored under it (``owner`` itself when this call won). Every runtime sharing
+        the store (threads and processes alike) sees one winner per key; claims are never
+        released. Confirmations use it so that a confirmed action runs at most once.
+
 Lifecycle
     ``close() -> None`` (idempotent); stores are also context managers.
     ``store_id: str`` names the logical ledger namespace (workers sharing a budget use the same).
@@ -150,6 +157,10 @@ class Store(Protocol):
 
     def totals(self, scope: str) -> dict[str, Decimal]:
         """Running totals per meter for one scope."""
+        ...
+
+    def claim(self, key: str, owner: str) -> str:
+        """Claim ``key`` for ``owner`` unless already claimed; return the winning owner."""
         ...
 
     def close(self) -> None:

@@ -124,6 +124,8 @@ class HashRopeStore(MemoryStore):
             MemoryStore.update_meta(self, op["id"], op["patch"])
         elif kind == "drop":
             MemoryStore.drop_nodes(self, op["ids"])
+        elif kind == "claim":
+            MemoryStore.claim(self, op["key"], op["owner"])
         elif kind == "totals":
             with self._lock:
                 self._totals[op["scope"]] = {k: Decimal(v) for k, v in op["totals"].items()}
@@ -212,6 +214,15 @@ class HashRopeStore(MemoryStore):
                 self._append({"op": "drop", "ids": wanted})
             return removed
 
+    def claim(self, key: str, owner: str) -> str:
+        """Claim ``key`` for ``owner`` unless already claimed (logged); return the winner."""
+        with self._lock:
+            fresh = key not in self._claims
+            winner = super().claim(key, owner)
+            if fresh:
+                self._append({"op": "claim", "key": key, "owner": owner})
+            return winner
+
     def compact(self) -> int:
         """Rewrite the log as one put per live node plus a ledger snapshot (offline GC)."""
         with self._lock:
@@ -228,6 +239,8 @@ class HashRopeStore(MemoryStore):
                         "totals": {k: str(v) for k, v in sorted(totals.items())},
                     }
                 )
+            for key, owner in sorted(self._claims.items()):
+                self._append({"op": "claim", "key": key, "owner": owner})
         return 0
 
     def __repr__(self) -> str:

@@ -78,6 +78,7 @@ class MemoryStore:
         self._reservations: dict[str, _Reservation] = {}
         self._events: dict[tuple[str, str], deque[tuple[float, Decimal]]] = {}
         self._counter = itertools.count()
+        self._claims: dict[str, str] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -353,3 +354,12 @@ class MemoryStore:
         """Running totals per meter for one scope."""
         with self._lock:
             return dict(self._totals.get(scope, {}))
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def claim(self, key: str, owner: str) -> str:
+        """Claim ``key`` for ``owner`` unless already claimed; return the winning owner."""
+        if not isinstance(key, str) or not isinstance(owner, str):
+            raise TypeError("claim key and owner must be str")
+        with self._lock:
+            return self._claims.setdefault(key, owner)
