@@ -34,7 +34,7 @@ class AsyncRuntime(_RuntimeBase):
     same code as the sync runtime (one core, two shells).
 
     Args:
-        store: A `Store`, a SQLite path, or None for a `MemoryStore`.
+        store: A `Store`, a SQLite path, a ``postgresql://`` DSN, or None for a `MemoryStore`.
         meters: See `Runtime`.
         registry: See `Runtime`.
         policies: See `Runtime`.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import weakref
 from collections.abc import Callable, Generator, Iterable, Sequence
 from enum import Enum
@@ -70,11 +71,25 @@ def _default_meters(meters: Iterable[Any] | None) -> list[Any]:
     return chosen
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tuple[Store, bool]:
     if store is None:
         from .stores.memory import MemoryStore
 
         return MemoryStore(), True
+    if isinstance(store, str) and _URL.match(store):
+        scheme = store.split(":", 1)[0].lower()
+        if scheme in ("postgresql", "postgres"):
+            from .stores.postgres import PostgresStore
+
+            # Opened like a path: closed with the runtime; replay still never writes.
+            return PostgresStore(store), True
+        raise ValueError(
+            f"unsupported store URL scheme {scheme!r}: pass a SQLite file path, a "
+            "postgresql:// DSN, a Store instance, or None for a MemoryStore"
+        )
     if isinstance(store, (str, os.PathLike)):
         from .stores.sqlite import SQLiteStore
 
@@ -246,7 +261,8 @@ class Runtime(_RuntimeBase):
 
     Args:
         store: A `Store`, a SQLite file path (opened as `SQLiteStore` and closed with the
-            runtime), or None for a new `MemoryStore`.
+            runtime), a ``postgresql://`` DSN (opened as `PostgresStore` with the default
+            ``store_id`` and closed with the runtime), or None for a new `MemoryStore`.
         meters: The meters to use. Default: ``StepMeter``, ``DepthMeter``, ``WallClockMeter``,
             ``TokenMeter``. A list without a ``"steps"`` or ``"tokens"`` meter gets one added,
             so token accounting is never dropped silently.
