@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from pollard import IntegrityError, Node, Store
+from pollard import IntegrityError, Node, NodeKind, Store
 from pollard._ledger import BudgetClaim, WindowClaim, WindowEvent
 
 from .conftest import FakeClock, StoreFactory
@@ -65,14 +65,14 @@ def test_put_requires_parent_and_valid_content(store: Store) -> None:
         store.put(orphan)
     root = _root()
     store.put(root)
-    forged = Node(id="b" * 64, parent=root.id, kind="note", attempt=0, payload={"x": 1})
+    forged = Node(id="b" * 64, parent=root.id, kind=NodeKind.NOTE, attempt=0, payload={"x": 1})
     with pytest.raises(IntegrityError):
         store.put(forged)
     good = Node.create("model_call", root.id, {"x": 1}, result={"a": 1})
     tampered = Node(
         id=good.id,
         parent=root.id,
-        kind="model_call",
+        kind=NodeKind.MODEL_CALL,
         attempt=0,
         payload={"x": 1},
         result={"a": 2},
@@ -279,3 +279,26 @@ def test_threads_never_overspend_an_exact_budget(store: Store) -> None:
         thread.join()
     assert len(ran) == 7
     assert store.totals(rt.run("shared").root_id)["steps"] == 7
+
+
+def test_claims_have_one_winner_per_key(store: Store) -> None:
+    import threading
+
+    assert store.claim("k", "first") == "first"
+    assert store.claim("k", "second") == "first"  # taken: the winner is reported
+    assert store.claim("other", "second") == "second"  # keys are independent
+    winners: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def claimer(index: int) -> None:
+        barrier.wait()
+        winners.append(store.claim("race", f"owner-{index}"))
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(winners) == 6 and len(set(winners)) == 1  # every claimer sees the same winner
+    with pytest.raises(TypeError):
+        store.claim("k", 1)  # type: ignore[arg-type]

@@ -156,7 +156,7 @@ def test_a_lost_claim_returns_the_winners_node_or_refuses(
 
 
 def test_a_failed_confirmation_can_be_retried_once(calls: Calls) -> None:
-    failures = []
+    failures: list[dict[str, Any]] = []
 
     def flaky(args: dict[str, Any]) -> dict[str, Any]:
         if not failures:
