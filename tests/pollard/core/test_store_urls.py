@@ -34,3 +34,18 @@ def test_a_postgresql_dsn_opens_a_postgres_store(pg_dsn: str) -> None:
         assert runtime.store.find("00" * 32) is None  # connected
     with pytest.raises(PollardError, match="is closed"):  # closed with the runtime
         runtime.store.find("00" * 32)
+
+
+@pytest.mark.postgres
+def test_a_dsn_fragment_names_the_store_id(pg_dsn: str) -> None:
+    from tests.pollard._postgres import drop_store, fresh_store_id
+
+    store_id = fresh_store_id("url")
+    try:
+        with Runtime(f"{pg_dsn}#{store_id}") as runtime:
+            assert isinstance(runtime.store, PostgresStore)
+            assert runtime.store.store_id == store_id
+    finally:
+        drop_store(pg_dsn, store_id)
+    with pytest.raises(ValueError, match="empty store id"):
+        Runtime(pg_dsn + "#")

@@ -84,8 +84,14 @@ def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tupl
         if scheme in ("postgresql", "postgres"):
             from .stores.postgres import PostgresStore
 
+            # As on the command line, ``#store_id`` after the DSN names the logical store.
+            dsn, sep, store_id = store.rpartition("#")
+            if not sep:
+                dsn, store_id = store, "default"
+            elif not store_id:
+                raise ValueError("empty store id after '#' in a postgresql:// store")
             # Opened like a path: closed with the runtime; replay still never writes.
-            return PostgresStore(store), True
+            return PostgresStore(dsn, store_id=store_id), True
         raise ValueError(
             f"unsupported store URL scheme {scheme!r}: pass a SQLite file path, a "
             "postgresql:// DSN, a Store instance, or None for a MemoryStore"
@@ -261,8 +267,9 @@ class Runtime(_RuntimeBase):
 
     Args:
         store: A `Store`, a SQLite file path (opened as `SQLiteStore` and closed with the
-            runtime), a ``postgresql://`` DSN (opened as `PostgresStore` with the default
-            ``store_id`` and closed with the runtime), or None for a new `MemoryStore`.
+            runtime), a ``postgresql://`` DSN, optionally ending in ``#store_id`` as on the
+            command line (opened as `PostgresStore` and closed with the runtime), or None for
+            a new `MemoryStore`.
         meters: The meters to use. Default: ``StepMeter``, ``DepthMeter``, ``WallClockMeter``,
             ``TokenMeter``. A list without a ``"steps"`` or ``"tokens"`` meter gets one added,
             so token accounting is never dropped silently.
