@@ -10,6 +10,10 @@ Configure a real backend through the environment and the same code runs against 
   ``openai/gpt-4o-mini``);
 - ``OPENAI_API_KEY=...``: OpenAI (``POLLUX_OPENAI_MODEL``, default ``gpt-5-nano``).
 
+Part 2 records the same fan-out through pollard (``pollard.adapters.pollux``) into a SQLite ledger,
+each question a budgeted step, and replays it from the ledger without calling the provider. With a
+real backend that records the questions once more (five more calls).
+
 Pass ``--mock`` to force the offline run. Run it with ``make demo`` or
 ``python examples/quickstart.py``.
 """
@@ -19,9 +23,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pollux
-from pollux import Config, Source
+from pollard import AsyncRuntime, Budget
+from pollard.adapters.pollux import governed_run_many
+from pollux import Config, OutputCollection, Source
 
 DOCUMENT = """\
 Castor and Pollux are the twin brothers of Greek and Roman mythology known together as the
@@ -39,6 +47,8 @@ QUESTIONS = [
     "How far is the star Pollux from the Sun?",
     "In one sentence, what is this text about?",
 ]
+SOURCE = Source.from_text(DOCUMENT, identifier="dioscuri.txt")
+INSTRUCTIONS = "Answer in one short sentence, using only the source."
 
 
 async def choose_config(force_mock: bool) -> tuple[Config, str]:
@@ -72,10 +82,7 @@ async def main() -> int:
     print(f"Backend: {backend}\n")
 
     results = await pollux.run_many(
-        QUESTIONS,
-        sources=[Source.from_text(DOCUMENT, identifier="dioscuri.txt")],
-        instructions="Answer in one short sentence, using only the source.",
-        config=config,
+        QUESTIONS, sources=[SOURCE], instructions=INSTRUCTIONS, config=config
     )
 
     for number, (question, output) in enumerate(
@@ -98,7 +105,40 @@ async def main() -> int:
         f"{usage.output_tokens} output = {usage.total_tokens} tokens"
         + (" (estimated by the mock at 4 characters per token)." if config.use_mock else ".")
     )
-    return 0 if results.status != "error" else 1
+    replayed_same = await governed(config)
+    return 0 if results.status != "error" and replayed_same else 1
+
+
+async def governed(config: Config) -> bool:
+    """Part 2: the same fan-out through pollard, recorded into a SQLite ledger, then replayed."""
+    budget = Budget(steps=len(QUESTIONS))
+    print(f"\nGoverned by pollard: one budgeted step per question, Budget(steps={budget.steps})")
+    with tempfile.TemporaryDirectory() as directory:
+        ledger = Path(directory) / "ledger.db"
+        recorded, report = await governed_fan_out(ledger, "record", config, budget)
+        spent = report["spent"]
+        print(f"  record: {spent.get('steps', '0')} model calls, {spent.get('tokens', '0')} tokens")
+        if recorded.status != "ok":  # failed calls are not recordings: replay would miss them
+            print(f"  replay skipped: the recording is {recorded.status} (hybrid mode would retry)")
+            return recorded.status != "error"
+        replayed, report = await governed_fan_out(ledger, "replay", config, budget)
+    same = replayed == recorded
+    print(
+        f"  replay: spent {report['spent'] or 'nothing'} (no provider call), "
+        f"{report['avoided'].get('steps', '0')} steps served from the ledger; same answers: {same}"
+    )
+    return same and not report["spent"]
+
+
+async def governed_fan_out(
+    ledger: Path, mode: str, config: Config, budget: Budget
+) -> tuple[OutputCollection, dict[str, dict[str, str]]]:
+    async with AsyncRuntime(ledger, mode=mode) as runtime:
+        run = runtime.run("quickstart", budget=budget)
+        answers = await governed_run_many(
+            run, QUESTIONS, sources=[SOURCE], instructions=INSTRUCTIONS, config=config
+        )
+        return answers, run.report()
 
 
 if __name__ == "__main__":
