@@ -133,6 +133,12 @@ class RuntimeCore:
         self.keeper = LeaseKeeper(store, lease_seconds)
         self.pending: dict[str, Any] = {}  # governance: pending confirmations by token
 
+    def release_admission(self, admission: Any) -> None:
+        """Release the reservation of an admission nobody will use (a cancelled step)."""
+        rid = getattr(admission, "reservation_id", None)
+        if rid is not None:
+            self.store.release(rid)
+
     def verify_ancestry(self, node: Node) -> None:
         """Verify a node and its unverified ancestors (cached, so replay stays linear)."""
         chain: list[str] = []
@@ -516,8 +522,13 @@ class RunState:
         claims, windows = self._claims(estimates)
         reservation: str | None = None
         if claims or windows:
+            # If the step is cancelled while an offloaded reserve runs, the driver waits for it
+            # and hands the admission to ``undo``, so no reservation outlives the step.
             admission = yield Io(
-                rt.store.reserve, (claims, windows), {"lease_seconds": rt.lease_seconds}
+                rt.store.reserve,
+                (claims, windows),
+                {"lease_seconds": rt.lease_seconds},
+                undo=rt.release_admission,
             )
             if admission.shortfall is not None:
                 yield from self._refuse_budget(admission.shortfall, kind, canonical)

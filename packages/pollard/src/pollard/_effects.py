@@ -9,6 +9,9 @@ thrown back into the generator, so the core can record failed dispatches.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import functools
 import inspect
 import warnings
 from collections.abc import Callable, Generator
@@ -27,6 +30,7 @@ __all__ = [
     "drive_async",
     "drive_sync",
     "io",
+    "offload_call",
 ]
 
 Step = Generator["Effect", Any, Any]
@@ -176,19 +180,69 @@ def _warn_callback(exc: Exception) -> None:
 
 @dataclass(slots=True)
 class Io(Effect):
-    """Store I/O: ``fn(*args, **kwargs)``."""
+    """Store I/O: ``fn(*args, **kwargs)``.
+
+    ``undo`` (optional) is called with the value when the operation completed in a worker
+    thread but the awaiting task was cancelled meanwhile, so the value never reaches the core
+    (for example: release the reservation that a cancelled ``reserve`` created).
+    """
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] | None = None
+    undo: Callable[[Any], Any] | None = None
 
     def run_sync(self) -> Any:
         return self.fn(*self.args, **(self.kwargs or {}))
 
     async def run_async(self, offload: bool) -> Any:
         if offload:
-            return await asyncio.to_thread(self.fn, *self.args, **(self.kwargs or {}))
+            return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo)
         return self.fn(*self.args, **(self.kwargs or {}))
+
+
+async def offload_call(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    undo: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Run ``fn`` in a worker thread; a cancellation waits for the thread before propagating.
+
+    A thread cannot be stopped, so a task cancelled while its store I/O runs would otherwise
+    finish (and let the runtime close the store) while the thread still uses a connection. Here
+    the cancellation is delivered only once the call has returned; if it returned a value, it is
+    passed to ``undo`` (also in a worker thread) because the caller will never see it.
+    """
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    future = loop.run_in_executor(None, functools.partial(context.run, fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await _finish(future)
+        if undo is not None and not future.cancelled() and future.exception() is None:
+            cleanup = loop.run_in_executor(None, undo, future.result())
+            await _finish(cleanup)
+            if not cleanup.cancelled() and cleanup.exception() is not None:
+                _warn_undo(cleanup.exception())
+        raise
+
+
+async def _finish(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, riding out further cancellations (re-raised by callers)."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({future})
+
+
+def _warn_undo(exc: BaseException | None) -> None:
+    warnings.warn(
+        f"cleanup after a cancelled store operation failed ({type(exc).__name__}: {exc}); "
+        "a reservation may be held until its lease expires",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Step:

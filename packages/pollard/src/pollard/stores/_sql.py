@@ -29,7 +29,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -290,7 +290,8 @@ class SqlStore:
 
     Subclasses implement ``_connection()`` (a connection for the calling thread),
     ``_transaction()`` (a context manager yielding a cursor inside one write transaction) and
-    ``close()``; they call ``_init_schema()`` once.
+    ``close()``; they call ``_init_schema()`` once. Every read goes through ``_cursor()``, so a
+    backend can override it (with ``_transaction()``) to track in-flight operations.
     """
 
     dialect = Dialect()
@@ -377,6 +378,15 @@ class SqlStore:
 
     def _transaction(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        """A cursor for reads, closed on exit (a backend may also track the operation)."""
+        cur = self._connection().cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
 
     def _lock_ledger(self, cursor: Any, keys: Sequence[str]) -> None:
         """Serialise ledger writers for ``keys`` (SQLite: the write transaction already does)."""
@@ -560,28 +570,19 @@ class SqlStore:
 
     def find(self, node_id: str) -> Node | None:
         """Return a node, or None when it is not stored."""
-        cur = self._connection().cursor()
-        try:
+        with self._cursor() as cur:
             return self._fetch(cur, node_id)
-        finally:
-            cur.close()
 
     def exists(self, node_id: str) -> bool:
         """Whether a node id is stored."""
-        cur = self._connection().cursor()
-        try:
+        with self._cursor() as cur:
             return self._exists(cur, node_id)
-        finally:
-            cur.close()
 
     def children(self, node_id: str) -> list[Node]:
         """Direct children sorted by (kind, id)."""
-        cur = self._connection().cursor()
-        try:
+        with self._cursor() as cur:
             cur.execute(self._sql["children"], (bytes.fromhex(node_id),))
             nodes = [self._row_node(row, cur) for row in cur.fetchall()]
-        finally:
-            cur.close()
         nodes.sort(key=lambda n: (n.kind.value, n.id))
         return nodes
 
@@ -603,26 +604,22 @@ class SqlStore:
     def walk(self, root_id: str) -> Iterator[Node]:
         """Iterative preorder over the subtree at ``root_id`` (KeyError if missing)."""
         stack = [self.get(root_id)]
-        cur = self._connection().cursor()
-        try:
-            while stack:
-                node = stack.pop()
-                yield node
+        while stack:
+            node = stack.pop()
+            yield node
+            # One read per node, never held across the yield: the consumer may pause (or
+            # close the store) between nodes.
+            with self._cursor() as cur:
                 cur.execute(self._sql["children"], (bytes.fromhex(node.id),))
                 kids = [self._row_node(row, cur) for row in cur.fetchall()]
-                kids.sort(key=lambda n: (n.kind.value, n.id), reverse=True)
-                stack.extend(kids)
-        finally:
-            cur.close()
+            kids.sort(key=lambda n: (n.kind.value, n.id), reverse=True)
+            stack.extend(kids)
 
     def roots(self) -> list[Node]:
         """Root nodes sorted by (run label, id)."""
-        cur = self._connection().cursor()
-        try:
+        with self._cursor() as cur:
             cur.execute(self._sql["roots"])
             nodes = [self._row_node(row, cur) for row in cur.fetchall()]
-        finally:
-            cur.close()
         nodes.sort(
             key=lambda n: (
                 str(n.payload.get("run", "")) if isinstance(n.payload, dict) else "",
@@ -795,11 +792,8 @@ class SqlStore:
 
     def totals(self, scope: str) -> dict[str, Decimal]:
         """Running totals per meter for one scope."""
-        cur = self._connection().cursor()
-        try:
+        with self._cursor() as cur:
             return self._totals(cur, scope)
-        finally:
-            cur.close()
 
     # -- claims --------------------------------------------------------------------------------
 

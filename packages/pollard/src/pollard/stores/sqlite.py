@@ -42,6 +42,8 @@ class SQLiteStore(SqlStore):
     """
 
     dialect = Dialect()
+    close_timeout: float = 60.0
+    """How long `close` waits for operations running in other threads (seconds)."""
 
     def __init__(
         self,
@@ -63,16 +65,24 @@ class SQLiteStore(SqlStore):
         self.read_only = read_only
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        # In-flight operations: thread ident -> (nesting depth, the connection it uses). A
+        # connection is only ever closed while no operation uses it.
+        self._ops = threading.Condition()
+        self._busy: dict[int, tuple[int, sqlite3.Connection | None]] = {}
+        self._orphans: set[sqlite3.Connection] = set()  # closed by their thread when done
         self._closed = False
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"no SQLite store at {self.path}")
         if not read_only:
             self._init_schema()
         else:
-            self._connection()
+            with self._use():
+                pass
 
     def _connect(self) -> sqlite3.Connection:
+        # check_same_thread=False only so that close() may close connections of other threads;
+        # each connection is used by the thread that opened it, and close() never closes one
+        # while an operation is running on it (see _use).
         if self.read_only:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -83,16 +93,62 @@ class SQLiteStore(SqlStore):
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 
+    def _closed_error(self) -> PollardError:
+        return PollardError(
+            f"the SQLite store {self.path} is closed",
+            hint="open a new SQLiteStore (or Runtime) on the file; a closed store refuses "
+            "new operations",
+        )
+
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            if self._closed:
-                raise PollardError(f"the SQLite store {self.path} is closed")
             conn = self._connect()
-            with self._lock:
+            with self._ops:
+                if self._closed:  # closed while this thread was connecting
+                    conn.close()
+                    raise self._closed_error()
                 self._connections.append(conn)
             self._local.conn = conn
         return conn
+
+    @contextmanager
+    def _use(self) -> Iterator[sqlite3.Connection]:
+        """Run one operation on this thread's connection; close() waits for it to end."""
+        me = threading.get_ident()
+        with self._ops:
+            if self._closed:
+                raise self._closed_error()
+            depth, conn = self._busy.get(me, (0, getattr(self._local, "conn", None)))
+            self._busy[me] = (depth + 1, conn)
+        try:
+            if conn is None:
+                conn = self._connection()  # a new connection: nobody else can close it yet
+                with self._ops:
+                    self._busy[me] = (depth + 1, conn)
+            yield conn
+        finally:
+            orphan: sqlite3.Connection | None = None
+            with self._ops:
+                held = self._busy.pop(me)[1]
+                if depth:
+                    self._busy[me] = (depth, held)
+                else:
+                    if held is not None and held in self._orphans:
+                        self._orphans.discard(held)
+                        orphan = held
+                    self._ops.notify_all()
+            if orphan is not None:
+                orphan.close()
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        with self._use() as conn:
+            cur = conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -101,30 +157,44 @@ class SQLiteStore(SqlStore):
                 f"the SQLite store {self.path} is open read-only",
                 hint="open it without read_only=True to record",
             )
-        conn = self._connection()
-        cur = conn.cursor()
-        cur.execute(self.dialect.begin)
-        try:
-            yield cur
-        except BaseException:
-            cur.execute("ROLLBACK")
+        with self._use() as conn:
+            cur = conn.cursor()
+            cur.execute(self.dialect.begin)
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                cur.close()
+                raise
+            cur.execute("COMMIT")
             cur.close()
-            raise
-        cur.execute("COMMIT")
-        cur.close()
 
     def compact(self) -> int:
         """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed."""
-        removed = super().compact()
-        self._connection().execute("VACUUM")
+        with self._use() as conn:
+            removed = super().compact()
+            conn.execute("VACUUM")
         return removed
 
     def close(self) -> None:
-        """Close every connection this store opened (idempotent)."""
-        self._closed = True
-        with self._lock:
+        """Close every connection this store opened (idempotent).
+
+        Operations running in other threads (for example store I/O an `AsyncRuntime` offloaded
+        to a worker thread) are waited for, up to ``close_timeout`` seconds; a connection still in
+        use after that is closed by its thread when its operation ends, never under it. Any later
+        operation raises `PollardError`.
+        """
+        me = threading.get_ident()
+        with self._ops:
+            self._closed = True
+            self._ops.wait_for(
+                lambda: all(ident == me for ident in self._busy), timeout=self.close_timeout
+            )
+            in_use = {conn for _, conn in self._busy.values() if conn is not None}
             connections, self._connections = self._connections, []
-        for conn in connections:
+            idle = [conn for conn in connections if conn not in in_use]
+            self._orphans.update(conn for conn in connections if conn in in_use)
+        for conn in idle:
             conn.close()
         self._local = threading.local()
 
