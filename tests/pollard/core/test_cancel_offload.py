@@ -149,16 +149,15 @@ async def once(path, i, await_first):
         if await_first:
             await asyncio.gather(*tasks, return_exceptions=True)
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    for outcome in outcomes:
+    for outcome in outcomes:  # a step either finished or was cancelled; nothing else
         if isinstance(outcome, BaseException) and not isinstance(
-            outcome, (asyncio.CancelledError, Exception)
+            outcome, asyncio.CancelledError
         ):
             raise outcome
-    if await_first:
-        conn = sqlite3.connect(path)
-        left = conn.execute("SELECT count(*) FROM reservations").fetchone()[0]
-        conn.close()
-        assert left == 0, f"run {i}: {left} reservations left behind"
+    conn = sqlite3.connect(path)
+    left = conn.execute("SELECT count(*) FROM reservations").fetchone()[0]
+    conn.close()
+    assert left == 0, f"run {i}: {left} reservations left behind"
 
 async def main(folder):
     for i in range(int(sys.argv[2])):
@@ -201,3 +200,29 @@ def test_close_while_a_walk_is_paused(tmp_path: Path) -> None:
         store.close()
         with pytest.raises(PollardError, match="is closed"):
             next(walk)
+
+
+async def test_closing_the_runtime_before_a_cancelled_step_ends_leaves_no_reservation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, gate = threading.Event(), threading.Event()
+
+    def gated(self: SQLiteStore, cursor: Any, keys: Any) -> None:
+        entered.set()
+        assert gate.wait(10), "the test never opened the gate"
+
+    path = tmp_path / "runs.db"
+    rt = AsyncRuntime(path)  # opens (and so closes) its own SQLiteStore
+    run = rt.run("closed-early", budget=Budget(steps=5))
+    monkeypatch.setattr(SQLiteStore, "_lock_ledger", gated)
+    task = asyncio.ensure_future(run.model_call({"model": "m"}, fn=_model))
+    assert await asyncio.to_thread(entered.wait, 10)
+    task.cancel()
+    closer = threading.Thread(target=rt.close)  # close() waits for the reserve in flight
+    closer.start()
+    gate.set()
+    await asyncio.to_thread(closer.join, 10)
+    assert not closer.is_alive()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _reservations(path) == 0

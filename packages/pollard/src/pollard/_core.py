@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
@@ -131,13 +132,49 @@ class RuntimeCore:
         self.lease_seconds = lease_seconds
         self.verified: set[str] = set()
         self.keeper = LeaseKeeper(store, lease_seconds)
+        self._reserving = threading.Condition()
+        self._in_flight = 0  # reserve calls running (close waits for them)
         self.pending: dict[str, Any] = {}  # governance: pending confirmations by token
+
+    def reserve(self, claims: Any, windows: Any, *, lease_seconds: float) -> Any:
+        """``store.reserve`` for a step; a reservation is tracked (and renewed) at once.
+
+        Tracking starts in the same call (possibly a worker thread), so `close` sees every
+        reservation a step holds, even one whose step was cancelled meanwhile.
+        """
+        with self._reserving:
+            self._in_flight += 1
+        try:
+            admission = self.store.reserve(claims, windows, lease_seconds=lease_seconds)
+            if admission.reservation_id is not None:
+                self.keeper.add(admission.reservation_id)
+            return admission
+        finally:
+            with self._reserving:
+                self._in_flight -= 1
+                self._reserving.notify_all()
 
     def release_admission(self, admission: Any) -> None:
         """Release the reservation of an admission nobody will use (a cancelled step)."""
         rid = getattr(admission, "reservation_id", None)
-        if rid is not None:
+        if rid is not None and self.keeper.remove(rid):  # not already released by close()
             self.store.release(rid)
+
+    def close(self, *, release: bool) -> None:
+        """Stop reserving and renewing; with ``release``, release reservations still held.
+
+        Waits for reservations being made in other threads. ``release`` is for a store the
+        runtime is about to close: steps still running can no longer settle there, so their
+        holds are dropped now instead of lingering until their leases expire.
+        """
+        with self._reserving:
+            self._reserving.wait_for(lambda: self._in_flight == 0, timeout=60)
+            held = self.keeper.drain()
+        self.keeper.close()
+        if release:
+            for rid in held:
+                with contextlib.suppress(Exception):  # best effort: the lease still expires
+                    self.store.release(rid)
 
     def verify_ancestry(self, node: Node) -> None:
         """Verify a node and its unverified ancestors (cached, so replay stays linear)."""
@@ -525,7 +562,7 @@ class RunState:
             # If the step is cancelled while an offloaded reserve runs, the driver waits for it
             # and hands the admission to ``undo``, so no reservation outlives the step.
             admission = yield Io(
-                rt.store.reserve,
+                rt.reserve,
                 (claims, windows),
                 {"lease_seconds": rt.lease_seconds},
                 undo=rt.release_admission,
@@ -533,8 +570,6 @@ class RunState:
             if admission.shortfall is not None:
                 yield from self._refuse_budget(admission.shortfall, kind, canonical)
             reservation = admission.reservation_id
-        if reservation is not None:
-            rt.keeper.add(reservation)
         try:
             return (
                 yield from self._execute(
@@ -596,7 +631,16 @@ class RunState:
             raise
         except BaseException as exc:
             duration = time.perf_counter() - started
-            yield from self._record_failure(node, exc, estimates, reservation, duration)
+            if isinstance(exc, Exception):
+                yield from self._record_failure(node, exc, estimates, reservation, duration)
+                raise
+            try:
+                yield from self._record_failure(node, exc, estimates, reservation, duration)
+            except Exception:
+                # A cancellation (or interrupt) stays one even when it cannot be recorded, for
+                # example because the runtime closed its store meanwhile; the recording error
+                # rides along as the context.
+                raise exc  # noqa: B904
             raise
         final = yield from self._settle(final, charges, reservation)
         return final

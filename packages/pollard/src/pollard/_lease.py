@@ -36,8 +36,16 @@ class LeaseKeeper:
                     )
                     self._thread.start()
 
-    def remove(self, reservation_id: str) -> None:
-        self._active.pop(reservation_id, None)
+    def remove(self, reservation_id: str) -> bool:
+        """Stop renewing a reservation; True when it was still tracked."""
+        return self._active.pop(reservation_id, None) is not None
+
+    def drain(self) -> list[str]:
+        """Stop renewing every tracked reservation and return their ids."""
+        held = list(self._active)
+        for rid in held:
+            self._active.pop(rid, None)
+        return held
 
     def _loop(self) -> None:
         interval = max(self._lease / 3, 0.05)

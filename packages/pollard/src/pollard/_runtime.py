@@ -234,7 +234,7 @@ def _drive(gen: Step) -> Node:
 
 
 def _close(core: RuntimeCore, store: Store | None) -> None:
-    core.keeper.close()
+    core.close(release=store is not None)
     if store is not None:
         store.close()
 
