@@ -14,11 +14,9 @@ from ._runtime import (
     ReplayMode,
     _branch,
     _check_limits,
-    _checkout,
     _governance,
-    _prune,
-    _rollback,
     _RuntimeBase,
+    _RunView,
     _tool_step,
 )
 from ._store import Store
@@ -107,7 +105,7 @@ class AsyncRuntime(_RuntimeBase):
         self.close()
 
 
-class AsyncRun:
+class AsyncRun(_RunView):
     """The asynchronous `Run`: the same cursor operations with awaitable steps.
 
     ``model_call``, ``tool_call``, ``note``, ``confirm`` and ``branch`` are coroutines (also
@@ -123,41 +121,6 @@ class AsyncRun:
     async def _drive(self, gen: Step) -> Node:
         return cast(Node, await drive_async(gen, self._offload))
 
-    @property
-    def label(self) -> str:
-        """The run label."""
-        return self._state.label
-
-    @property
-    def root_id(self) -> str:
-        """The run root's node id."""
-        return self._state.root_id
-
-    @property
-    def cursor_id(self) -> str:
-        """The id of the node new steps attach to."""
-        return self._state.cursor_id
-
-    @property
-    def cursor(self) -> Node:
-        """The node new steps attach to."""
-        return self._state.store.get(self._state.cursor_id)
-
-    @property
-    def depth(self) -> int:
-        """The cursor's depth (the root is 0)."""
-        return self._state.depth
-
-    @property
-    def store(self) -> Store:
-        """The runtime's store."""
-        return self._state.store
-
-    @property
-    def mode(self) -> str:
-        """``"record"``, ``"hybrid"`` or ``"replay"``."""
-        return self._state.mode
-
     async def __aenter__(self) -> AsyncRun:
         return self
 
@@ -169,9 +132,6 @@ class AsyncRun:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-    def __repr__(self) -> str:
-        return f"<AsyncRun {self.label!r} cursor={self.cursor_id[:12]} depth={self.depth}>"
 
     async def model_call(
         self,
@@ -243,19 +203,3 @@ class AsyncRun:
     aconfirm = confirm
     anote = note
     abranch = branch
-
-    def rollback(self, node_id: str | None = None, *, steps: int = 1) -> Node:
-        """Move the cursor to an ancestor; see `Run.rollback`."""
-        return _rollback(self._state, node_id, steps)
-
-    def checkout(self, node_id: str) -> Node:
-        """Move the cursor to any node of this run; see `Run.checkout`."""
-        return _checkout(self._state, node_id)
-
-    def prune(self) -> Node:
-        """Mark the cursor pruned and move to its parent; see `Run.prune`."""
-        return _prune(self._state)
-
-    def report(self) -> dict[str, dict[str, str]]:
-        """Charges as exact decimal strings; see `Run.report`."""
-        return self._state.report()

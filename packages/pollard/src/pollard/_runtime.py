@@ -324,15 +324,13 @@ class Runtime(_RuntimeBase):
         self.close()
 
 
-class Run:
-    """A cursor in a run's tree; steps attach to the cursor and move it.
+class _RunView:
+    """What `Run` and `AsyncRun` share: the cursor's properties and the moves that need no step.
 
-    Created by `Runtime.run`, `Runtime.resume` and `Run.branch`. A ``with`` block is optional
-    (the run owns nothing to close).
+    Both shells hold one `RunState`; only the step methods differ (plain calls vs coroutines).
     """
 
-    def __init__(self, state: RunState) -> None:
-        self._state = state
+    _state: RunState
 
     # -- properties ----------------------------------------------------------------------------
 
@@ -371,14 +369,66 @@ class Run:
         """``"record"``, ``"hybrid"`` or ``"replay"``."""
         return self._state.mode
 
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return f"<{name} {self.label!r} cursor={self.cursor_id[:12]} depth={self.depth}>"
+
+    # -- cursor moves and accounting (no step, so the same for both shells) -------------------
+
+    def rollback(self, node_id: str | None = None, *, steps: int = 1) -> Node:
+        """Move the cursor to an ancestor (``node_id``) or ``steps`` levels up.
+
+        Raises:
+            ValueError: If ``node_id`` is not an ancestor or ``steps`` goes above the root.
+        """
+        return _rollback(self._state, node_id, steps)
+
+    def checkout(self, node_id: str) -> Node:
+        """Move the cursor to any node of this run's tree (for example a sibling tip).
+
+        Raises:
+            ValueError: If the node is not in this run.
+        """
+        return _checkout(self._state, node_id)
+
+    def prune(self) -> Node:
+        """Mark the cursor node pruned (nothing is deleted) and move the cursor to its parent.
+
+        Returns:
+            The pruned node.
+
+        Raises:
+            ValueError: On the root.
+            PollardError: In replay mode (replay never writes).
+        """
+        return _prune(self._state)
+
+    def report(self) -> dict[str, dict[str, str]]:
+        """Charges as exact decimal strings by meter.
+
+        Returns:
+            ``{"spent": ..., "avoided": ..., "total": ...}``: ``spent`` settled through this run
+            object, ``avoided`` served from recordings instead, ``total`` the root scope's ledger
+            (every process and session that used this run label).
+        """
+        return self._state.report()
+
+
+class Run(_RunView):
+    """A cursor in a run's tree; steps attach to the cursor and move it.
+
+    Created by `Runtime.run`, `Runtime.resume` and `Run.branch`. A ``with`` block is optional
+    (the run owns nothing to close).
+    """
+
+    def __init__(self, state: RunState) -> None:
+        self._state = state
+
     def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-    def __repr__(self) -> str:
-        return f"<Run {self.label!r} cursor={self.cursor_id[:12]} depth={self.depth}>"
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -515,44 +565,6 @@ class Run:
 
     def _check_budget(self, budget: Budget | None) -> dict[str, Any]:
         return _check_limits(self._state, budget)
-
-    def rollback(self, node_id: str | None = None, *, steps: int = 1) -> Node:
-        """Move the cursor to an ancestor (``node_id``) or ``steps`` levels up.
-
-        Raises:
-            ValueError: If ``node_id`` is not an ancestor or ``steps`` goes above the root.
-        """
-        return _rollback(self._state, node_id, steps)
-
-    def checkout(self, node_id: str) -> Node:
-        """Move the cursor to any node of this run's tree (for example a sibling tip).
-
-        Raises:
-            ValueError: If the node is not in this run.
-        """
-        return _checkout(self._state, node_id)
-
-    def prune(self) -> Node:
-        """Mark the cursor node pruned (nothing is deleted) and move the cursor to its parent.
-
-        Returns:
-            The pruned node.
-
-        Raises:
-            ValueError: On the root.
-            PollardError: In replay mode (replay never writes).
-        """
-        return _prune(self._state)
-
-    def report(self) -> dict[str, dict[str, str]]:
-        """Charges as exact decimal strings by meter.
-
-        Returns:
-            ``{"spent": ..., "avoided": ..., "total": ...}``: ``spent`` settled through this run
-            object, ``avoided`` served from recordings instead, ``total`` the root scope's ledger
-            (every process and session that used this run label).
-        """
-        return self._state.report()
 
 
 def _tool_step(
