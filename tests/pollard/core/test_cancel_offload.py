@@ -177,6 +177,7 @@ def test_cancel_then_close_in_a_loop_does_not_crash(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-3000:]}"
     assert done.stdout.strip() == "ok"
+    assert "never retrieved" not in done.stderr, done.stderr[-3000:]
 
 
 def test_a_closed_store_refuses_operations_with_a_clear_error(tmp_path: Path) -> None:

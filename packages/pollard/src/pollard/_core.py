@@ -133,6 +133,7 @@ class RuntimeCore:
         self.verified: set[str] = set()
         self.keeper = LeaseKeeper(store, lease_seconds)
         self._reserving = threading.Condition()
+        self._closing = False  # set by close(release=True): reserves are refused
         self._in_flight = 0  # reserve calls running (close waits for them)
         self.pending: dict[str, Any] = {}  # governance: pending confirmations by token
 
@@ -143,6 +144,11 @@ class RuntimeCore:
         reservation a step holds, even one whose step was cancelled meanwhile.
         """
         with self._reserving:
+            if self._closing:
+                raise PollardError(
+                    "the runtime is closed (its store is closing)",
+                    hint="create a new runtime to run more steps",
+                )
             self._in_flight += 1
         try:
             admission = self.store.reserve(claims, windows, lease_seconds=lease_seconds)
@@ -168,6 +174,9 @@ class RuntimeCore:
         holds are dropped now instead of lingering until their leases expire.
         """
         with self._reserving:
+            # A reserve queued for a worker thread but not yet started must not slip in
+            # between the drain below and the store's close: refuse it.
+            self._closing = release
             self._reserving.wait_for(lambda: self._in_flight == 0, timeout=60)
             held = self.keeper.drain()
         self.keeper.close()

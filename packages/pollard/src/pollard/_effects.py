@@ -217,6 +217,9 @@ async def offload_call(
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     future = loop.run_in_executor(None, functools.partial(context.run, fn, *args, **kwargs))
+    # Whoever stops waiting (a cancellation, a closed coroutine), the outcome is consumed here,
+    # so asyncio never logs "exception was never retrieved" for it.
+    future.add_done_callback(_consume)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -227,6 +230,11 @@ async def offload_call(
             if not cleanup.cancelled() and cleanup.exception() is not None:
                 _warn_undo(cleanup.exception())
         raise
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _finish(future: asyncio.Future[Any]) -> None:
