@@ -42,8 +42,7 @@ class SQLiteStore(SqlStore):
     """
 
     dialect = Dialect()
-    close_timeout: float = 60.0
-    """How long `close` waits for operations running in other threads (seconds)."""
+    _close_timeout: float = 60.0  # how long close() waits for other threads' operations
 
     def __init__(
         self,
@@ -180,15 +179,15 @@ class SQLiteStore(SqlStore):
         """Close every connection this store opened (idempotent).
 
         Operations running in other threads (for example store I/O an `AsyncRuntime` offloaded
-        to a worker thread) are waited for, up to ``close_timeout`` seconds; a connection still in
-        use after that is closed by its thread when its operation ends, never under it. Any later
-        operation raises `PollardError`.
+        to a worker thread) are waited for, up to a minute; a connection still in use after that is
+        closed by its thread when its operation ends, never under it. Any later operation raises
+        `PollardError`.
         """
         me = threading.get_ident()
         with self._ops:
             self._closed = True
             self._ops.wait_for(
-                lambda: all(ident == me for ident in self._busy), timeout=self.close_timeout
+                lambda: all(ident == me for ident in self._busy), timeout=self._close_timeout
             )
             in_use = {conn for _, conn in self._busy.values() if conn is not None}
             connections, self._connections = self._connections, []
