@@ -139,6 +139,32 @@ def test_converse_stream_cut_off_is_an_error() -> None:
     assert client.stream.closed
 
 
+def test_converse_stream_stopped_without_metadata_settles_and_closes() -> None:
+    # messageStop completes the response; a missing metadata event (usage) is not a cut-off.
+    client = FakeBedrock(STREAM_EVENTS[:-1])
+    chunks = list(make_converse_fn(client, stream=True, modelId="m")({"messages": MESSAGES}))
+    result = chunks[-1]["result"]
+    assert result["text"] == "Looking it up."
+    assert result["stop_reason"] == "tool_use"
+    assert client.stream.closed
+
+
+async def test_async_converse_stream_stopped_without_metadata_settles() -> None:
+    client = FakeBedrock(STREAM_EVENTS[:-1])
+    fn = make_async_converse_fn(client, stream=True, modelId="m")
+    chunks = [c async for c in fn({"messages": MESSAGES})]
+    assert chunks[-1]["result"]["text"] == "Looking it up."
+    assert client.stream.closed
+
+
+async def test_async_converse_stream_cut_off_is_an_error() -> None:
+    client = FakeBedrock(STREAM_EVENTS[:3])
+    fn = make_async_converse_fn(client, stream=True, modelId="m")
+    with pytest.raises(PollardError, match="messageStop"):
+        [c async for c in fn({"messages": MESSAGES})]
+    assert client.stream.closed
+
+
 def test_converse_stream_exception_event_is_an_error() -> None:
     client = FakeBedrock([*STREAM_EVENTS[:2], {"throttlingException": {"message": "slow"}}])
     with pytest.raises(PollardError, match="throttlingException"):

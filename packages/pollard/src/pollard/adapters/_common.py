@@ -32,18 +32,24 @@ from __future__ import annotations
 
 import base64
 import datetime
+import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
+
+from pollard.errors import PollardError
 
 __all__ = [
+    "EventState",
     "Result",
+    "astream_chunks",
     "get",
     "jsonable",
     "make_result",
     "merge_payload",
     "parse_arguments",
+    "stream_chunks",
     "tokens",
 ]
 
@@ -154,3 +160,77 @@ def delta(text: str) -> dict[str, Any]:
 def final(result: Result) -> dict[str, Any]:
     """The last streaming chunk: the settled result."""
     return {"result": result}
+
+
+class EventState(Protocol):
+    """Rebuilds one provider response from its raw stream events (one per adapter)."""
+
+    @property
+    def done(self) -> bool:
+        """True once the last event of a response arrived: stop reading and settle."""
+
+    @property
+    def finished(self) -> bool:
+        """True when the events seen so far make a complete response if the stream ends now."""
+
+    def add(self, event: Any) -> str:
+        """Take one event; returns the text it adds ("" for none)."""
+
+    def result(self) -> Result:
+        """The normalized result of everything added."""
+
+
+def stream_chunks(
+    events: Iterable[Any], state: EventState, unterminated: Callable[[], PollardError]
+) -> Iterator[dict[str, Any]]:
+    """Drive ``state`` over ``events``: a delta per text piece, then one final result chunk.
+
+    A stream that ends before ``state.finished`` raises ``unterminated()`` instead of settling a
+    truncated result. ``events`` is closed however the iteration ends.
+    """
+    try:
+        for event in events:
+            piece = state.add(event)
+            if piece:
+                yield delta(piece)
+            if state.done:
+                yield final(state.result())
+                return
+        if not state.finished:
+            raise unterminated()
+        yield final(state.result())
+    finally:
+        close = getattr(events, "close", None)
+        if callable(close):
+            close()
+
+
+async def astream_chunks(
+    events: Any,
+    state: EventState,
+    unterminated: Callable[[], PollardError],
+    *,
+    iterate: AsyncIterable[Any] | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """The async form of `stream_chunks`.
+
+    ``iterate`` reads ``events`` another way (for example a sync iterator in a worker thread);
+    by default ``events`` is iterated with ``async for``. Its ``close`` may be sync or async.
+    """
+    try:
+        async for event in iterate if iterate is not None else events:
+            piece = state.add(event)
+            if piece:
+                yield delta(piece)
+            if state.done:
+                yield final(state.result())
+                return
+        if not state.finished:
+            raise unterminated()
+        yield final(state.result())
+    finally:
+        close = getattr(events, "close", None)
+        if callable(close):
+            outcome = close()
+            if inspect.isawaitable(outcome):
+                await outcome

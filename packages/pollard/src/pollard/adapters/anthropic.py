@@ -17,7 +17,16 @@ from typing import Any
 
 from pollard.errors import PollardError
 
-from ._common import Result, delta, final, get, jsonable, make_result, merge_payload, tokens
+from ._common import (
+    Result,
+    astream_chunks,
+    get,
+    jsonable,
+    make_result,
+    merge_payload,
+    stream_chunks,
+    tokens,
+)
 
 __all__ = [
     "AnthropicMessagesFn",
@@ -83,6 +92,11 @@ class _StreamState:
         self.partial_json: dict[int, str] = {}
         self.usage: dict[str, Any] = {}
         self.done = False
+
+    @property
+    def finished(self) -> bool:
+        # message_stop is the only complete ending, and it already sets done.
+        return self.done
 
     def add(self, event: object) -> str:
         kind = get(event, "type")
@@ -170,20 +184,7 @@ class AnthropicMessagesFn:
 
     @staticmethod
     def _stream(events: Any) -> Iterator[dict[str, Any]]:
-        state = _StreamState()
-        try:
-            for event in events:
-                piece = state.add(event)
-                if piece:
-                    yield delta(piece)
-                if state.done:
-                    yield final(state.result())
-                    return
-            raise _unterminated()
-        finally:
-            close = getattr(events, "close", None)
-            if callable(close):
-                close()
+        return stream_chunks(events, _StreamState(), _unterminated)
 
     def estimate_input_tokens(self, payload: Mapping[str, Any]) -> int:
         """Ask ``client.messages.count_tokens`` how many input tokens the payload would use.
@@ -217,20 +218,8 @@ class AsyncAnthropicMessagesFn:
 
     async def _stream(self, request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         events = await self.client.messages.create(**request, stream=True)
-        state = _StreamState()
-        try:
-            async for event in events:
-                piece = state.add(event)
-                if piece:
-                    yield delta(piece)
-                if state.done:
-                    yield final(state.result())
-                    return
-            raise _unterminated()
-        finally:
-            close = getattr(events, "close", None)
-            if callable(close):
-                await close()
+        async for chunk in astream_chunks(events, _StreamState(), _unterminated):
+            yield chunk
 
 
 def make_messages_fn(client: Any, *, stream: bool = False, **defaults: Any) -> AnthropicMessagesFn:

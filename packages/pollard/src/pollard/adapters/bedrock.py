@@ -20,7 +20,16 @@ from typing import Any
 
 from pollard.errors import PollardError
 
-from ._common import Result, delta, final, get, jsonable, make_result, merge_payload, tokens
+from ._common import (
+    Result,
+    astream_chunks,
+    get,
+    jsonable,
+    make_result,
+    merge_payload,
+    stream_chunks,
+    tokens,
+)
 
 __all__ = [
     "AsyncBedrockConverseFn",
@@ -88,6 +97,11 @@ class _StreamState:
         self.metrics: object = None
         self.stopped = False
         self.done = False
+
+    @property
+    def finished(self) -> bool:
+        # messageStop completes the response; the metadata event (usage) may be missing.
+        return self.stopped
 
     def add(self, event: Mapping[str, Any]) -> str:
         if "messageStart" in event:
@@ -184,24 +198,7 @@ class BedrockConverseFn:
 
     @staticmethod
     def _stream(response: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        events = response["stream"]
-        state = _StreamState()
-        try:
-            for event in events:
-                piece = state.add(event)
-                if piece:
-                    yield delta(piece)
-                if state.done:
-                    yield final(state.result())
-                    return
-            if state.stopped:
-                yield final(state.result())
-                return
-            raise _unterminated()
-        finally:
-            close = getattr(events, "close", None)
-            if callable(close):
-                close()
+        return stream_chunks(response["stream"], _StreamState(), _unterminated)
 
     def estimate_input_tokens(self, payload: Mapping[str, Any]) -> int:
         """Ask Bedrock's CountTokens API for the payload's input size (needs ``count_tokens``)."""
@@ -249,25 +246,10 @@ class AsyncBedrockConverseFn:
     async def _stream(self, request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         response = await _maybe_threaded(self.client.converse_stream, **request)
         events = response["stream"]
-        state = _StreamState()
-        try:
-            async for event in _aiter(events):
-                piece = state.add(event)
-                if piece:
-                    yield delta(piece)
-                if state.done:
-                    yield final(state.result())
-                    return
-            if state.stopped:
-                yield final(state.result())
-                return
-            raise _unterminated()
-        finally:
-            close = getattr(events, "close", None)
-            if callable(close):
-                outcome = close()
-                if inspect.isawaitable(outcome):
-                    await outcome
+        async for chunk in astream_chunks(
+            events, _StreamState(), _unterminated, iterate=_aiter(events)
+        ):
+            yield chunk
 
 
 async def _aiter(events: Any) -> AsyncIterator[Mapping[str, Any]]:
