@@ -9,7 +9,7 @@ from pollard._canon import make_dumps
 from pollard._node import Node
 from pollard.errors import IntegrityError
 
-__all__ = ["check_new_node", "collision", "conflict_patch", "meta_text"]
+__all__ = ["check_new_node", "collision", "conflict_patch", "meta_text", "sorted_roots"]
 
 _meta_dumps = make_dumps()
 
@@ -56,3 +56,14 @@ def collision(node_id: str) -> IntegrityError:
     return IntegrityError(
         f"node id collision: {node_id} is stored with a different identity", node_id
     )
+
+
+def sorted_roots(nodes: list[Node]) -> list[Node]:
+    """Root nodes in the protocol's order, (run label, id), the same on every store."""
+    nodes.sort(
+        key=lambda n: (
+            str(n.payload.get("run", "")) if isinstance(n.payload, dict) else "",
+            n.id,
+        )
+    )
+    return nodes

@@ -45,7 +45,13 @@ from pollard._ledger import (
 )
 from pollard._node import Node, NodeKind, trusted_node
 from pollard.errors import IntegrityError
-from pollard.stores._common import check_new_node, collision, conflict_patch, meta_text
+from pollard.stores._common import (
+    check_new_node,
+    collision,
+    conflict_patch,
+    meta_text,
+    sorted_roots,
+)
 
 __all__ = ["Dialect", "SqlStore", "check_store_id"]
 
@@ -620,13 +626,7 @@ class SqlStore:
         with self._cursor() as cur:
             cur.execute(self._sql["roots"])
             nodes = [self._row_node(row, cur) for row in cur.fetchall()]
-        nodes.sort(
-            key=lambda n: (
-                str(n.payload.get("run", "")) if isinstance(n.payload, dict) else "",
-                n.id,
-            )
-        )
-        return nodes
+        return sorted_roots(nodes)
 
     # -- maintenance ---------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from pollard._ledger import (
 )
 from pollard._node import Node, NodeKind, trusted_node
 
-from ._common import check_new_node, collision, conflict_patch, meta_text
+from ._common import check_new_node, collision, conflict_patch, meta_text, sorted_roots
 
 __all__ = ["MemoryStore"]
 
@@ -216,13 +216,7 @@ class MemoryStore:
         """Root nodes sorted by (run label, id)."""
         with self._lock:
             nodes = [self._node(i, r) for i, r in self._rows.items() if r.parent is None]
-        nodes.sort(
-            key=lambda n: (
-                str(n.payload.get("run", "")) if isinstance(n.payload, dict) else "",
-                n.id,
-            )
-        )
-        return nodes
+        return sorted_roots(nodes)
 
     # -- maintenance ---------------------------------------------------------------------------
 
