@@ -96,7 +96,10 @@ def test_validation(kwargs: dict[str, object]) -> None:
     ],
 )
 def test_valid_values(kwargs: dict[str, object]) -> None:
-    OutputRequirements(**kwargs)  # type: ignore[arg-type]
+    req = OutputRequirements(**kwargs)  # type: ignore[arg-type]
+    # Each accepted value is kept as given, not dropped or coerced to a default.
+    for name, value in kwargs.items():
+        assert getattr(req, name) == value
 
 
 def test_provider_options_for_returns_a_copy() -> None:
