@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+from ._scrub import register_secret
 from .errors import ConfigurationError
 from .retry import RetryPolicy
 
@@ -200,6 +201,9 @@ use_mock=False)
                 f"use_mock must be a bool, got {self.use_mock!r}",
                 hint="Pass use_mock=True for the offline mock provider.",
             )
+        # The key (given now, or resolved below) is scrubbed from every error, hint and
+        # diagnostic pollux builds, wherever a server echoes it.
+        register_secret(self.api_key)
         self._validate_limits()
         self._validate_capabilities()
 
@@ -219,6 +223,7 @@ use_mock=False)
             )
         if self.api_key is None and not self.use_mock:
             object.__setattr__(self, "api_key", resolve_api_key(self.provider))
+            register_secret(self.api_key)
         if not self.use_mock and not self.api_key:
             env_var = API_KEY_ENV_VARS[self.provider]
             raise ConfigurationError(

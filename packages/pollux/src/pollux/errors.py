@@ -19,11 +19,16 @@ Every error carries a ``hint`` that says how to fix the problem::
 ``ValueError`` of earlier validation (for example ``RetryPolicy``) keeps working.
 
 Errors pickle and copy faithfully, including ``hint`` and every structured attribute.
+
+Message and hint pass through the secret scrubber (``pollux._scrub``): an API key a server
+echoed in its error body never reaches ``str(error)``, ``error.hint`` or a serialized Output.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ._scrub import scrub
 
 __all__ = [
     "APIError",
@@ -65,9 +70,20 @@ class PolluxError(Exception):
     """
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        message = scrub(message) if isinstance(message, str) else message
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    @property
+    def hint(self) -> str | None:
+        """How to fix the problem (scrubbed of secrets, like the message)."""
+        value: str | None = self.__dict__.get("_hint")
+        return value
+
+    @hint.setter
+    def hint(self, value: str | None) -> None:
+        self.__dict__["_hint"] = scrub(value) if isinstance(value, str) else value
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore_error, (type(self), self.args, dict(self.__dict__)))

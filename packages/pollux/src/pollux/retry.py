@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import ConfigurationError
+from .interaction._json import describe, is_finite_number
 
 __all__ = ["RetryPolicy"]
 
@@ -21,7 +22,9 @@ class _Uniform(Protocol):
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    # Finite as a float: a huge JSON integer (10**400) is rejected here, not by an
+    # OverflowError later in the retry loop.
+    return is_finite_number(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,36 +63,34 @@ class RetryPolicy:
             or self.max_attempts < 1
         ):
             raise ConfigurationError(
-                f"RetryPolicy.max_attempts must be an integer >= 1, got {self.max_attempts!r}",
+                f"RetryPolicy.max_attempts must be an integer >= 1, got "
+                f"{describe(self.max_attempts)}",
                 hint="Use max_attempts=1 to disable retries, 2 for one retry.",
             )
         for name in ("initial_delay_s", "max_delay_s"):
             value = getattr(self, name)
-            if not _is_number(value) or not value >= 0 or math.isinf(value):
+            if not _is_number(value) or not value >= 0:
                 raise ConfigurationError(
-                    f"RetryPolicy.{name} must be a finite number >= 0, got {value!r}",
+                    f"RetryPolicy.{name} must be a finite number >= 0, got {describe(value)}",
                     hint=f"Pass {name} in seconds, for example {name}=0.5.",
                 )
-        if (
-            not _is_number(self.backoff_multiplier)
-            or not self.backoff_multiplier > 0
-            or math.isinf(self.backoff_multiplier)
-        ):
+        if not _is_number(self.backoff_multiplier) or not self.backoff_multiplier > 0:
             raise ConfigurationError(
                 "RetryPolicy.backoff_multiplier must be a finite number > 0, "
-                f"got {self.backoff_multiplier!r}",
+                f"got {describe(self.backoff_multiplier)}",
                 hint="Use 2.0 to double the delay after each retry, 1.0 for a constant delay.",
             )
         if not isinstance(self.jitter, bool):
             raise ConfigurationError(
-                f"RetryPolicy.jitter must be a bool, got {self.jitter!r}",
+                f"RetryPolicy.jitter must be a bool, got {describe(self.jitter)}",
                 hint="Pass jitter=True (full jitter) or jitter=False.",
             )
         if self.max_elapsed_s is not None and (
             not _is_number(self.max_elapsed_s) or not self.max_elapsed_s >= 0
         ):
             raise ConfigurationError(
-                f"RetryPolicy.max_elapsed_s must be >= 0 or None, got {self.max_elapsed_s!r}",
+                "RetryPolicy.max_elapsed_s must be a finite number >= 0 or None, got "
+                f"{describe(self.max_elapsed_s)}",
                 hint="Pass a deadline in seconds, or None to disable the deadline.",
             )
 

@@ -77,7 +77,11 @@ def test_full_first_turn_snapshot() -> None:
                 "description": "Weather for a city",
                 "parameters": {
                     "type": "object",
-                    "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                    # The optional "unit" stays optional: required, but nullable.
+                    "properties": {
+                        "city": {"type": "string"},
+                        "unit": {"type": ["string", "null"]},
+                    },
                     "required": ["city", "unit"],
                     "additionalProperties": False,
                 },
@@ -91,7 +95,7 @@ def test_full_first_turn_snapshot() -> None:
                 "name": SCHEMA_NAME,
                 "schema": {
                     "type": "object",
-                    "properties": {"a": {"type": "integer"}},
+                    "properties": {"a": {"type": ["integer", "null"]}},
                     "required": ["a"],
                     "additionalProperties": False,
                 },
@@ -213,20 +217,24 @@ def test_strict_schema_replaces_partial_required_and_recurses() -> None:
     }
     original = json.dumps(schema, sort_keys=True)
     strict = strict_schema(schema)
+    assert strict is not None
     assert json.dumps(schema, sort_keys=True) == original  # input untouched
     assert strict["required"] == ["items", "note", "owner"]
     assert strict["additionalProperties"] is False
     assert strict["$defs"]["Item"] == {
         "type": "object",
-        "properties": {"x": {"type": "number"}},
+        "properties": {"x": {"type": ["number", "null"]}},
         "required": ["x"],
         "additionalProperties": False,
     }
     assert "default" not in strict["properties"]["note"]
-    # $ref with a sibling keyword is inlined (strict mode forbids siblings of $ref).
+    # Already nullable: kept as declared.
+    assert strict["properties"]["note"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    # $ref with a sibling keyword is inlined (strict mode forbids siblings of $ref); the
+    # optional property becomes nullable.
     assert strict["properties"]["owner"] == {
-        "type": "object",
-        "properties": {"x": {"type": "number"}},
+        "type": ["object", "null"],
+        "properties": {"x": {"type": ["number", "null"]}},
         "required": ["x"],
         "additionalProperties": False,
         "description": "who",

@@ -12,16 +12,27 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pollux._scrub import scrub
 from pollux.interaction.continuation import Continuation
 from pollux.interaction.output import Diagnostics, Metrics, Output, Usage, completion_status_for
 from pollux.interaction.tools import ToolCall
+from pollux.providers._schema import drop_null_optionals
 from pollux.providers.base import ProviderResponse, StreamChunk
 
 if TYPE_CHECKING:
     from pollux.interaction.tools import ToolCallDelta
     from pollux.providers.base import Provider, ProviderRequest
 
-__all__ = ["StreamAccumulator", "assemble", "parse_structured"]
+__all__ = [
+    "STRUCTURED_OUTPUT_CATEGORY",
+    "StreamAccumulator",
+    "assemble",
+    "parse_structured",
+    "structured_facets",
+]
+
+#: ``diagnostics.error["error_category"]`` of an answer that does not match its output schema.
+STRUCTURED_OUTPUT_CATEGORY = "structured_output"
 
 
 def _strip_fences(text: str) -> str:
@@ -39,7 +50,7 @@ def parse_structured(
     """The structured value for a schema request, and an error message when it failed.
 
     A pydantic model is validated (``model_validate``); a failure is reported, not hidden: the
-    value is ``None`` and the message goes to ``diagnostics.raw["structured_error"]``.
+    value is ``None`` and :func:`structured_facets` turns the message into the Output's error.
     """
     req = request.requirements
     if req.output_schema is None:
@@ -55,10 +66,45 @@ def parse_structured(
     model = req.output_schema_model()
     if model is None:
         return value, None
+    # Strict mode sent optional properties as required-and-nullable (see
+    # pollux.providers._schema): a null there means "absent", as the user declared it.
+    value = drop_null_optionals(value, req.output_schema_json() or {})
     try:
         return model.model_validate(value), None
     except Exception as exc:  # pydantic.ValidationError, without importing pydantic here
         return None, f"the JSON does not validate against {model.__name__}: {exc}"
+
+
+def structured_facets(message: str, *, provider: str, finish_reason: str | None) -> dict[str, Any]:
+    """The ``diagnostics.raw`` entries of an answer that does not match its output schema.
+
+    The Output keeps its text (the answer the model gave), ``structured`` stays ``None``,
+    ``metrics.completion_status`` is ``"error"`` (so ``Output.failed`` is true and
+    ``OutputCollection.status`` counts it) and ``diagnostics.error`` says why, with
+    ``error_category == "structured_output"``. ``raw["structured_error"]`` keeps the bare
+    message for code written before the error facet existed.
+    """
+    message = scrub(message)
+    truncated = completion_status_for(finish_reason) == "truncated"
+    if truncated:
+        message += f" (the answer was cut off: finish_reason={finish_reason!r})"
+        hint = "Raise max_tokens so the whole JSON answer fits, or ask for a shorter answer."
+    else:
+        hint = (
+            "The model's text is in Output.text. Simplify or loosen the schema, state the "
+            "format in the prompt, or use a model with native structured output."
+        )
+    return {
+        "structured_error": message,
+        "error": {
+            "type": "structured_output",
+            "message": f"the answer does not match the output schema: {message}",
+            "hint": hint,
+            "provider": provider,
+            "phase": "parse",
+            "error_category": STRUCTURED_OUTPUT_CATEGORY,
+        },
+    }
 
 
 def assemble(
@@ -93,8 +139,14 @@ def assemble(
             state=provider.continuation_state(request, response),
         )
     raw: dict[str, Any] = {"response": response.to_jsonable()}
+    status = completion_status_for(response.finish_reason)
     if structured_error is not None:
-        raw["structured_error"] = structured_error
+        raw.update(
+            structured_facets(
+                structured_error, provider=provider.name, finish_reason=response.finish_reason
+            )
+        )
+        status = "error"
     if attempts > 1:
         raw["attempts"] = attempts
     usage = response.usage
@@ -108,7 +160,7 @@ def assemble(
         metrics=Metrics(
             duration_s=duration_s,
             finish_reason=response.finish_reason,
-            completion_status=completion_status_for(response.finish_reason),
+            completion_status=status,
         ),
         diagnostics=Diagnostics(raw=raw),
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pollux._engine.assemble import parse_structured
+from pollux._engine.assemble import parse_structured, structured_facets
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import raise_stamped, with_retries
 from pollux.config import Config
@@ -342,8 +342,14 @@ def _output(
         "response": response.to_jsonable(),
         "deferred": _provenance(handle, snapshot, item, response.finish_reason),
     }
+    status = completion_status_for(response.finish_reason)
     if structured_error is not None:
-        raw["structured_error"] = structured_error
+        raw.update(
+            structured_facets(
+                structured_error, provider=handle.provider, finish_reason=response.finish_reason
+            )
+        )
+        status = "error"
     return Output(
         text=response.text,
         structured=structured,
@@ -353,7 +359,7 @@ def _output(
         metrics=Metrics(
             duration_s=0.0,
             finish_reason=response.finish_reason,
-            completion_status=completion_status_for(response.finish_reason),
+            completion_status=status,
         ),
         diagnostics=Diagnostics(raw=raw),
     )

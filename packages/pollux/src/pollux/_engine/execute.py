@@ -67,7 +67,11 @@ class Failure:
 async def _preflight(rt: Runtime, request: ProviderRequest) -> None:
     # Metadata reads (the OpenRouter catalog) have no side effect, so they retry like calls.
     try:
-        await with_retries(lambda: rt.provider.preflight(request), rt.config.retry)
+        await with_retries(
+            lambda: rt.provider.preflight(request),
+            rt.config.retry,
+            deadline_for=f"{rt.provider.name} metadata",
+        )
     except Exception as exc:
         raise_stamped(exc, provider=rt.provider.name, phase="metadata", call_idx=None)
 
@@ -144,7 +148,9 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuab
                 raise
 
         try:
-            response = await with_retries(attempt, rt.config.retry)
+            response = await with_retries(
+                attempt, rt.config.retry, deadline_for=f"{provider.name} generate"
+            )
         except Exception as exc:
             raise_stamped(exc, provider=provider.name, phase="generate", call_idx=index)
         return assemble(
@@ -235,7 +241,12 @@ async def stream_call(
                 return _open_stream(provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s)
 
             try:
-                iterator, first = await with_retries(open_stream, rt.config.retry)
+                # The deadline bounds opening the stream (up to its first chunk), where a
+                # retry is still possible; after that each chunk wait is bounded by
+                # Config.request_timeout_s (see docs/pollux/engine.md).
+                iterator, first = await with_retries(
+                    open_stream, rt.config.retry, deadline_for=f"{provider.name} stream"
+                )
             except Exception as exc:
                 raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
             try:

@@ -4,6 +4,12 @@ Providers never retry (SDK-internal retries are off), so the attempts a user con
 :class:`~pollux.RetryPolicy` are the attempts that happen, and ``max_elapsed_s`` bounds them all.
 Only errors that say so are retried: an :class:`~pollux.errors.APIError` with ``retryable=True``
 whose category is not ``context_overflow`` or ``auth_refreshable``. Cancellation is never retried.
+
+Two limits bound a model call, and the error says which one fired: ``Config.request_timeout_s``
+bounds one attempt (the provider raises ``error_category="timeout"``, retryable), and
+``RetryPolicy.max_elapsed_s`` bounds the whole call, including an attempt still running when the
+deadline passes (:func:`with_retries` with ``deadline_for=...`` cancels it and raises
+``error_category="deadline"``, not retryable).
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
+from pollux._transport import _timeout
 from pollux.errors import APIError, InternalError, PolluxError, RateLimitError
 from pollux.retry import RetryPolicy
 
-__all__ = ["Pacer", "is_retryable", "raise_stamped", "stamp", "with_retries"]
+__all__ = ["Pacer", "deadline_error", "is_retryable", "raise_stamped", "stamp", "with_retries"]
 
 T = TypeVar("T")
 
@@ -115,24 +122,59 @@ def raise_stamped(
     raise error from exc
 
 
+def deadline_error(what: str, policy: RetryPolicy, attempt: int) -> APIError:
+    """The error of a call whose ``RetryPolicy.max_elapsed_s`` passed while an attempt ran."""
+    limit = policy.max_elapsed_s
+    return APIError(
+        f"{what} failed: no answer within RetryPolicy.max_elapsed_s={limit:g} (the overall "
+        f"deadline across attempts; attempt {attempt} was still running and was cancelled)",
+        hint="Raise RetryPolicy.max_elapsed_s for slow models or long answers, or pass "
+        "max_elapsed_s=None to bound each attempt by Config.request_timeout_s only.",
+        retryable=False,
+        error_category="deadline",
+    )
+
+
 async def with_retries(
     attempt_fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    deadline_for: str | None = None,
 ) -> T:
     """Run ``attempt_fn`` until it succeeds, the error is final, or the policy is spent.
 
     The delay after attempt ``n`` is ``policy.next_delay(n, ...)``: full jitter over the
     exponential backoff, at least the provider's ``retry_after_s``, clipped to what is left of
-    ``max_elapsed_s``. The last error is raised unchanged.
+    ``max_elapsed_s``. A retry that could only start at the deadline is not made. The last
+    error is raised unchanged.
+
+    Args:
+        attempt_fn: One attempt.
+        policy: The retry policy.
+        clock: Monotonic clock (tests pass a fake one).
+        sleep: Sleep function (tests pass a fake one).
+        deadline_for: When set (``"openai generate"``), ``max_elapsed_s`` also bounds the
+            attempt that is running: it is cancelled at the deadline and
+            :func:`deadline_error` is raised, naming this call. Model calls set it; uploads,
+            whose duration grows with the file, do not.
     """
     start = clock()
+    limit = policy.max_elapsed_s if deadline_for is not None else None
     attempt = 1
     while True:
         try:
-            return await attempt_fn()
+            if limit is None:
+                return await attempt_fn()
+            try:
+                async with _timeout(max(0.0, limit - (clock() - start))):
+                    return await attempt_fn()
+            except TimeoutError:
+                # Providers turn their own timeouts into APIError, so a bare TimeoutError
+                # here is the deadline's cancellation.
+                assert deadline_for is not None
+                raise deadline_error(deadline_for, policy, attempt) from None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -151,6 +193,10 @@ async def with_retries(
                 raise
             delay = policy.next_delay(attempt, elapsed_s=elapsed, retry_after_s=wait)
             if delay is None:
+                raise
+            if limit is not None and elapsed + delay >= limit:
+                # The retry would start with no time left: the deadline error would hide the
+                # real failure.
                 raise
         await sleep(delay)
         attempt += 1

@@ -13,6 +13,20 @@ JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, 
 """A JSON-compatible value."""
 
 
+def is_finite_number(value: object) -> bool:
+    """True for an int or float that converts to a finite float.
+
+    A huge JSON integer such as ``10**400`` is not: converting it would raise
+    ``OverflowError``, which no loader may let escape.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def json_copy(value: Any, *, what: str = "value") -> Any:
     """Return a deep copy of a JSON-compatible value, with tuples turned into lists.
 
@@ -133,9 +147,9 @@ def get_float(
 ) -> float:
     """Read a required finite number field (or ``default`` when missing)."""
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ConfigurationError(
-            f"{what}.{key} must be a number, got {describe(value)}",
+            f"{what}.{key} must be a finite number, got {describe(value)}",
             hint=f"Pass the dict that {what}.to_jsonable() produced, unedited.",
         )
     return float(value)
@@ -177,7 +191,10 @@ def describe(value: object) -> str:
     if isinstance(value, (list, tuple, dict)):
         # Never repr a container: it may be huge or nested deeper than repr can go.
         return f"{type(value).__name__} of {len(value)} item(s)"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"  # type: ignore[attr-defined]
     return text if len(text) <= 60 else f"{type(value).__name__} ({text[:40]}...)"
 
 
@@ -206,11 +223,7 @@ def check_fields(owner: object, rules: Mapping[str, str], *, hint: str) -> None:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
             expected = "an integer >= 0"
         else:
-            ok = (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-            )
+            ok = is_finite_number(value)
             expected = "a finite number"
         if not ok:
             optional = " or None" if rule.endswith("?") else ""

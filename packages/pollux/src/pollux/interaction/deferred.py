@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from ._json import (
     get_opt_float,
     get_opt_str,
     get_str,
+    is_finite_number,
     json_copy,
     require_mapping,
 )
@@ -99,16 +99,14 @@ class DeferredHandle:
             or self.request_count < 0
         ):
             raise ConfigurationError(
-                f"DeferredHandle.request_count must be an integer >= 0, got {self.request_count!r}",
+                f"DeferredHandle.request_count must be an integer >= 0, got "
+                f"{describe(self.request_count)}",
                 hint="Rebuild the handle with DeferredHandle.from_dict(saved).",
             )
-        if (
-            isinstance(self.submitted_at, bool)
-            or not isinstance(self.submitted_at, (int, float))
-            or not math.isfinite(self.submitted_at)
-        ):
+        if not is_finite_number(self.submitted_at):
             raise ConfigurationError(
-                f"DeferredHandle.submitted_at must be a number, got {self.submitted_at!r}",
+                "DeferredHandle.submitted_at must be a finite number, got "
+                f"{describe(self.submitted_at)}",
                 hint="Rebuild the handle with DeferredHandle.from_dict(saved).",
             )
         if self.schema_hash is not None and not isinstance(self.schema_hash, str):

@@ -6,11 +6,11 @@ persistence depend on it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from pollux._scrub import scrub
 from pollux.errors import APIError, ConfigurationError, PolluxError
 
 from ._json import (
@@ -22,6 +22,7 @@ from ._json import (
     get_opt_int,
     get_opt_str,
     get_str,
+    is_finite_number,
     json_copy,
     jsonable,
     require_mapping,
@@ -194,11 +195,7 @@ class Metrics:
     def __post_init__(self) -> None:
         """Validate every field, so any Metrics survives a JSON round trip."""
         duration = self.duration_s
-        if (
-            isinstance(duration, bool)
-            or not isinstance(duration, (int, float))
-            or not math.isfinite(duration)
-        ):
+        if not is_finite_number(duration):
             raise ConfigurationError(
                 f"Metrics.duration_s must be a finite number, got {describe(duration)}",
                 hint="Pass the duration in seconds, for example duration_s=1.5.",
@@ -465,9 +462,10 @@ def _validate_structured(schema: type[BaseModel], value: Any) -> Any:
 
 def error_payload(error: BaseException) -> dict[str, Any]:
     """Describe an error as JSON-compatible data for ``Diagnostics.raw["error"]``."""
-    payload: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    # Scrubbed here too: a non-pollux exception's text has not been through PolluxError.
+    payload: dict[str, Any] = {"type": type(error).__name__, "message": scrub(str(error))}
     if isinstance(error, PolluxError) and error.hint is not None:
-        payload["hint"] = error.hint
+        payload["hint"] = scrub(error.hint)
     if isinstance(error, APIError):
         for name in (
             "provider",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pollux.config import PROVIDER_NAMES
 from pollux.errors import ConfigurationError
 
-from ._json import canonical_dumps, json_copy
+from ._json import canonical_dumps, is_finite_number, json_copy
 from .tools import ToolChoice, validate_tool_choice
 
 if TYPE_CHECKING:
@@ -63,7 +62,7 @@ def _is_int(value: object) -> bool:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_finite_number(value)
 
 
 @dataclass(frozen=True, slots=True)

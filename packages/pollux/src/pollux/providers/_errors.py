@@ -20,14 +20,56 @@ from pollux.errors import APIError, ContextOverflowError, RateLimitError
 
 __all__ = [
     "RETRYABLE_STATUS",
+    "STATUS_TABLE",
     "api_error",
     "body_message",
+    "is_unknown_model",
     "network_error",
     "parse_retry_after",
+    "readiness_message",
+    "status_rule",
 ]
 
-#: Statuses worth retrying: timeouts, conflicts, rate limits and server-side failures.
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: The one table from HTTP status to ``(error_category, retryable)``. Statuses not listed fall
+#: back by class: any other 5xx is ``("capacity", True)``, any other 4xx
+#: ``("invalid_request", False)``. ``docs/pollux/engine.md`` shows this table.
+STATUS_TABLE: Mapping[int, tuple[str, bool]] = {
+    400: ("invalid_request", False),
+    401: ("auth_refreshable", False),
+    403: ("auth_refreshable", False),
+    404: ("not_found", False),
+    408: ("timeout", True),
+    409: ("conflict", True),
+    413: ("invalid_request", False),
+    422: ("invalid_request", False),
+    429: ("rate_limit", True),
+    500: ("capacity", True),
+    501: ("not_implemented", False),
+    502: ("capacity", True),
+    503: ("capacity", True),
+    504: ("capacity", True),
+    505: ("not_implemented", False),
+    # 529 "overloaded": sent by Anthropic and by gateways in front of overloaded upstreams.
+    529: ("capacity", True),
+}
+
+
+def status_rule(status: int | None) -> tuple[str | None, bool]:
+    """The ``(error_category, retryable)`` of an HTTP status, from :data:`STATUS_TABLE`."""
+    if status is None:
+        return None, False
+    rule = STATUS_TABLE.get(status)
+    if rule is not None:
+        return rule
+    if 500 <= status < 600:
+        return "capacity", True
+    if 400 <= status < 500:
+        return "invalid_request", False
+    return None, False
+
+
+#: Statuses worth retrying (derived from :data:`STATUS_TABLE`; other 5xx are retried too).
+RETRYABLE_STATUS = frozenset(code for code, (_, retry) in STATUS_TABLE.items() if retry)
 
 _OVERFLOW_MARKERS = (
     "context length",
@@ -84,7 +126,8 @@ def body_message(body: Any) -> str:
         try:
             data = json.loads(text)
         except ValueError:
-            return text.strip()[:500]
+            sse = _sse_message(text)
+            return sse if sse is not None else text.strip()[:500]
     if isinstance(data, Mapping):
         error = data.get("error", data)
         if isinstance(error, Mapping):
@@ -103,6 +146,30 @@ def body_message(body: Any) -> str:
     return str(data)[:500] if data else ""
 
 
+def _sse_message(text: str) -> str | None:
+    # Gateways (LiteLLM, for one) answer a failed streamed call with an error status and an
+    # event-stream body: ``data: {"error": {...}}\n\ndata: [DONE]``. The server's words are the
+    # message inside the first event that parses; the SSE framing is noise.
+    if "data:" not in text:
+        return None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if not payload or payload == "[DONE]":
+            continue
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(data, (Mapping, str)):
+            message = body_message(data) if isinstance(data, Mapping) else data
+            if message:
+                return message
+    return None
+
+
 def _overflow_counts(message: str) -> tuple[int | None, int | None]:
     for pattern in _TOKENS_RE:
         match = pattern.search(message)
@@ -115,6 +182,8 @@ def _overflow_counts(message: str) -> tuple[int | None, int | None]:
 
 
 def _category(status: int | None, message: str) -> str | None:
+    # The message refines the status (servers that answer 400 or 500 for everything): rate
+    # limits, credentials and context overflow are recognised by their words too.
     low = message.lower()
     if status == 429 or "rate limit" in low or "too many requests" in low:
         return "rate_limit"
@@ -122,13 +191,21 @@ def _category(status: int | None, message: str) -> str | None:
         return "auth_refreshable"
     if any(marker in low for marker in _OVERFLOW_MARKERS) and status in (None, 400, 413, 500):
         return "context_overflow"
-    if status is not None and status >= 500:
-        return "capacity"
-    if status == 404:
-        return "not_found"
-    if status is not None and 400 <= status < 500:
-        return "invalid_request"
-    return None
+    return status_rule(status)[0]
+
+
+# "Invalid model name", "model 'x' not found", "The model `x` does not exist", "unknown model".
+_UNKNOWN_MODEL_RE = re.compile(
+    r"(invalid|unknown|unsupported|no such|not a valid)\W+(\w+\W+){0,2}model"
+    r"|model\b.{0,80}?\b(not found|does not exist|doesn't exist|is not (available|supported|"
+    r"served|valid)|not supported|unknown|invalid|no such)",
+    re.I | re.S,
+)
+
+
+def is_unknown_model(status: int | None, message: str) -> bool:
+    """True when a 400 or 404 says the server does not know the requested model."""
+    return status in (None, 400, 404, 422) and bool(_UNKNOWN_MODEL_RE.search(message))
 
 
 def _hint(provider: str, category: str | None, status: int | None, message: str) -> str:
@@ -142,7 +219,9 @@ def _hint(provider: str, category: str | None, status: int | None, message: str)
             "The provider is rate limiting: lower Config.request_concurrency or raise "
             "RetryPolicy.max_attempts / max_elapsed_s."
         )
-    if category == "not_found" and "model" in message.lower():
+    if is_unknown_model(status, message) or (
+        category == "not_found" and "model" in message.lower()
+    ):
         if provider == "local":
             return "The server does not serve this model: check Config.model against GET /models."
         return "Check Config.model: the provider does not know this model."
@@ -177,7 +256,7 @@ def api_error(
     retry_after = parse_retry_after(headers)
     category = _category(status_code, message)
     if retryable is None:
-        retryable = status_code in RETRYABLE_STATUS or (
+        retryable = status_rule(status_code)[1] or (
             retry_after is not None and category != "context_overflow"
         )
     if category in ("context_overflow", "auth_refreshable"):
@@ -208,6 +287,26 @@ def api_error(
     return cls(text, hint=hint, **common)
 
 
+def readiness_message(*, provider: str, url: str, status: int, body: Any) -> str:
+    """What ``check_ready`` reports when a probe got an HTTP error: the server's words and a fix.
+
+    Uses the same table as call errors, so a 401 names the api_key and a 5xx points at the
+    server, instead of one generic sentence for every status.
+    """
+    message = body_message(body)
+    error = api_error(provider=provider, phase="metadata", status_code=status, message=message)
+    if error.error_category == "auth_refreshable":
+        hint = error.hint or "Pass Config(api_key=...)."
+    elif error.error_category == "not_found":
+        hint = "Check that base_url ends in /v1 (the OpenAI-compatible root)."
+    elif error.error_category == "capacity":
+        hint = "The server failed; check its logs."
+    else:
+        hint = error.hint or "See the server's message."
+    words = f": {message}" if message else ""
+    return f"{url} answered {status}{words}. {hint}"
+
+
 def network_error(
     *, provider: str, phase: str, kind: str, message: str, base_url: str | None, timeout_s: float
 ) -> APIError:
@@ -222,6 +321,12 @@ def network_error(
             hint = "Check the network connection to the provider."
         category = "connect"
     elif kind == "timeout":
+        # Say which limit fired: this one bounds a single attempt; the overall deadline
+        # (RetryPolicy.max_elapsed_s) has its own error (error_category="deadline").
+        message = (
+            f"no response within Config.request_timeout_s={timeout_s:g} "
+            "(the per-attempt request timeout)"
+        )
         hint = (
             f"No response within request_timeout_s={timeout_s:g}; raise "
             "Config.request_timeout_s or check the server."

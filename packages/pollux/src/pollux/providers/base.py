@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -237,6 +238,11 @@ class ProviderReadiness:
     message: str = ""
     model: str | None = None
     model_verified: bool = False
+
+    def __post_init__(self) -> None:
+        """Scrub secrets from the message (it quotes server error bodies)."""
+        if isinstance(self.message, str):
+            object.__setattr__(self, "message", scrub(self.message))
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pollux._transport import TransportError
 from pollux.config import LOCAL_BASE_URL_ENV_VAR
 from pollux.errors import APIError, ConfigurationError
+from pollux.providers._errors import is_unknown_model, readiness_message
 from pollux.providers.base import Capabilities, ProviderReadiness
 from pollux.providers.openai_compat.provider import ChatCompletionsProvider
 
@@ -57,8 +58,11 @@ class LocalProvider(ChatCompletionsProvider):
         error = super()._status_error(status, body, headers, phase)
         if (
             isinstance(error, APIError)
-            and error.error_category == "not_found"
-            and "model" in str(error).lower()
+            and status is not None
+            and (
+                is_unknown_model(status, error.message)
+                or (error.error_category == "not_found" and "model" in error.message.lower())
+            )
         ):
             error.hint = (
                 f"The server does not serve model {self.config.model!r}: list its models with "
@@ -87,8 +91,12 @@ class LocalProvider(ChatCompletionsProvider):
                 provider=self.name,
                 status_code=response.status,
                 model=model,
-                message=f"{self.base_url}/models answered {response.status}; check the "
-                "server logs and that base_url ends in /v1.",
+                message=readiness_message(
+                    provider=self.name,
+                    url=f"{self.base_url}/models",
+                    status=response.status,
+                    body=response.body,
+                ),
             )
         try:
             data = json.loads(response.body)

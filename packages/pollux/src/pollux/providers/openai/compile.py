@@ -9,7 +9,8 @@ Rules (each parameter is forwarded or rejected, never dropped):
 - ``seed`` and ``reasoning_budget_tokens`` do not exist in the Responses API: rejected in
   :func:`validate_options`, before any I/O.
 - ``reasoning_effort`` becomes ``reasoning={"effort": ..., "summary": "auto"}``.
-- An output schema becomes a strict ``text.format`` json_schema.
+- An output schema becomes a strict ``text.format`` json_schema (the shared rule of
+  :mod:`pollux.providers._schema`: optional properties become required and nullable).
 - ``ToolResult.is_error`` is forwarded: the ``function_call_output`` carries a JSON envelope
   ``{"is_error": true, "content": ...}`` (the Responses API has no error flag of its own).
 - A continuation continues through ``previous_response_id``: only the tool outputs and the new
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.providers._schema import strict_schema
 
 if TYPE_CHECKING:
     from pollux.interaction.messages import Message
@@ -38,81 +40,17 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 _TOOL_CHOICES = ("auto", "required", "none")
 
 
-def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a copy of ``schema`` that satisfies OpenAI's strict structured-output rules.
-
-    Every object gets ``additionalProperties: false`` and lists *all* its properties in
-    ``required`` (a partial ``required`` is replaced: strict mode rejects it). ``$ref`` with
-    sibling keywords is inlined, because strict mode does not allow siblings next to ``$ref``.
-    ``default: null`` is dropped (strict mode rejects defaults).
-
-    Args:
-        schema: A JSON Schema object.
-
-    Returns:
-        A new, strict schema; the input is not modified.
-    """
-    root = copy.deepcopy(dict(schema))
-    strict: dict[str, Any] = _strictify(root, root)
-    return strict
-
-
-def _resolve_ref(root: Mapping[str, Any], ref: str) -> Mapping[str, Any]:
-    if not ref.startswith("#/"):
-        raise ConfigurationError(
-            f"Unsupported $ref {ref!r} in an output or tool schema",
-            hint="Use local references (#/$defs/...) only.",
-        )
-    node: Any = root
-    for key in ref[2:].split("/"):
-        if not isinstance(node, Mapping) or key not in node:
-            raise ConfigurationError(
-                f"Unresolvable $ref {ref!r} in an output or tool schema",
-                hint="Check the schema's $defs.",
-            )
-        node = node[key]
-    if not isinstance(node, Mapping):
-        raise ConfigurationError(f"$ref {ref!r} does not point to a schema")
-    return node
-
-
-def _strictify(node: Any, root: Mapping[str, Any]) -> Any:
-    if isinstance(node, list):
-        return [_strictify(item, root) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str) and len(node) > 1:
-        merged = dict(copy.deepcopy(_resolve_ref(root, ref)))
-        merged.update({k: v for k, v in node.items() if k != "$ref"})
-        node = merged
-    for key in ("$defs", "definitions", "properties", "patternProperties"):
-        value = node.get(key)
-        if isinstance(value, dict):
-            node[key] = {name: _strictify(sub, root) for name, sub in value.items()}
-    for key in ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not"):
-        if key in node:
-            node[key] = _strictify(node[key], root)
-    if "default" in node and node["default"] is None:
-        del node["default"]
-    is_object = node.get("type") == "object" or ("properties" in node and "type" not in node)
-    if is_object:
-        properties = node.get("properties")
-        names = list(properties) if isinstance(properties, dict) else []
-        node.setdefault("properties", {})
-        node["required"] = names
-        node["additionalProperties"] = False
-    return node
-
-
 def compile_tool(tool: ToolDeclaration) -> dict[str, Any]:
     """Compile one :class:`ToolDeclaration` to a Responses ``function`` tool."""
     parameters: Mapping[str, Any] = tool.parameters or {"type": "object", "properties": {}}
     compiled: dict[str, Any] = {"type": "function", "name": tool.name}
     if tool.description:
         compiled["description"] = tool.description
-    compiled["parameters"] = strict_schema(parameters) if tool.strict else dict(parameters)
-    compiled["strict"] = bool(tool.strict)
+    # One strict rule for every provider (pollux.providers._schema): optional stays optional
+    # (required and nullable), and a schema strict mode cannot express goes out non-strict.
+    strict = strict_schema(parameters) if tool.strict else None
+    compiled["parameters"] = strict if strict is not None else dict(parameters)
+    compiled["strict"] = strict is not None
     return compiled
 
 
@@ -301,12 +239,13 @@ def compile_request(
                 "provider='openai' structured output needs a JSON Schema whose root is an object",
                 hint='Wrap the value: {"type": "object", "properties": {"items": <your schema>}}.',
             )
+        strict = strict_schema(output_schema)
         kwargs["text"] = {
             "format": {
                 "type": "json_schema",
                 "name": SCHEMA_NAME,
-                "schema": strict_schema(output_schema),
-                "strict": True,
+                "schema": strict if strict is not None else dict(output_schema),
+                "strict": strict is not None,
             }
         }
     if temperature is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.providers._schema import strict_schema
 
 if TYPE_CHECKING:
     from pollux.interaction.messages import Message
@@ -137,55 +138,18 @@ def source_part(source: Source, *, allow_pdf: bool = False) -> dict[str, Any]:
     )
 
 
-# Keywords whose values are schemas (or maps / lists of schemas). Only these are walked, so data
-# such as enum values, defaults, examples, or a *property named* "properties" or "required", is
-# never mistaken for a schema.
-_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
-_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
-_SCHEMA_VALUES = frozenset(
-    {"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"}
-)
-
-
-def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``schema`` in strict form: closed objects, every property required.
-
-    Strict mode needs *all* properties listed in ``required`` (a partial list is rejected), so
-    the list is always rebuilt from ``properties``.
-    """
-
-    def walk(node: Any) -> Any:
-        if not isinstance(node, Mapping):
-            return node
-        out = dict(node)
-        for key, value in node.items():
-            if key in _SCHEMA_MAPS and isinstance(value, Mapping):
-                out[key] = {name: walk(sub) for name, sub in value.items()}
-            elif key in _SCHEMA_LISTS and isinstance(value, list):
-                out[key] = [walk(sub) for sub in value]
-            elif key in _SCHEMA_VALUES:
-                out[key] = [walk(sub) for sub in value] if isinstance(value, list) else walk(value)
-        kind = out.get("type")
-        props = out.get("properties")
-        if kind == "object" or (isinstance(kind, list) and "object" in kind) or props is not None:
-            if isinstance(props, Mapping):
-                out["required"] = list(props)
-            out["additionalProperties"] = False
-        return out
-
-    result: dict[str, Any] = walk(schema)
-    return result
-
-
 def _tool_payload(tool: ToolDeclaration) -> dict[str, Any]:
     parameters = tool.parameters or {"type": "object", "properties": {}}
+    # One strict rule for every provider (pollux.providers._schema): optional stays optional
+    # (required and nullable), and a schema strict mode cannot express goes out non-strict.
+    strict = strict_schema(parameters) if tool.strict else None
     function: dict[str, Any] = {
         "name": tool.name,
-        "parameters": strict_schema(parameters) if tool.strict else dict(parameters),
+        "parameters": strict if strict is not None else dict(parameters),
     }
     if tool.description:
         function["description"] = tool.description
-    if tool.strict:
+    if strict is not None:
         function["strict"] = True
     return {"type": "function", "function": function}
 
@@ -361,12 +325,13 @@ def build_payload(
         payload["tool_choice"] = _tool_choice(req.tool_choice)
     schema = req.output_schema_json()
     if schema is not None:
+        strict = strict_schema(schema)
         payload["response_format"] = {
             "type": "json_schema",
             "json_schema": {
                 "name": "pollux_structured_output",
-                "schema": strict_schema(schema),
-                "strict": True,
+                "schema": strict if strict is not None else dict(schema),
+                "strict": strict is not None,
             },
         }
     if req.temperature is not None:

@@ -347,6 +347,15 @@ class Core:
             await asyncio.sleep(item.seconds)
             item = None
         if isinstance(item, ErrorResponse):
+            if isinstance(item.body, (str, bytes)):
+                # Sent verbatim: gateways answer a failed streamed call with an error status
+                # and an event-stream body ("data: {...}\n\ndata: [DONE]").
+                raw = item.body.encode() if isinstance(item.body, str) else item.body
+                headers = dict(fault_error(item).headers)
+                kind = headers.pop("content-type", None) or (
+                    "text/event-stream" if raw.lstrip().startswith(b"data:") else "text/plain"
+                )
+                return Response(item.status, raw, kind, headers)
             if item.body is not None:
                 return json_response(item.body, item.status, dict(fault_error(item).headers))
             return self.error_response(wire, fault_error(item))

@@ -29,7 +29,10 @@ class ErrorResponse(Fault):
         retry_after: Seconds sent in a ``Retry-After`` header (typical for 429 and 503).
         headers: Extra response headers.
         body: A JSON body sent verbatim instead of the wire's error body (for provider-specific
-            shapes, such as OpenRouter's upstream errors with ``metadata.raw``).
+            shapes, such as OpenRouter's upstream errors with ``metadata.raw``). A ``str`` or
+            ``bytes`` body is sent as is, as ``text/event-stream`` when it starts with
+            ``data:`` (a gateway's streamed error) and ``text/plain`` otherwise; a
+            ``content-type`` in ``headers`` overrides that.
 
     Example:
         >>> ErrorResponse(429, retry_after=2)
