@@ -37,7 +37,9 @@ class RetryPolicy:
         backoff_multiplier: Factor applied to the backoff after each retry.
         max_delay_s: Upper bound of the exponential backoff, in seconds.
         jitter: Full jitter: wait a uniformly random time in ``[0, backoff]``.
-        max_elapsed_s: Wall-clock deadline across all attempts; ``None`` disables it.
+        max_elapsed_s: Wall-clock deadline across all attempts; ``None`` disables it. The
+            engine also cancels a model call's attempt still running at the deadline (the
+            error then has ``error_category="deadline"``).
 
     Raises:
         ConfigurationError: A field is out of range (also a ``ValueError``).

@@ -213,7 +213,9 @@ def _hint(provider: str, category: str | None, status: int | None, message: str)
         env_var = API_KEY_ENV_VARS.get(provider)
         if env_var:
             return f"Check the API key: set {env_var} (or pass api_key=...) to a valid key."
-        return "The server rejected the credentials; pass api_key=... if it needs one."
+        return (
+            "The server rejected the credentials: pass Config(api_key=...) with a key it accepts."
+        )
     if category == "rate_limit":
         return (
             "The provider is rate limiting: lower Config.request_concurrency or raise "
