@@ -273,3 +273,16 @@ async def test_openai_structured_failure_and_strict_tools(
     (tool,) = body["tools"]
     assert tool["strict"] is True
     assert tool["parameters"]["properties"]["unit"] == {"type": ["string", "null"]}
+
+
+async def test_openai_400_for_an_unknown_model_keeps_the_model_hint(
+    openai_config: tuple[Emulator, Config],
+) -> None:
+    emu, config = openai_config
+    emu.script(
+        "openai.responses",
+        ErrorResponse(400, message="Invalid model name passed in model=gpt-99", param="model"),
+    )
+    with pytest.raises(APIError) as info:
+        await pollux.run("Hi", config=config)
+    assert "Config.model" in (info.value.hint or "")

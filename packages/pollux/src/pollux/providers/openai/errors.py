@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pollux.errors import APIError, ContextOverflowError, PolluxError, RateLimitError
-from pollux.providers._errors import api_error, body_message, network_error
+from pollux.providers._errors import api_error, body_message, is_unknown_model, network_error
 
 PROVIDER = "openai"
 API_KEY_ENV_VAR = "OPENAI_API_KEY"
@@ -151,7 +151,12 @@ def _status_error(exc: BaseException, *, phase: str) -> APIError:
     error = api_error(
         provider=PROVIDER, phase=phase, status_code=status, message=message, headers=header_map
     )
-    if error.error_category == "invalid_request" and isinstance(param, str) and param:
+    if (
+        error.error_category == "invalid_request"
+        and isinstance(param, str)
+        and param
+        and not is_unknown_model(status, message)  # keep the shared "check Config.model" hint
+    ):
         error.hint = f"OpenAI rejected the parameter {param!r}; fix it or remove it."
     return error
 

@@ -19,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
 from pollux.providers.base import (
     Capabilities,
@@ -186,7 +187,7 @@ class OpenAIProvider(ProviderBase):
                 _log.warning(
                     "could not delete %d uploaded OpenAI file(s) %s; they expire after %d h",
                     len(leftover),
-                    ", ".join(leftover),
+                    scrub(", ".join(leftover)),
                     UPLOAD_TTL_S // 3600,
                 )
 
