@@ -32,19 +32,22 @@ _lock = threading.Lock()
 _secrets: dict[str, None] = {}  # insertion-ordered set; longest-first order is computed on use
 _ordered: tuple[str, ...] = ()
 
+# Credential-shaped tokens contain a digit (every provider's keys and JWTs do); requiring one keeps
+# ordinary words ("Bearer authentication", "authorization: missing") out of the redaction.
+_TOKEN = r"(?=[^\s\"',&;}]*\d)"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=:-]{8,}"), rf"\1 {REDACTED}"),
-    (re.compile(r"\bsk-[A-Za-z0-9_*-]{8,}"), f"sk-{REDACTED}"),
+    (re.compile(rf"(?i)\b(bearer|basic)\s+{_TOKEN}[A-Za-z0-9._~+/=:-]{{8,}}"), rf"\1 {REDACTED}"),
+    (re.compile(rf"\bsk-{_TOKEN}[A-Za-z0-9_*-]{{8,}}"), f"sk-{REDACTED}"),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), REDACTED),
     # Query-string credentials (Gemini's ?key=..., proxies' ?token=...).
     (
-        re.compile(r"(?i)([?&](?:key|api_key|token|access_token)=)(?!\[REDACTED\])[^&\s\"']{8,}"),
+        re.compile(rf"(?i)([?&](?:key|api_key|token|access_token)=){_TOKEN}[^&\s\"']{{8,}}"),
         rf"\1{REDACTED}",
     ),
     (
         re.compile(
             r"(?i)\b((?:x-)?(?:goog-)?api[_-]?key|access[_-]?token|authorization)"
-            r"(\"?'?\s*[:=]\s*\"?'?)(?!\[REDACTED\])([^\s\"',&;}]{8,})"
+            rf"(\"?'?\s*[:=]\s*\"?'?){_TOKEN}([^\s\"',&;}}]{{8,}})"
         ),
         rf"\1\2{REDACTED}",
     ),
