@@ -478,3 +478,21 @@ async def test_collect_in_another_process(emu: Emulator, config: Config, tmp_pat
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["completed", "ok", ["from", "elsewhere"]]
+
+
+async def test_a_collected_answer_that_fails_its_schema_is_counted(
+    emu: Emulator, config: Config
+) -> None:
+    emu.script(
+        "openai.responses",
+        Reply(structured={"label": "good", "score": 3}),
+        Reply("I would rather not rate it."),
+    )
+    handle = await defer(["Rate a.", "Rate b."], output=Verdict, config=config)
+    emu.advance(30)
+    result = await collect_deferred(handle, response_schema=Verdict)
+    assert result.status == "partial"
+    assert result.structured[0] == Verdict(label="good", score=3)
+    error = result.errors[1]
+    assert error is not None and error["error_category"] == "structured_output"
+    assert result.outputs[1].text == "I would rather not rate it."
