@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 import pollux
 from pollux import APIError, Config, Environment, Input, ToolDeclaration
-from pollux.providers._errors import STATUS_TABLE, api_error, status_rule
+from pollux.providers._errors import STATUS_TABLE, api_error, is_unknown_model, status_rule
 from pollux.testing import Emulator, ErrorResponse, Reply
 
 from .conftest import FAST_RETRY
@@ -286,3 +286,19 @@ async def test_openai_400_for_an_unknown_model_keeps_the_model_hint(
     with pytest.raises(APIError) as info:
         await pollux.run("Hi", config=config)
     assert "Config.model" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("message", "unknown"),
+    [
+        ("Invalid model name passed in model=gpt-99", True),
+        ("The model `gpt-9` does not exist or you do not have access to it.", True),
+        ('model "llama9" not found, try pulling it first', True),
+        ("unknown model: x", True),
+        ("The model produced invalid JSON", False),
+        ("Unsupported value: temperature does not support 0.2 with this model", False),
+        ("tools are not supported by this model", False),
+    ],
+)
+def test_unknown_model_detection(message: str, unknown: bool) -> None:
+    assert is_unknown_model(400, message) is unknown
