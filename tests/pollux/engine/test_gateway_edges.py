@@ -17,6 +17,7 @@ from pydantic import BaseModel
 import pollux
 from pollux import APIError, Config, Environment, Input, ToolDeclaration
 from pollux.providers._errors import STATUS_TABLE, api_error, is_unknown_model, status_rule
+from pollux.providers._schema import schema_problem
 from pollux.testing import Emulator, ErrorResponse, Reply
 
 from .conftest import FAST_RETRY
@@ -302,3 +303,55 @@ async def test_openai_400_for_an_unknown_model_keeps_the_model_hint(
 )
 def test_unknown_model_detection(message: str, unknown: bool) -> None:
     assert is_unknown_model(400, message) is unknown
+
+
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name", "age"],
+}
+
+
+async def test_a_json_schema_output_is_validated_too(emu: Emulator, local_config: Config) -> None:
+    emu.script(
+        "local",
+        Reply(structured={"name": "Ada", "age": "thirty-six"}),
+        Reply(structured={"name": "Ada", "age": 36}),
+    )
+    bad = await pollux.run("Who?", config=local_config, output=PERSON_SCHEMA)
+    assert bad.failed and bad.structured is None
+    error = bad.diagnostics.error
+    assert error is not None and "$.age: expected integer, got string" in error["message"]
+    good = await pollux.run("Who?", config=local_config, output=PERSON_SCHEMA)
+    assert good.structured == {"name": "Ada", "age": 36} and not good.failed
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"name": "Ada", "age": 36}, None),
+        ({"name": "Ada"}, "$: missing required age"),
+        ({"name": "Ada", "age": -1}, "$.age: -1 violates minimum 0"),
+        ({"name": "Ada", "age": True}, "$.age: expected integer, got boolean"),
+        ([], "$: expected object, got array"),
+    ],
+)
+def test_schema_problem(value: object, problem: str | None) -> None:
+    assert schema_problem(value, PERSON_SCHEMA) == problem
+
+
+def test_schema_problem_follows_refs_and_unions() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}, "maxItems": 2},
+            "mode": {"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]},
+        },
+        "additionalProperties": False,
+        "$defs": {"Tag": {"type": "string", "minLength": 1}},
+    }
+    assert schema_problem({"tags": ["x"], "mode": None}, schema) is None
+    assert schema_problem({"tags": [""]}, schema) == "$.tags[0]: shorter than 1 characters"
+    assert schema_problem({"tags": ["a", "b", "c"]}, schema) == "$.tags: more than 2 items"
+    assert schema_problem({"mode": "c"}, schema) is not None
+    assert schema_problem({"other": 1}, schema) == "$: unexpected property 'other'"

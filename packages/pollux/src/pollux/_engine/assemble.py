@@ -16,7 +16,7 @@ from pollux._scrub import scrub
 from pollux.interaction.continuation import Continuation
 from pollux.interaction.output import Diagnostics, Metrics, Output, Usage, completion_status_for
 from pollux.interaction.tools import ToolCall
-from pollux.providers._schema import drop_null_optionals
+from pollux.providers._schema import drop_null_optionals, schema_problem
 from pollux.providers.base import ProviderResponse, StreamChunk
 
 if TYPE_CHECKING:
@@ -63,12 +63,16 @@ def parse_structured(
             value = json.loads(_strip_fences(response.text))
         except ValueError as exc:
             return None, f"the model's text is not valid JSON: {exc}"
-    model = req.output_schema_model()
-    if model is None:
-        return value, None
     # Strict mode sent optional properties as required-and-nullable (see
     # pollux.providers._schema): a null there means "absent", as the user declared it.
-    value = drop_null_optionals(value, req.output_schema_json() or {})
+    schema = req.output_schema_json() or {}
+    value = drop_null_optionals(value, schema)
+    model = req.output_schema_model()
+    if model is None:
+        problem = schema_problem(value, schema)
+        if problem is not None:
+            return None, f"the JSON does not validate against the output schema: {problem}"
+        return value, None
     try:
         return model.model_validate(value), None
     except Exception as exc:  # pydantic.ValidationError, without importing pydantic here

@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from pollux.errors import ConfigurationError
+from pollux.interaction._json import is_finite_number
 
-__all__ = ["drop_null_optionals", "strict_schema"]
+__all__ = ["drop_null_optionals", "schema_problem", "strict_schema"]
 
 # Keywords whose values are schemas (or maps / lists of schemas). Only these are walked, so data
 # such as enum values, defaults, examples, or a *property named* "properties" or "required", is
@@ -234,3 +235,150 @@ def _drop(value: Any, node: Any, root: Mapping[str, Any]) -> Any:
         if isinstance(items, Mapping):
             return [_drop(item, items, root) for item in value]
     return value
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    expected = _TYPES.get(kind)
+    return True if expected is None else isinstance(value, expected)
+
+
+def schema_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Why ``value`` does not match ``schema`` (the core keywords), or ``None`` when it does.
+
+    Used for output schemas given as JSON Schema dicts (a pydantic model validates itself).
+    Checked: ``type``, ``enum``, ``const``, ``properties``, ``required``, closed
+    ``additionalProperties``, ``items``, ``prefixItems``, ``anyOf`` / ``oneOf`` / ``allOf``,
+    local ``$ref``, string and array lengths and numeric bounds. Other keywords (``format``,
+    ``pattern``) are not checked, so a value is never refused for a rule pollux cannot judge.
+    """
+    return _problem(value, schema, schema, "$", 0)
+
+
+def _problem(value: Any, node: Any, root: Mapping[str, Any], path: str, depth: int) -> str | None:
+    if not isinstance(node, Mapping) or depth > 64:
+        return None if node is not False else f"{path}: no value is allowed here"
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        try:
+            target = _resolve_ref(root, ref)
+        except ConfigurationError:
+            return None
+        problem = _problem(value, target, root, path, depth + 1)
+        if problem is not None:
+            return problem
+    kind = node.get("type")
+    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
+    if kinds is not None and not any(_has_type(value, str(k)) for k in kinds):
+        return f"{path}: expected {' or '.join(map(str, kinds))}, got {_kind(value)}"
+    if "const" in node and value != node["const"]:
+        return f"{path}: expected {node['const']!r}"
+    enum = node.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        return f"{path}: {value!r} is not one of {enum!r}"[:300]
+    for key in ("allOf", "anyOf", "oneOf"):
+        options = node.get(key)
+        if not isinstance(options, list) or not options:
+            continue
+        problems = [_problem(value, o, root, path, depth + 1) for o in options]
+        fits = sum(p is None for p in problems)
+        if key == "allOf" and fits < len(options):
+            return next(p for p in problems if p is not None)
+        if key == "anyOf" and not fits:
+            return problems[0]
+        if key == "oneOf" and fits != 1:
+            return problems[0] if not fits else f"{path}: matches more than one oneOf option"
+    if isinstance(value, dict):
+        return _object_problem(value, node, root, path, depth)
+    if isinstance(value, list):
+        return _array_problem(value, node, root, path, depth)
+    if isinstance(value, str):
+        if isinstance(node.get("minLength"), int) and len(value) < node["minLength"]:
+            return f"{path}: shorter than {node['minLength']} characters"
+        if isinstance(node.get("maxLength"), int) and len(value) > node["maxLength"]:
+            return f"{path}: longer than {node['maxLength']} characters"
+    if is_finite_number(value):
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            bound = node.get(key)
+            if is_finite_number(bound) and _out_of_bound(key, value, bound):
+                return f"{path}: {value!r} violates {key} {bound!r}"
+    return None
+
+
+def _out_of_bound(key: str, value: float, raw: Any) -> bool:
+    bound = float(raw)
+    if key == "minimum":
+        return value < bound
+    if key == "maximum":
+        return value > bound
+    if key == "exclusiveMinimum":
+        return value <= bound
+    return value >= bound
+
+
+def _object_problem(
+    value: dict[str, Any], node: Mapping[str, Any], root: Mapping[str, Any], path: str, depth: int
+) -> str | None:
+    properties = node.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = node.get("required")
+    if isinstance(required, list):
+        missing = [name for name in required if name not in value]
+        if missing:
+            return f"{path}: missing required {', '.join(map(str, missing))}"
+    extra = node.get("additionalProperties", True)
+    for key, item in value.items():
+        sub = properties.get(key)
+        if sub is None:
+            if extra is False:
+                return f"{path}: unexpected property {key!r}"
+            sub = extra if isinstance(extra, Mapping) else None
+        if sub is not None:
+            problem = _problem(item, sub, root, f"{path}.{key}", depth + 1)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _array_problem(
+    value: list[Any], node: Mapping[str, Any], root: Mapping[str, Any], path: str, depth: int
+) -> str | None:
+    if isinstance(node.get("minItems"), int) and len(value) < node["minItems"]:
+        return f"{path}: fewer than {node['minItems']} items"
+    if isinstance(node.get("maxItems"), int) and len(value) > node["maxItems"]:
+        return f"{path}: more than {node['maxItems']} items"
+    prefix = node.get("prefixItems")
+    prefix = prefix if isinstance(prefix, list) else []
+    items = node.get("items")
+    for index, item in enumerate(value):
+        sub = prefix[index] if index < len(prefix) else items
+        problem = _problem(item, sub, root, f"{path}[{index}]", depth + 1)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else type(value).__name__
