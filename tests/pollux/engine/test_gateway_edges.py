@@ -330,6 +330,7 @@ async def test_a_json_schema_output_is_validated_too(emu: Emulator, local_config
     ("value", "problem"),
     [
         ({"name": "Ada", "age": 36}, None),
+        ({"name": "Ada", "age": 36.0}, None),  # JSON Schema: 36.0 is an integer
         ({"name": "Ada"}, "$: missing required age"),
         ({"name": "Ada", "age": -1}, "$.age: -1 violates minimum 0"),
         ({"name": "Ada", "age": True}, "$.age: expected integer, got boolean"),

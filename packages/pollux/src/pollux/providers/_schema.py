@@ -248,6 +248,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def _has_type(value: Any, kind: str) -> bool:
     if kind == "integer":
+        # JSON Schema counts 3.0 as an integer (a number with no fractional part).
+        if isinstance(value, float):
+            return value.is_integer()
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
