@@ -280,7 +280,7 @@ def _collect(args: argparse.Namespace) -> int:
                 code=EXIT_FAILED,
             ) from None
         indexes = results.prompt_indexes or tuple(range(len(results.outputs)))
-        sink = RecordSink(out)
+        sink = RecordSink(out, append=False)
         try:
             for index, output in zip(indexes, results.outputs, strict=True):
                 sink.write(record_for(index, output))

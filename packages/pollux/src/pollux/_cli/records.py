@@ -120,9 +120,14 @@ def answered_indexes(path: Path, prompts: list[str]) -> set[int]:
 
 
 class RecordSink:
-    """Appends records to a file (or stdout), one flushed line each, as they arrive."""
+    """Writes records to a file (or stdout), one flushed line each, as they arrive.
 
-    def __init__(self, path: Path | None) -> None:
+    Args:
+        path: The file, or None for stdout.
+        append: Append (``pollux many``, which resumes from the file) or replace its content.
+    """
+
+    def __init__(self, path: Path | None, *, append: bool = True) -> None:
         self.path = path
         self.counts = dict.fromkeys(STATUSES, 0)
         self.tokens = 0
@@ -131,7 +136,7 @@ class RecordSink:
             self._file = sys.stdout
         else:
             try:
-                self._file = path.open("a", encoding="utf-8")
+                self._file = path.open("a" if append else "w", encoding="utf-8")
             except OSError as exc:
                 raise CLIError(f"cannot write --out {path}: {exc.strerror}") from None
 
