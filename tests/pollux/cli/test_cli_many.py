@@ -50,12 +50,12 @@ def test_text_prompts_answered_into_jsonl(tmp_path: Path) -> None:
         "many", "q.txt", "--source", "doc.txt", "--out", "a.jsonl", "--mock", cwd=tmp_path
     )
     assert result.code == 0, result.stderr
-    records = sorted(_records(tmp_path / "a.jsonl"), key=lambda r: r["index"])  # type: ignore[arg-type, return-value]
+    records = sorted(_records(tmp_path / "a.jsonl"), key=lambda r: r["index"])
     assert [r["index"] for r in records] == [0, 1, 2]
     assert [r["prompt"] for r in records] == PROMPTS
     assert all(r["status"] == "ok" for r in records)
     assert all("over 1 source(s)" in str(r["text"]) for r in records)
-    assert all(r["usage"]["total_tokens"] > 0 for r in records)  # type: ignore[index]
+    assert all(r["usage"]["total_tokens"] > 0 for r in records)
     # Not a terminal: one plain progress line per prompt, then the summary.
     assert "[3/3] prompt" in result.stderr
     assert "3 of 3 answered" in result.stderr
@@ -86,8 +86,8 @@ def test_failed_prompts_keep_the_others_then_resume_runs_only_them(
     assert first.code == 1
     by_index = {r["index"]: r for r in _records(tmp_path / "a.jsonl")}
     assert by_index[1]["status"] == "failed"
-    assert "not allowed" in by_index[1]["error"]["message"]  # type: ignore[index]
-    assert by_index[1]["error"]["hint"]  # type: ignore[index]
+    assert "not allowed" in by_index[1]["error"]["message"]
+    assert by_index[1]["error"]["hint"]
     assert by_index[0]["status"] == by_index[2]["status"] == "ok"
     assert "1 failed" in first.stderr
 
@@ -125,12 +125,12 @@ def test_a_torn_last_line_is_cut_off_on_resume(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text("\n".join(kept) + '\n{"index": 2, "sta')
     result = pollux("many", "q.txt", "--out", "a.jsonl", "--mock", cwd=tmp_path)
     assert result.code == 0, result.stderr
-    assert sorted(r["index"] for r in _records(tmp_path / "a.jsonl")) == [0, 1, 2]  # type: ignore[type-var]
+    assert sorted(r["index"] for r in _records(tmp_path / "a.jsonl")) == [0, 1, 2]
 
 
 def _wait_for(predicate: object, what: str, limit: float = 60.0) -> None:
     deadline = time.monotonic() + limit
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)

@@ -254,9 +254,9 @@ def _status(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     _refuse_ledger(args, "pollux collect")
+    poll = number_option(args.poll_seconds, "--poll-seconds")
     handle = read_handle(args.handle)
     schema = load_schema(args.schema)
-    poll = number_option(args.poll_seconds, "--poll-seconds")
     out = Path(args.out) if args.out else None
 
     async def collect() -> int:

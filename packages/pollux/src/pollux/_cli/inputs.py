@@ -51,7 +51,10 @@ def positive_int_option(text: str, option: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise CLIError(f"{option} needs a whole number >= 1, got {text!r}")
+        raise CLIError(
+            f"{option} needs a whole number >= 1, got {text!r}",
+            hint=f"pass {option} 4, for example",
+        )
     return value
 
 
@@ -62,7 +65,9 @@ def number_option(text: str, option: str) -> float:
     except ValueError:
         value = 0.0
     if not value > 0 or value == float("inf"):
-        raise CLIError(f"{option} needs a number > 0, got {text!r}")
+        raise CLIError(
+            f"{option} needs a number > 0, got {text!r}", hint=f"pass {option} 30, for example"
+        )
     return value
 
 
@@ -73,7 +78,9 @@ def decimal_option(text: str, option: str) -> Decimal:
     except InvalidOperation:
         value = Decimal(-1)
     if not value.is_finite() or value < 0:
-        raise CLIError(f"{option} needs a number >= 0, got {text!r}")
+        raise CLIError(
+            f"{option} needs a number >= 0, got {text!r}", hint=f"pass {option} 10, for example"
+        )
     return value
 
 
@@ -164,7 +171,9 @@ def _read_text(path: str, what: str) -> str:
     except UnicodeDecodeError:
         raise CLIError(f"{what} is not UTF-8 text: {path}", hint="save it as UTF-8") from None
     except OSError as exc:
-        raise CLIError(f"cannot read {what} {path}: {exc.strerror}") from None
+        raise CLIError(
+            f"cannot read {what} {path}: {exc.strerror}", hint="check its permissions"
+        ) from None
 
 
 def read_prompts(path: str) -> list[str]:
@@ -257,7 +266,10 @@ def check_new_handle(path: str) -> Path:
             hint="its job would be lost: collect or cancel it first, or choose another file",
         )
     if not target.parent.is_dir():
-        raise CLIError(f"--handle {path}: folder {target.parent} does not exist")
+        raise CLIError(
+            f"--handle {path}: folder {target.parent} does not exist",
+            hint="create the folder first, or choose another file",
+        )
     return target
 
 

@@ -232,8 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fail(error: CLIError) -> int:
     sys.stderr.write(f"pollux: {error.message}\n")
-    if error.hint:
-        sys.stderr.write(f"hint: {error.hint}\n")
+    sys.stderr.write(f"hint: {error.hint or 'see pollux --help'}\n")
     return error.code
 
 

@@ -138,7 +138,10 @@ class RecordSink:
             try:
                 self._file = path.open("a" if append else "w", encoding="utf-8")
             except OSError as exc:
-                raise CLIError(f"cannot write --out {path}: {exc.strerror}") from None
+                raise CLIError(
+                    f"cannot write --out {path}: {exc.strerror}",
+                    hint="check that its folder exists and is writable",
+                ) from None
 
     def write(self, record: Record) -> None:
         """Write one record and flush it, so an interrupted run keeps every finished answer."""
