@@ -155,7 +155,9 @@ def _summary(total: int, ran: int, skipped: int, sink: RecordSink, interrupted: 
     parts = [f"{counts['ok'] + skipped} of {total} answered"]
     if skipped:
         parts[0] += f" ({skipped} earlier)"
-    parts += [f"{counts[status]} {status}" for status in ("failed", "refused", "missing")]
+    parts.append(f"{counts['failed']} failed")
+    # Refusals and misses only happen with --ledger: named when there are any.
+    parts += [f"{counts[s]} {s}" for s in ("refused", "missing") if counts[s]]
     parts.append(f"{sink.tokens:,} tokens")
     where = f"; records in {sink.path}" if sink.path is not None else ""
     sys.stderr.write(f"pollux: {', '.join(parts)}{where}\n")
