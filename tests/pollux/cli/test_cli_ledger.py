@@ -89,7 +89,10 @@ def test_a_token_budget_refuses_before_the_call(tmp_path: Path, emu: Emulator) -
         *_local(emu), cwd=tmp_path,
     )  # fmt: skip
     assert result.code == 1
-    assert "refused by the budget before any provider call" in result.stderr
+    first, hint, report = result.stderr.splitlines()
+    assert first.startswith("pollux: refused by the budget before any provider call")
+    assert hint.startswith("hint: ")
+    assert report.startswith("pollux: ledger runs.db run 'pollux ask': spent nothing")
     assert emu.requests_for("local.chat") == []
 
 

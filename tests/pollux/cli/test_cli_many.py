@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import signal
 import struct
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 
 from pollux.testing import Emulator, ErrorResponse, RecordedRequest
 
-from ._run import POLLUX, clean_env, pollux
+from ._run import POLLUX, clean_env, pollard, pollux
 
 PROMPTS = ["Who are the twins?", "Which myth?", "Where is the star?"]
 
@@ -136,7 +137,10 @@ def _wait_for(predicate: object, what: str, limit: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(tmp_path: Path, emu: Emulator) -> None:
+@pytest.mark.parametrize("ledger", [[], ["--ledger", "runs.db"]], ids=["plain", "ledger"])
+def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
+    tmp_path: Path, emu: Emulator, ledger: list[str]
+) -> None:
     release = threading.Event()
 
     def handler(request: RecordedRequest) -> None:
@@ -147,7 +151,7 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(tmp_path: Path, emu
     prompts = ["first?", "second?", "slow third?", "fourth?"]
     (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "a.jsonl"
-    args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu)]
+    args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu), *ledger]
     process = subprocess.Popen(
         [str(POLLUX), *args],
         cwd=tmp_path,
@@ -178,18 +182,24 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(tmp_path: Path, emu
     assert again.code == 0, again.stderr
     assert [_prompt_of(r) for r in emu.requests_for("local.chat")] == ["slow third?", "fourth?"]
     assert [r["index"] for r in _records(out)] == [0, 1, 2, 3]
+    if ledger:
+        # The cancelled dispatch was recorded (and charged), the four answers are steps.
+        tree = pollard("show", "runs.db", "pollux many q.txt", "--payloads", cwd=tmp_path)
+        assert tree.code == 0, tree.stderr
+        assert len(re.findall(r"^[|`]-- model_call ", tree.stdout, re.MULTILINE)) == 4
+        assert "call_cancelled" in tree.stdout
 
 
-def test_live_progress_bar_on_a_terminal(tmp_path: Path) -> None:
-    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+def _on_a_terminal(tmp_path: Path, *args: str, stdout_too: bool) -> str:
+    """Run ``pollux ARGS`` with stderr (and maybe stdout) on a pseudo-terminal; its screen."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     process = subprocess.Popen(
-        [str(POLLUX), "many", "q.txt", "--out", "a.jsonl", "--mock"],
+        [str(POLLUX), *args],
         cwd=tmp_path,
         env=clean_env(TERM="xterm-256color", COLUMNS="160"),
         stdin=slave,
-        stdout=subprocess.DEVNULL,
+        stdout=slave if stdout_too else subprocess.DEVNULL,
         stderr=slave,
     )
     os.close(slave)
@@ -204,7 +214,21 @@ def test_live_progress_bar_on_a_terminal(tmp_path: Path) -> None:
         chunks.append(chunk)
     os.close(master)
     assert process.wait(timeout=60) == 0
-    screen = b"".join(chunks).decode("utf-8", "replace")
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_records_on_the_same_terminal_get_plain_progress_lines(tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+    screen = _on_a_terminal(tmp_path, "many", "q.txt", "--mock", stdout_too=True)
+    assert "[3/3] prompt" in screen  # a live bar would be torn by the records between its frames
+    assert screen.count('"status": "ok"') == 3
+
+
+def test_live_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+    screen = _on_a_terminal(
+        tmp_path, "many", "q.txt", "--out", "a.jsonl", "--mock", stdout_too=False
+    )
     assert "\x1b[" in screen  # drawn with terminal control sequences, not plain lines
     assert "3/3" in screen and "0 failed" in screen and "tokens" in screen and "/s" in screen
     assert "[1/3] prompt" not in screen  # the plain lines are for pipes and logs

@@ -20,7 +20,7 @@ from pollux import (
     SourceError,
 )
 
-from .errors import EXIT_FAILED, EXIT_OK, CLIError
+from .errors import EXIT_FAILED, EXIT_OK, CLIError, report
 from .fanout import fan_out
 from .inputs import (
     build_config,
@@ -97,6 +97,21 @@ def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None
     return Ledger.open(options, config)
 
 
+def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
+    """Run ``command``; with a ledger, end with its cost report (after any error line)."""
+    try:
+        code = command()
+    except CLIError as exc:
+        if ledger is None:
+            raise
+        code = report(exc)
+    finally:
+        if ledger is not None:
+            _err(f"pollux: {ledger.report_line()}")
+            ledger.close()
+    return code
+
+
 def _ask(args: argparse.Namespace) -> int:
     prompt = _prompt_text(args.prompt)
     options = ledger_options(args, "pollux ask")
@@ -125,12 +140,7 @@ def _ask(args: argparse.Namespace) -> int:
             _out(answer.text)
         return EXIT_OK
 
-    try:
-        return _run(ask())
-    finally:
-        if ledger is not None:
-            _err(f"pollux: {ledger.report_line()}")
-            ledger.close()
+    return _with_report(ledger, lambda: _run(ask()))
 
 
 # -- many ---------------------------------------------------------------------------------------
@@ -154,26 +164,21 @@ def _many(args: argparse.Namespace) -> int:
         return EXIT_OK
     ledger = _open_ledger(options, config)
     sink = RecordSink(out)
+    fan = fan_out(
+        prompts,
+        todo,
+        sources=sources,
+        instructions=args.instructions,
+        schema=schema,
+        config=config,
+        ledger=ledger,
+        sink=sink,
+        skipped=len(done),
+    )
     try:
-        result = _run(
-            fan_out(
-                prompts,
-                todo,
-                sources=sources,
-                instructions=args.instructions,
-                schema=schema,
-                config=config,
-                ledger=ledger,
-                sink=sink,
-                skipped=len(done),
-            )
-        )
+        return _with_report(ledger, lambda: _run(fan))
     finally:
         sink.close()
-        if ledger is not None:
-            _err(f"pollux: {ledger.report_line()}")
-            ledger.close()
-    return result
 
 
 # -- deferred -----------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CLIError"]
+import sys
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CLIError", "report"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -24,3 +26,11 @@ class CLIError(Exception):
         self.message = message
         self.hint = hint
         self.code = code
+
+
+def report(error: CLIError) -> int:
+    """Print ``error`` as ``pollux: MESSAGE`` and ``hint: HINT`` on stderr; return its exit code."""
+    sys.stderr.write(f"pollux: {error.message}\n")
+    sys.stderr.write(f"hint: {error.hint or 'see pollux --help'}\n")
+    sys.stderr.flush()
+    return error.code

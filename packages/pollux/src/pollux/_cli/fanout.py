@@ -104,7 +104,9 @@ async def fan_out(
     skipped: int,
 ) -> int:
     """Run the prompts of ``todo``, writing each record as it arrives; return the exit code."""
-    progress = fanout_progress(len(prompts), skipped)
+    progress = fanout_progress(
+        len(prompts), skipped, records_on_terminal=sink.path is None and sys.stdout.isatty()
+    )
 
     def on_record(record: Record) -> None:
         sink.write(record)

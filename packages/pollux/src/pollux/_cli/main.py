@@ -23,7 +23,7 @@ from typing import NoReturn
 
 from pollux._version import __version__
 
-from .errors import CLIError
+from .errors import CLIError, report
 
 __all__ = ["build_parser", "main"]
 
@@ -230,12 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(error: CLIError) -> int:
-    sys.stderr.write(f"pollux: {error.message}\n")
-    sys.stderr.write(f"hint: {error.hint or 'see pollux --help'}\n")
-    return error.code
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pollux`` command line.
 
@@ -250,13 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(args_list)
     except CLIError as exc:
-        return _fail(exc)
+        return report(exc)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
     try:
         from .commands import run_command
     except ImportError as exc:  # the cli extra is not installed
-        return _fail(
+        return report(
             CLIError(
                 f"the pollux command needs its extra ({exc.name} is missing)",
                 hint='pip install "pollux[cli]"',
@@ -265,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_command(args)
     except CLIError as exc:
-        return _fail(exc)
+        return report(exc)
     except KeyboardInterrupt:
         sys.stderr.write("pollux: interrupted\n")
         return 130

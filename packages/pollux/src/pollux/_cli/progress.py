@@ -97,6 +97,9 @@ class _RichFanout:
             RateColumn(),
             TimeRemainingColumn(),
             console=Console(stderr=True),
+            # Records go to the real stdout; rich must not reroute it into the bar's console.
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self._progress.start()
         self._failed = 0
@@ -117,9 +120,12 @@ class _RichFanout:
         self._progress.stop()
 
 
-def fanout_progress(total: int, skipped: int) -> FanoutProgress:
-    """The progress display of a fan-out over ``total`` prompts, ``skipped`` of them done."""
-    if _is_terminal():
+def fanout_progress(total: int, skipped: int, *, records_on_terminal: bool) -> FanoutProgress:
+    """The progress display of a fan-out over ``total`` prompts, ``skipped`` of them done.
+
+    Records printed to the same terminal would tear a live bar apart, so then it is plain lines.
+    """
+    if _is_terminal() and not records_on_terminal:
         return _RichFanout(total, skipped)
     return _PlainFanout(total, skipped)
 
@@ -156,6 +162,8 @@ class _RichJob:
             MofNCompleteColumn(),
             TextColumn("{task.fields[counts]}"),
             console=Console(stderr=True),
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self._progress.start()
         self._task: Any = None
