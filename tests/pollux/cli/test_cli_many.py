@@ -233,3 +233,19 @@ def test_live_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "3/3" in screen and "0 failed" in screen and "tokens" in screen and "/s" in screen
     assert "[1/3] prompt" not in screen  # the plain lines are for pipes and logs
     assert len(_records(tmp_path / "a.jsonl")) == 3
+
+
+@pytest.mark.parametrize("ledger", [[], ["--ledger", "runs.db"]], ids=["plain", "ledger"])
+def test_a_shared_file_is_uploaded_once_for_every_prompt(
+    tmp_path: Path, emu: Emulator, ledger: list[str]
+) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+    (tmp_path / "doc.pdf").write_bytes(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n")
+    env = clean_env(OPENAI_BASE_URL=emu.base_url("openai"), OPENAI_API_KEY="sk-test")
+    openai = ["--provider", "openai", "--model", "gpt-5-nano"]
+    result = pollux("many", "q.txt", "--source", "doc.pdf", *openai, *ledger, cwd=tmp_path, env=env)
+    assert result.code == 0, result.stderr
+    routes = [request.route for request in emu.requests]
+    assert routes.count("openai.responses.create") == 3
+    assert routes.count("openai.files.create") == 1
+    assert routes.count("openai.files.delete") == 1  # released when the run ends
