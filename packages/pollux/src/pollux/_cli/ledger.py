@@ -50,9 +50,10 @@ class Ledger:
     runtime: AsyncRuntime
     budget: Budget | None
     priced: bool
-    spent: dict[str, Decimal] = field(default_factory=dict)
-    avoided: dict[str, Decimal] = field(default_factory=dict)
-    total: dict[str, str] = field(default_factory=dict)
+    # Run objects on the label's root, one per call in flight (each has its own cursor): every
+    # step is a child of the root, so a run is put back on the root and reused.
+    _runs: list[AsyncRun] = field(default_factory=list)
+    _idle: list[AsyncRun] = field(default_factory=list)
 
     @classmethod
     def open(cls, options: LedgerOptions, config: Config) -> Ledger:
@@ -106,22 +107,37 @@ class Ledger:
         """Close the store."""
         self.runtime.close()
 
-    def _run(self) -> AsyncRun:
+    def _take(self) -> AsyncRun:
+        if self._idle:
+            return self._idle.pop()
         try:
-            return self.runtime.run(self.options.label, budget=self.budget)
+            run = self.runtime.run(self.options.label, budget=self.budget)
         except PollardError as exc:
             raise CLIError(
                 f"--ledger {self.options.display}: run {self.options.label!r}: {exc}",
                 hint="in --replay, use the --label the calls were recorded under",
             ) from None
+        self._runs.append(run)
+        return run
 
-    def _settle(self, run: AsyncRun) -> None:
-        report = run.report()
-        for name, value in report["spent"].items():
-            self.spent[name] = self.spent.get(name, Decimal(0)) + Decimal(value)
-        for name, value in report["avoided"].items():
-            self.avoided[name] = self.avoided.get(name, Decimal(0)) + Decimal(value)
-        self.total = report["total"]
+    def _give_back(self, run: AsyncRun) -> None:
+        if run.cursor_id != run.root_id:
+            run.checkout(run.root_id)
+        self._idle.append(run)
+
+    def _charges(self) -> tuple[dict[str, Decimal], dict[str, Decimal], dict[str, str]]:
+        """Spent and avoided by this command's steps, and the label's ledger totals."""
+        spent: dict[str, Decimal] = {}
+        avoided: dict[str, Decimal] = {}
+        total: dict[str, str] = {}
+        for run in self._runs:
+            report = run.report()
+            for name, value in report["spent"].items():
+                spent[name] = spent.get(name, Decimal(0)) + Decimal(value)
+            for name, value in report["avoided"].items():
+                avoided[name] = avoided.get(name, Decimal(0)) + Decimal(value)
+            total = report["total"]
+        return spent, avoided, total
 
     async def ask(self, prompt: str, *, environment: Environment, output: Any) -> Output:
         """One governed ``pollux.run``; pollux errors propagate.
@@ -129,7 +145,7 @@ class Ledger:
         Raises:
             CLIError: A budget refused the call (exit 1), or ``--replay`` has no recording of it.
         """
-        run = self._run()
+        run = self._take()
         try:
             return await governed_run(
                 run, prompt, environment=environment, config=self.config, output=output
@@ -146,14 +162,12 @@ class Ledger:
                 hint="record it first: run the same command without --replay",
                 code=EXIT_FAILED,
             ) from None
-        finally:
-            self._settle(run)
 
     async def one(
         self, index: int, prompt: str, attempt: int, *, environment: Environment, output: Any
     ) -> Record:
         """One prompt of a fan-out as a governed step, its outcome as a record (never raises)."""
-        run = self._run()
+        run = self._take()
         try:
             answer = await governed_run(
                 run,
@@ -167,16 +181,17 @@ class Ledger:
             error = _error(exc) | {"refusal_id": exc.refusal_id}
             if exc.meter is not None:
                 error["meter"] = exc.meter
-            return Record(index, "refused", prompt=prompt, error=error, node=exc.refusal_id)
+            record = Record(index, "refused", prompt=prompt, error=error, node=exc.refusal_id)
         except MissingRecording as exc:
             error = _error(exc) | {"hint": "record it first: run without --replay"}
-            return Record(index, "missing", prompt=prompt, error=error)
+            record = Record(index, "missing", prompt=prompt, error=error)
         except PolluxError as exc:
-            return Record(index, "failed", prompt=prompt, error=_error(exc))
-        finally:
-            self._settle(run)
-        record = record_for(index, answer, prompt=prompt)
-        record.node = run.cursor_id
+            record = Record(index, "failed", prompt=prompt, error=_error(exc))
+        else:
+            record = record_for(index, answer, prompt=prompt)
+            record.node = run.cursor_id
+        # Not reached when the step was cancelled: that run object is not reused.
+        self._give_back(run)
         return record
 
     def report_line(self) -> str:
@@ -188,9 +203,7 @@ class Ledger:
             ]
             return " ".join(shown) if shown else "nothing"
 
-        spent = {k: v for k, v in self.spent.items() if k != "seconds"}
-        avoided = {k: v for k, v in self.avoided.items() if k != "seconds"}
-        total = {k: v for k, v in self.total.items() if k != "seconds"}
+        spent, avoided, total = self._charges()
         price = "" if self.priced else f" (no usd price for {self.config.model})"
         mock = (
             " (mock prices the mock's estimated tokens)"
