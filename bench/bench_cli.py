@@ -10,8 +10,7 @@ process answering after 50 ms. Measured in one run, best of three each:
    ratio isolates the engine from process start-up.
 2. ``pollux --version``: the command's start-up (interpreter and imports), on its own.
 3. ``pollux many PROMPTS --source SRC --out FILE --concurrency 32``: wall time of the whole
-   process, as a ratio to the baseline, and its fan-out efficiency once start-up is taken off
-   (ideal ``ceil(300 / 32) * 50 ms`` / (wall - start-up)).
+   process (start-up, imports, the fan-out, closing), as a ratio to the baseline.
 4. The same with ``--ledger runs.db`` (each prompt a governed pollard step in SQLite).
 """
 
@@ -28,7 +27,6 @@ from pathlib import Path
 from bench._result import Result
 from bench.bench_pollux_fanout import CONCURRENCY, LATENCY_S, MODEL, N_PROMPTS, SOURCE_TEXT, _server
 
-IDEAL_S = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
 POLLUX = Path(sys.executable).with_name("pollux")
 REPEATS = 3
 
@@ -143,11 +141,6 @@ def run() -> list[Result]:
             "x",
             direction="lower",
             note=note,
-        ),
-        Result(
-            "cli: pollux many fan-out efficiency (start-up excluded)",
-            IDEAL_S / max(plain - startup, 1e-9),
-            "ratio",
         ),
         Result(
             "cli: pollux many --ledger / in-process run_many",

@@ -217,7 +217,13 @@ class Ledger:
 
 
 def _cost_meter(config: Config) -> Any:
-    """genai-prices' dollar meter when it knows the model, else None (never a failing meter)."""
+    """genai-prices' dollar meter when it knows the model, else None (never a failing meter).
+
+    A local server has no price list, so its calls are not priced (which also spares the
+    command loading genai-prices' tables).
+    """
+    if config.provider == "local":
+        return None
     try:
         meter = CostMeter.from_genai_prices(provider_id=_PRICE_PROVIDERS.get(config.provider))
         meter.precheck_estimate("model_call", {"model": config.model})
