@@ -249,3 +249,23 @@ def test_a_shared_file_is_uploaded_once_for_every_prompt(
     assert routes.count("openai.responses.create") == 3
     assert routes.count("openai.files.create") == 1
     assert routes.count("openai.files.delete") == 1  # released when the run ends
+
+
+def test_a_reader_that_goes_away_stops_the_command_quietly(tmp_path: Path) -> None:
+    # More records than a pipe buffers, so the command is still writing when the reader leaves.
+    (tmp_path / "q.txt").write_text("".join(f"Question {i}?\n" for i in range(2_000)))
+    process = subprocess.Popen(
+        [str(POLLUX), "many", "q.txt", "--mock"],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert json.loads(process.stdout.readline())["status"] == "ok"
+    process.stdout.close()  # like `| head -1`
+    stderr = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=60) == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr

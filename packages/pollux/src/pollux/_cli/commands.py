@@ -35,7 +35,7 @@ from .inputs import (
 )
 from .options import LedgerOptions, ledger_options
 from .progress import job_progress
-from .records import RecordSink, answered_indexes, record_for
+from .records import RecordSink, answered_indexes, jsonable, record_for
 
 if TYPE_CHECKING:
     from .ledger import Ledger
@@ -135,7 +135,7 @@ def _ask(args: argparse.Namespace) -> int:
         if args.json:
             _out(json.dumps(answer.to_jsonable(), indent=2, ensure_ascii=False))
         elif answer.structured is not None:
-            _out(json.dumps(record_for(0, answer).to_json().get("structured"), indent=2))
+            _out(json.dumps(jsonable(answer.structured), indent=2, ensure_ascii=False))
         else:
             _out(answer.text)
         return EXIT_OK
@@ -162,8 +162,12 @@ def _many(args: argparse.Namespace) -> int:
     if not todo:
         _err(f"pollux: all {len(prompts)} prompts are already answered in {out}")
         return EXIT_OK
-    ledger = _open_ledger(options, config)
     sink = RecordSink(out)
+    try:
+        ledger = _open_ledger(options, config)
+    except CLIError:
+        sink.close()
+        raise
     fan = fan_out(
         prompts,
         todo,

@@ -263,6 +263,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("pollux: interrupted\n")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`pollux many q.txt | head -1`): stop quietly, like other tools;
+        # stdout is pointed at devnull so the interpreter's final flush does not fail again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pollux import Output
 
 from .errors import CLIError
 
-__all__ = ["STATUSES", "Record", "RecordSink", "answered_indexes", "record_for"]
+__all__ = ["STATUSES", "Record", "RecordSink", "answered_indexes", "jsonable", "record_for"]
 
 #: A record's ``status``: answered, failed (the call or the request failed), refused (a budget
 #: refused it before any provider call), or missing (``--replay`` found no recording).
@@ -44,9 +44,7 @@ class Record:
         if self.output is not None and self.status == "ok":
             line["text"] = self.output.text
             if self.output.structured is not None:
-                structured = self.output.structured
-                dump = getattr(structured, "model_dump", None)
-                line["structured"] = dump(mode="json") if callable(dump) else structured
+                line["structured"] = jsonable(self.output.structured)
             line["completion"] = self.output.metrics.completion_status
         if self.output is not None:
             line["usage"] = self.output.usage.to_jsonable()
@@ -56,6 +54,12 @@ class Record:
             line["node"] = self.node
         line.update(self.extra)
         return line
+
+
+def jsonable(structured: Any) -> Any:
+    """A structured answer as JSON data (a pydantic model is dumped, JSON data stays)."""
+    dump = getattr(structured, "model_dump", None)
+    return dump(mode="json") if callable(dump) else structured
 
 
 def _error_of(output: Output) -> dict[str, Any]:
