@@ -153,3 +153,55 @@ def test_a_provider_without_deferred_delivery(tmp_path: Path, emu: Emulator) -> 
     assert result.code == 2
     assert "hint: " in result.stderr
     assert not (tmp_path / "job.json").exists()
+
+
+def test_collect_wait_draws_a_live_bar_on_a_terminal(
+    tmp_path: Path, emu: Emulator, env: dict[str, str]
+) -> None:
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    _submit(tmp_path, env)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    process = subprocess.Popen(
+        [
+            str(POLLUX),
+            "collect",
+            "job.json",
+            "--wait",
+            "--poll-seconds",
+            "0.05",
+            "--out",
+            "a.jsonl",
+        ],
+        cwd=tmp_path,
+        env=env | {"TERM": "xterm-256color", "COLUMNS": "160"},
+        stdin=slave,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    screen = b""
+    advanced = False
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+        if not advanced and b"status=queued" in screen:
+            emu.advance(10 * 86_400)  # the first frame is drawn: let the job finish
+            advanced = True
+    os.close(master)
+    assert process.wait(timeout=60) == 0
+    text = screen.decode("utf-8", "replace")
+    assert "\x1b[" in text and "0/2" in text and "2/2" in text
+    assert "status=completed succeeded=2 failed=0 pending=0" in text
+    assert SECRET not in text
+    assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 2
