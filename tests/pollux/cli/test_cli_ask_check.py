@@ -175,3 +175,14 @@ def test_help_and_version_exit_0(tmp_path: Path) -> None:
     for command in ("ask", "many", "defer", "status", "collect", "cancel", "check"):
         result = pollux(command, "--help", cwd=tmp_path)
         assert result.code == 0 and "usage: pollux " + command in result.stdout
+
+
+def test_a_url_source_is_sent_by_reference(tmp_path: Path, emu: Emulator) -> None:
+    env = clean_env(OPENAI_BASE_URL=emu.base_url("openai"), OPENAI_API_KEY="sk-test")
+    result = pollux(
+        "ask", "What?", "--source", "https://example.com/a.pdf",
+        "--provider", "openai", "--model", "gpt-5-nano", cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    content = emu.last_request.json["input"][0]["content"]
+    assert {"type": "input_file", "file_url": "https://example.com/a.pdf"} in content
