@@ -57,8 +57,9 @@ def pollux(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str 
     return Result(done.returncode, done.stdout, done.stderr)
 
 
-def pollard(*args: str, cwd: Path) -> Result:
+def pollard(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """Run ``pollard ARGS`` (the same ledger files, read by pollard's own command)."""
     done = subprocess.run(
-        [str(POLLARD), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [str(POLLARD), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
     return Result(done.returncode, done.stdout, done.stderr)

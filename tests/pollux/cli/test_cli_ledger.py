@@ -11,7 +11,7 @@ import pytest
 from pollux.testing import Emulator
 from tests.pollard._postgres import drop_store, fresh_store_id
 
-from ._run import pollard, pollux
+from ._run import clean_env, pollard, pollux
 
 PROMPTS = ["Who are the twins?", "Which myth?", "Who are the twins?"]  # a repeated prompt
 
@@ -129,6 +129,8 @@ def test_a_many_replay_of_unrecorded_prompts_marks_them_missing(tmp_path: Path) 
         (["--ledger", "x.db", "--replay", "--max-calls", "1"], "takes no budget"),
         (["--ledger", "x.db", "--max-usd", "-1"], "--max-usd needs a number >= 0"),
         (["--ledger", "mysql://x/y"], "cannot open the store"),
+        (["--ledger", "pg-env:NO_SUCH_VARIABLE#s"], "NO_SUCH_VARIABLE is not set"),
+        (["--ledger", "pg-env:HOME#s"], "HOME does not hold a postgresql:// DSN"),
     ],
 )
 def test_ledger_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
@@ -173,9 +175,16 @@ def test_a_postgresql_ledger(tmp_path: Path, pg_dsn: str) -> None:
         assert result.code == 0, result.stderr
         assert f"ledger postgresql#{store_id} run" in result.stderr
         assert pg_dsn not in result.stderr + result.stdout
-        replay = pollux("many", "q.txt", "--mock", "--ledger", spec, "--replay", cwd=tmp_path)
+        # pg-env: keeps the DSN out of the command line; pollard reads the same spec.
+        env = clean_env(LEDGER_DSN=pg_dsn)
+        by_env = f"pg-env:LEDGER_DSN#{store_id}"
+        replay = pollux(
+            "many", "q.txt", "--mock", "--ledger", by_env, "--replay", cwd=tmp_path, env=env
+        )
         assert replay.code == 0 and "avoided steps=2" in replay.stderr
-        report = pollard("report", spec, "pollux many q.txt", "--json", cwd=tmp_path)
+        assert f"ledger {by_env} run" in replay.stderr
+        assert pg_dsn not in replay.stderr + replay.stdout
+        report = pollard("report", by_env, "pollux many q.txt", "--json", cwd=tmp_path, env=env)
         assert report.code == 0 and json.loads(report.stdout)["spent"]["steps"] == "2"
     finally:
         drop_store(pg_dsn, store_id)

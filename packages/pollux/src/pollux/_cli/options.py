@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from .errors import CLIError
@@ -17,20 +17,13 @@ __all__ = ["LedgerOptions", "ledger_options"]
 class LedgerOptions:
     """The ``--ledger`` options of one command."""
 
-    store: str
+    store: str = field(repr=False)  # may hold a DSN with a password: never printed
+    display: str
     label: str
     replay: bool
     max_usd: Decimal | None
     max_tokens: Decimal | None
     max_calls: Decimal | None
-
-    @property
-    def display(self) -> str:
-        """The store as the command prints it: a PostgreSQL DSN never appears."""
-        if self.store.startswith(("postgresql://", "postgres://")):
-            _, _, store_id = self.store.rpartition("#")
-            return f"postgresql#{store_id or 'default'}"
-        return self.store
 
 
 def ledger_options(args: argparse.Namespace, default_label: str) -> LedgerOptions | None:
@@ -65,8 +58,10 @@ def ledger_options(args: argparse.Namespace, default_label: str) -> LedgerOption
         name: None if value is None else decimal_option(value, name)
         for name, value in limits.items()
     }
+    store, display = _store_target(args.ledger)
     return LedgerOptions(
-        store=_store_target(args.ledger),
+        store=store,
+        display=display,
         label=args.label or default_label,
         replay=bool(args.replay),
         max_usd=parsed["--max-usd"],
@@ -75,17 +70,33 @@ def ledger_options(args: argparse.Namespace, default_label: str) -> LedgerOption
     )
 
 
-def _store_target(text: str) -> str:
-    """A SQLite path or a ``postgresql://`` DSN; ``pg-env:VAR#id`` reads the DSN from VAR."""
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _store_target(text: str) -> tuple[str, str]:
+    """The store pollard opens and how the command names it (a DSN is never shown).
+
+    A SQLite path or a ``postgresql://`` DSN is passed on; ``pg-env:VAR#id`` reads the DSN from
+    the environment variable VAR, so it stays out of shell history and process listings.
+    """
     if not text:
         raise CLIError("--ledger needs a store", hint="pass --ledger runs.db")
     if text.startswith("pg-env:"):
         var, _, store_id = text[len("pg-env:") :].partition("#")
-        dsn = os.environ.get(var, "")
+        store_id = store_id or "default"
+        dsn = os.environ.get(var, "") if var else ""
         if not dsn:
             raise CLIError(
                 f"--ledger {text}: environment variable {var or '?'} is not set",
-                hint="export the PostgreSQL DSN in that variable",
+                hint="export the PostgreSQL DSN (postgresql://...) in that variable",
             )
-        return f"{dsn}#{store_id or 'default'}"
-    return text
+        if not dsn.startswith(_PG_SCHEMES):
+            raise CLIError(
+                f"--ledger {text}: {var} does not hold a postgresql:// DSN",
+                hint="write the DSN as postgresql://user@host/db",
+            )
+        return f"{dsn}#{store_id}", f"pg-env:{var}#{store_id}"
+    if text.startswith(_PG_SCHEMES):
+        _, sep, store_id = text.rpartition("#")
+        return text, f"postgresql#{store_id if sep and store_id else 'default'}"
+    return text, text
