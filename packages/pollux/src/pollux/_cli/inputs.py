@@ -19,6 +19,7 @@ __all__ = [
     "MOCK_MODEL",
     "MOCK_PROVIDER",
     "build_config",
+    "check_new_handle",
     "decimal_option",
     "error_hint",
     "load_schema",
