@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml uv.lock packages/pollux/pyproject.toml packages/pollard
 
 install: $(STAMP)  ## Create .venv with both packages editable and the dev tools.
 
-demo: $(STAMP)  ## Run the main job offline (no keys, no network).
+demo: $(STAMP)  ## Run the main job offline (no keys, no network), in Python and with the pollux command.
 	$(BIN)/python examples/quickstart.py
+	@echo
+	$(BIN)/python examples/cli_fanout.py
 
 test: $(STAMP)  ## Run the whole test suite.
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

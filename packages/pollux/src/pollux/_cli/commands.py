@@ -1,0 +1,370 @@
+"""The command implementations behind ``pollux._cli.main`` (each a thin shell over the API)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pollux
+from pollux import (
+    Config,
+    ConfigurationError,
+    DeferredNotReadyError,
+    Environment,
+    PolluxError,
+    SourceError,
+)
+
+from .errors import EXIT_FAILED, EXIT_OK, CLIError, report
+from .fanout import fan_out
+from .inputs import (
+    build_config,
+    check_new_handle,
+    load_schema,
+    number_option,
+    parse_sources,
+    positive_int_option,
+    read_handle,
+    read_prompts,
+    write_handle,
+)
+from .options import LedgerOptions, ledger_options
+from .progress import job_progress
+from .records import RecordSink, answered_indexes, jsonable, record_for
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+
+__all__ = ["run_command"]
+
+_DEFERRED_LEDGER_HINT = (
+    "deferred jobs are not bridged yet: their tokens are spent at the provider between "
+    "submission and collection, where no budget can refuse them; use 'pollux many --ledger' "
+    "for governed calls"
+)
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _run(coroutine: Coroutine[Any, Any, int]) -> int:
+    """Run a command's coroutine; pollux errors become one line and a hint.
+
+    Usage errors (configuration, sources) exit 2; provider failures exit 1.
+    """
+    try:
+        return asyncio.run(coroutine)
+    except (ConfigurationError, SourceError) as exc:
+        raise CLIError(exc.message, hint=exc.hint) from None
+    except PolluxError as exc:
+        raise CLIError(
+            f"{type(exc).__name__}: {exc.message}", hint=exc.hint, code=EXIT_FAILED
+        ) from None
+
+
+def _prompt_text(text: str) -> str:
+    prompt = sys.stdin.read() if text == "-" else text
+    if not prompt.strip():
+        raise CLIError("the prompt is empty", hint="pass the question as PROMPT")
+    return prompt.strip() if text == "-" else prompt
+
+
+# -- ask ----------------------------------------------------------------------------------------
+
+
+def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None:
+    """The ledger of ``--ledger`` (pollard is imported only then)."""
+    if options is None:
+        return None
+    try:
+        from .ledger import Ledger
+    except ImportError as exc:
+        raise CLIError(
+            f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux[cli]"'
+        ) from None
+    return Ledger.open(options, config)
+
+
+def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
+    """Run ``command``; with a ledger, end with its cost report (after any error line)."""
+    try:
+        code = command()
+    except CLIError as exc:
+        if ledger is None:
+            raise
+        code = report(exc)
+    finally:
+        if ledger is not None:
+            _err(f"pollux: {ledger.report_line()}")
+            ledger.close()
+    return code
+
+
+def _ask(args: argparse.Namespace) -> int:
+    prompt = _prompt_text(args.prompt)
+    options = ledger_options(args, "pollux ask")
+    config = build_config(args, replay=options is not None and options.replay)
+    sources = parse_sources(args.source)
+    schema = load_schema(args.schema)
+    ledger = _open_ledger(options, config)
+
+    async def ask() -> int:
+        if ledger is None:
+            answer = await pollux.run(
+                prompt,
+                sources=sources,
+                instructions=args.instructions,
+                output=schema,
+                config=config,
+            )
+        else:
+            environment = Environment(instructions=args.instructions, sources=tuple(sources))
+            answer = await ledger.ask(prompt, environment=environment, output=schema)
+        if args.json:
+            _out(json.dumps(answer.to_jsonable(), indent=2, ensure_ascii=False))
+        elif answer.structured is not None:
+            _out(json.dumps(jsonable(answer.structured), indent=2, ensure_ascii=False))
+        else:
+            _out(answer.text)
+        return EXIT_OK
+
+    return _with_report(ledger, lambda: _run(ask()))
+
+
+# -- many ---------------------------------------------------------------------------------------
+
+
+def _many(args: argparse.Namespace) -> int:
+    prompts = read_prompts(args.prompts_file)
+    concurrency = positive_int_option(args.concurrency, "--concurrency")
+    name = "stdin" if args.prompts_file == "-" else Path(args.prompts_file).name
+    options = ledger_options(args, f"pollux many {name}")
+    config = build_config(
+        args, concurrency=concurrency, replay=options is not None and options.replay
+    )
+    sources = parse_sources(args.source)
+    schema = load_schema(args.schema)
+    out = Path(args.out) if args.out else None
+    done = set() if out is None else answered_indexes(out, prompts)
+    todo = [index for index in range(len(prompts)) if index not in done]
+    if not todo:
+        _err(f"pollux: all {len(prompts)} prompts are already answered in {out}")
+        return EXIT_OK
+    sink = RecordSink(out)
+    try:
+        ledger = _open_ledger(options, config)
+    except CLIError:
+        sink.close()
+        raise
+    fan = fan_out(
+        prompts,
+        todo,
+        sources=sources,
+        instructions=args.instructions,
+        schema=schema,
+        config=config,
+        ledger=ledger,
+        sink=sink,
+        skipped=len(done),
+    )
+    try:
+        return _with_report(ledger, lambda: _run(fan))
+    finally:
+        sink.close()
+
+
+# -- deferred -----------------------------------------------------------------------------------
+
+
+def _refuse_ledger(args: argparse.Namespace, command: str) -> None:
+    if args.ledger is not None:
+        raise CLIError(f"--ledger is not supported on '{command}' yet", hint=_DEFERRED_LEDGER_HINT)
+
+
+def _defer(args: argparse.Namespace) -> int:
+    _refuse_ledger(args, "pollux defer")
+    if args.mock:
+        raise CLIError(
+            "--mock cannot defer across commands: mock jobs live only in the process that "
+            "submitted them",
+            hint="for an offline job, run the emulator (python -m pollux.testing) and set "
+            "OPENAI_BASE_URL to its /openai/v1 URL and OPENAI_API_KEY to any value",
+        )
+    prompts = read_prompts(args.prompts_file)
+    target = check_new_handle(args.handle)
+    config = build_config(args)
+    sources = parse_sources(args.source)
+    schema = load_schema(args.schema)
+
+    async def submit() -> int:
+        handle = await pollux.defer(
+            prompts, sources=sources, instructions=args.instructions, output=schema, config=config
+        )
+        write_handle(target, handle)
+        _out(
+            f"submitted job {handle.job_id}: {handle.request_count} requests to "
+            f"{handle.provider} {handle.model}; handle saved to {target}"
+        )
+        return EXIT_OK
+
+    return _run(submit())
+
+
+def _snapshot_json(snapshot: pollux.DeferredSnapshot) -> dict[str, Any]:
+    fields = (
+        "job_id",
+        "provider",
+        "model",
+        "status",
+        "provider_status",
+        "request_count",
+        "succeeded",
+        "failed",
+        "pending",
+        "submitted_at",
+        "completed_at",
+        "expires_at",
+    )
+    return {name: getattr(snapshot, name) for name in fields} | {
+        "is_terminal": snapshot.is_terminal
+    }
+
+
+def _status(args: argparse.Namespace) -> int:
+    handle = read_handle(args.handle)
+
+    async def status() -> int:
+        snapshot = await pollux.inspect_deferred(handle)
+        if args.json:
+            _out(json.dumps(_snapshot_json(snapshot), indent=2))
+        else:
+            _out(
+                f"job {snapshot.job_id} ({snapshot.provider} {snapshot.model}): "
+                f"status={snapshot.status} succeeded={snapshot.succeeded} "
+                f"failed={snapshot.failed} pending={snapshot.pending} "
+                f"of {snapshot.request_count}" + (" (terminal)" if snapshot.is_terminal else "")
+            )
+        return EXIT_OK
+
+    return _run(status())
+
+
+def _collect(args: argparse.Namespace) -> int:
+    _refuse_ledger(args, "pollux collect")
+    poll = number_option(args.poll_seconds, "--poll-seconds")
+    handle = read_handle(args.handle)
+    schema = load_schema(args.schema)
+    out = Path(args.out) if args.out else None
+
+    async def collect() -> int:
+        if args.wait:
+            progress = job_progress()
+            try:
+                while True:
+                    snapshot = await pollux.inspect_deferred(handle)
+                    progress.update(snapshot)
+                    if snapshot.is_terminal:
+                        break
+                    await asyncio.sleep(poll)
+            finally:
+                progress.close()
+        try:
+            results = await pollux.collect_deferred(handle, response_schema=schema)
+        except DeferredNotReadyError as exc:
+            raise CLIError(
+                f"job {handle.job_id} is not finished: {exc.message}",
+                hint="wait until it is: pollux collect --wait, or pollux status first",
+                code=EXIT_FAILED,
+            ) from None
+        indexes = results.prompt_indexes or tuple(range(len(results.outputs)))
+        sink = RecordSink(out, append=False)
+        try:
+            for index, output in zip(indexes, results.outputs, strict=True):
+                sink.write(record_for(index, output))
+        finally:
+            sink.close()
+        failed = sink.counts["failed"]
+        _err(
+            f"pollux: job {handle.job_id}: {sink.counts['ok']} answered, {failed} failed, "
+            f"{sink.tokens:,} tokens" + (f"; records in {out}" if out else "")
+        )
+        return EXIT_FAILED if failed or not results.outputs else EXIT_OK
+
+    return _run(collect())
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    handle = read_handle(args.handle)
+
+    async def cancel() -> int:
+        await pollux.cancel_deferred(handle)
+        _out(
+            f"cancellation requested for job {handle.job_id}; the final status is the "
+            f"provider's: pollux status {args.handle}"
+        )
+        return EXIT_OK
+
+    return _run(cancel())
+
+
+# -- check --------------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace) -> int:
+    config = build_config(args)
+
+    async def check() -> int:
+        readiness = await pollux.check_ready(config)
+        if args.json:
+            _out(
+                json.dumps(
+                    {
+                        "ready": readiness.ready,
+                        "provider": readiness.provider,
+                        "model": readiness.model,
+                        "model_verified": readiness.model_verified,
+                        "status_code": readiness.status_code,
+                        "message": readiness.message,
+                    },
+                    indent=2,
+                )
+            )
+        elif readiness.ready:
+            _out(f"ready: {readiness.provider} {readiness.model or ''}: {readiness.message}")
+        else:
+            _err(f"pollux: {readiness.provider} is not ready: {readiness.message}")
+        return EXIT_OK if readiness.ready else EXIT_FAILED
+
+    return _run(check())
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "ask": _ask,
+    "many": _many,
+    "defer": _defer,
+    "status": _status,
+    "collect": _collect,
+    "cancel": _cancel,
+    "check": _check,
+}
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command and return its exit code.
+
+    Raises:
+        CLIError: A usage or input error (or an outcome reported as one line).
+    """
+    return _COMMANDS[args.command](args)

@@ -1,0 +1,281 @@
+"""What the command reads: configuration, sources, prompt files, schemas and job handles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pollux import Config, ConfigurationError, DeferredHandle, PolluxError, Source
+
+from .errors import CLIError
+
+__all__ = [
+    "MOCK_MODEL",
+    "MOCK_PROVIDER",
+    "build_config",
+    "check_new_handle",
+    "decimal_option",
+    "error_hint",
+    "load_schema",
+    "number_option",
+    "parse_sources",
+    "positive_int_option",
+    "read_handle",
+    "read_prompts",
+    "write_handle",
+]
+
+MOCK_PROVIDER = "openai"
+MOCK_MODEL = "gpt-5-nano"
+
+# Replay answers from the ledger and never calls the provider, so it needs no credentials: when
+# none are configured these stand in (they are never sent anywhere).
+_REPLAY_KEY = "pollux-replay-sends-nothing"
+_REPLAY_BASE_URL = "http://127.0.0.1:9/replay-sends-nothing"
+
+
+def error_hint(error: PolluxError) -> CLIError:
+    """A pollux usage error as the command's one-line error (its hint kept)."""
+    return CLIError(error.message, hint=error.hint)
+
+
+def positive_int_option(text: str, option: str) -> int:
+    """Parse an option that takes a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise CLIError(
+            f"{option} needs a whole number >= 1, got {text!r}",
+            hint=f"pass {option} 4, for example",
+        )
+    return value
+
+
+def number_option(text: str, option: str) -> float:
+    """Parse an option that takes a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise CLIError(
+            f"{option} needs a number > 0, got {text!r}", hint=f"pass {option} 30, for example"
+        )
+    return value
+
+
+def decimal_option(text: str, option: str) -> Decimal:
+    """Parse a budget limit: an exact decimal >= 0."""
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        value = Decimal(-1)
+    if not value.is_finite() or value < 0:
+        raise CLIError(
+            f"{option} needs a number >= 0, got {text!r}", hint=f"pass {option} 10, for example"
+        )
+    return value
+
+
+def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool = False) -> Config:
+    """The Config from the flags and the usual environment variables.
+
+    Args:
+        args: The parsed command line (``--provider``, ``--model``, ``--base-url``, ``--mock``).
+        concurrency: ``request_concurrency``.
+        replay: Answers come from a ledger: missing credentials are not an error.
+
+    Raises:
+        CLIError: No provider, or pollux refused the configuration (with its hint).
+    """
+    provider = args.provider or os.environ.get("POLLUX_PROVIDER") or None
+    model = args.model or os.environ.get("POLLUX_MODEL") or None
+    if args.mock:
+        provider = provider or MOCK_PROVIDER
+        model = model or (MOCK_MODEL if provider != "local" else None)
+    if provider is None:
+        raise CLIError(
+            "no provider configured",
+            hint="pass --provider P --model M (or set POLLUX_PROVIDER and POLLUX_MODEL), "
+            "or --mock for an offline run",
+        )
+    options: dict[str, Any] = {
+        "provider": provider,
+        "model": model,
+        "base_url": args.base_url or None,
+        "use_mock": bool(args.mock),
+        "request_concurrency": concurrency,
+    }
+    try:
+        return Config(**options)
+    except ConfigurationError as exc:
+        if not replay or args.mock:
+            raise error_hint(exc) from None
+    # Replay: the same request identity without credentials (they are not part of it).
+    if provider == "local":
+        options["base_url"] = options["base_url"] or _REPLAY_BASE_URL
+    else:
+        options["api_key"] = _REPLAY_KEY
+    try:
+        return Config(**options)
+    except ConfigurationError as exc:
+        raise error_hint(exc) from None
+
+
+def _url_source(text: str) -> Source:
+    host = (urlsplit(text).hostname or "").lower()
+    if host in {"youtube.com", "www.youtube.com", "youtu.be", "m.youtube.com"}:
+        return Source.from_youtube(text)
+    if host in {"arxiv.org", "www.arxiv.org"}:
+        return Source.from_arxiv(text)
+    import mimetypes
+
+    mime, _ = mimetypes.guess_type(urlsplit(text).path)
+    return Source.from_uri(text, mime_type=mime or "application/octet-stream")
+
+
+def parse_sources(items: list[str]) -> list[Source]:
+    """One Source per ``--source``: http(s) URLs by reference, anything else a local file.
+
+    Raises:
+        CLIError: A file is missing or unreadable (with pollux's hint).
+    """
+    sources: list[Source] = []
+    for item in items:
+        try:
+            if urlsplit(item).scheme in {"http", "https"}:
+                sources.append(_url_source(item))
+            else:
+                sources.append(Source.from_file(item))
+        except PolluxError as exc:
+            raise CLIError(f"--source {item}: {exc.message}", hint=exc.hint) from None
+    return sources
+
+
+def _read_text(path: str, what: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CLIError(f"{what} not found: {path}", hint="check the path") from None
+    except IsADirectoryError:
+        raise CLIError(f"{what} is a directory: {path}", hint="pass a file") from None
+    except UnicodeDecodeError:
+        raise CLIError(f"{what} is not UTF-8 text: {path}", hint="save it as UTF-8") from None
+    except OSError as exc:
+        raise CLIError(
+            f"cannot read {what} {path}: {exc.strerror}", hint="check its permissions"
+        ) from None
+
+
+def read_prompts(path: str) -> list[str]:
+    """The prompts of a file: JSONL objects with a ``prompt`` key, or one prompt a line.
+
+    A file whose first non-blank line starts with ``{`` is JSONL; otherwise every non-blank line
+    is a prompt. Blank lines are skipped in both; a prompt's index is its position among the
+    prompts (from 0).
+
+    Raises:
+        CLIError: The file is missing, empty, or a JSONL line is not an object with a non-empty
+            string ``prompt``.
+    """
+    text = _read_text(path, "prompts file")
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise CLIError(
+            f"no prompts in {path}",
+            hint='write one prompt a line, or JSONL objects like {"prompt": "..."}',
+        )
+    if not lines[0][1].lstrip().startswith("{"):
+        return [line for _, line in lines]
+    prompts: list[str] = []
+    for number, line in lines:
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CLIError(
+                f"{path}:{number}: not a JSON line ({exc.msg})",
+                hint="a JSONL prompts file has one JSON object a line",
+            ) from None
+        prompt = item.get("prompt") if isinstance(item, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise CLIError(
+                f"{path}:{number}: needs a non-empty string 'prompt'",
+                hint='write each line as {"prompt": "..."}',
+            )
+        prompts.append(prompt)
+    return prompts
+
+
+def load_schema(path: str | None) -> dict[str, Any] | None:
+    """The JSON Schema of ``--schema FILE.json``, or None.
+
+    Raises:
+        CLIError: The file is missing or is not a JSON object.
+    """
+    if path is None:
+        return None
+    text = _read_text(path, "schema file")
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(
+            f"--schema {path}: not JSON ({exc.msg} at line {exc.lineno})",
+            hint="pass a JSON Schema object",
+        ) from None
+    if not isinstance(schema, dict):
+        raise CLIError(f"--schema {path}: not a JSON object", hint="pass a JSON Schema object")
+    return schema
+
+
+def read_handle(path: str) -> DeferredHandle:
+    """The DeferredHandle saved in ``path``.
+
+    Raises:
+        CLIError: The file is missing or is not a saved handle.
+    """
+    text = _read_text(path, "handle file")
+    try:
+        return DeferredHandle.from_dict(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise CLIError(
+            f"{path}: not JSON ({exc.msg})", hint="pass the file 'pollux defer --handle' wrote"
+        ) from None
+    except ConfigurationError as exc:
+        raise CLIError(f"{path}: {exc.message}", hint=exc.hint) from None
+
+
+def check_new_handle(path: str) -> Path:
+    """Check that ``--handle`` can be written without losing an earlier job's handle.
+
+    Raises:
+        CLIError: The file exists (its job would be lost) or its folder does not.
+    """
+    target = Path(path)
+    if target.exists():
+        raise CLIError(
+            f"--handle {path} already exists",
+            hint="its job would be lost: collect or cancel it first, or choose another file",
+        )
+    if not target.parent.is_dir():
+        raise CLIError(
+            f"--handle {path}: folder {target.parent} does not exist",
+            hint="create the folder first, or choose another file",
+        )
+    return target
+
+
+def write_handle(target: Path, handle: DeferredHandle) -> None:
+    """Write ``handle.to_dict()`` to ``target`` atomically (a rename, never a partial file)."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.write_text(json.dumps(handle.to_dict(), indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, target)

@@ -1,0 +1,232 @@
+"""``--ledger``: every call as a governed pollard step, through the bridge.
+
+This is the one module of pollux that imports pollard (``pollux[cli]`` installs it): the command
+line is an application on top of both libraries, and ``import pollux`` never loads it. It uses
+only pollard's public API and the bridge, ``pollard.adapters.pollux``.
+
+Each prompt is its own ``model_call`` step directly under the run's root, through its own run
+object (so concurrent steps never share a cursor) and with ``attempt`` = how many identical
+prompts come before it in the file. A prompt's node therefore depends only on the request, not
+on which prompts ran before it, so a resumed run and ``--replay`` find the same nodes, and
+``pollard show/report STORE LABEL`` see one flat fan-out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, MissingRecording, PollardError
+from pollard.adapters.pollux import PolluxTokenEstimator, governed_run
+from pollard.meters import CostMeter, StepMeter, TokenMeter
+from pollux import Config, Environment, Output, PolluxError
+
+from .errors import EXIT_FAILED, CLIError
+from .options import LedgerOptions
+from .records import Record, record_for
+
+__all__ = ["Ledger"]
+
+# genai-prices provider ids, where pollux's provider names differ.
+_PRICE_PROVIDERS = {"gemini": "google", "openai": "openai", "anthropic": "anthropic"}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    detail: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    hint = getattr(exc, "hint", None)
+    if hint:
+        detail["hint"] = hint
+    return detail
+
+
+@dataclass
+class Ledger:
+    """An open pollard runtime and the charges of this command's steps."""
+
+    options: LedgerOptions
+    config: Config
+    runtime: AsyncRuntime
+    budget: Budget | None
+    priced: bool
+    # Run objects on the label's root, one per call in flight (each has its own cursor): every
+    # step is a child of the root, so a run is put back on the root and reused.
+    _runs: list[AsyncRun] = field(default_factory=list)
+    _idle: list[AsyncRun] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, options: LedgerOptions, config: Config) -> Ledger:
+        """Open the store with the meters the budget needs.
+
+        Raises:
+            CLIError: The store cannot be opened, or ``--max-usd`` for a model without a price.
+        """
+        if options.replay and "://" not in options.store and not Path(options.store).exists():
+            raise CLIError(
+                f"--replay: ledger {options.store} does not exist",
+                hint="record first: run the same command with --ledger and without --replay",
+            )
+        meters: list[Any] = [
+            StepMeter(),
+            TokenMeter(PolluxTokenEstimator(), reserved_output_tokens=0),
+        ]
+        usd = _cost_meter(config)
+        if usd is not None:
+            meters.append(usd)
+        elif options.max_usd is not None:
+            raise CLIError(
+                f"--max-usd: no price is known for model {config.model!r}",
+                hint='install the prices (pip install "pollard[prices]") or use --max-tokens',
+            )
+        budget = None
+        if any(v is not None for v in (options.max_usd, options.max_tokens, options.max_calls)):
+            budget = Budget(usd=options.max_usd, tokens=options.max_tokens, steps=options.max_calls)
+        try:
+            runtime = AsyncRuntime(
+                options.store, meters=meters, mode="replay" if options.replay else "record"
+            )
+        except ImportError as exc:
+            raise CLIError(
+                f"--ledger {options.display}: {exc.name or 'a driver'} is missing",
+                hint='pip install "pollard[pg]" for PostgreSQL ledgers',
+            ) from None
+        except (ValueError, OSError, PollardError) as exc:
+            raise CLIError(
+                f"--ledger {options.display}: cannot open the store ({type(exc).__name__})",
+                hint="pass a SQLite file or postgresql://...#store_id",
+            ) from None
+        except Exception as exc:  # a database driver's connection error
+            raise CLIError(
+                f"--ledger {options.display}: cannot connect ({type(exc).__name__})",
+                hint="check that the database is reachable and the DSN is right",
+            ) from None
+        return cls(options, config, runtime, budget, usd is not None)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.runtime.close()
+
+    def _take(self) -> AsyncRun:
+        if self._idle:
+            return self._idle.pop()
+        try:
+            run = self.runtime.run(self.options.label, budget=self.budget)
+        except PollardError as exc:
+            raise CLIError(
+                f"--ledger {self.options.display}: run {self.options.label!r}: {exc}",
+                hint="in --replay, use the --label the calls were recorded under",
+            ) from None
+        self._runs.append(run)
+        return run
+
+    def _give_back(self, run: AsyncRun) -> None:
+        if run.cursor_id != run.root_id:
+            run.checkout(run.root_id)
+        self._idle.append(run)
+
+    def _charges(self) -> tuple[dict[str, Decimal], dict[str, Decimal], dict[str, str]]:
+        """Spent and avoided by this command's steps, and the label's ledger totals."""
+        spent: dict[str, Decimal] = {}
+        avoided: dict[str, Decimal] = {}
+        total: dict[str, str] = {}
+        for run in self._runs:
+            report = run.report()
+            for name, value in report["spent"].items():
+                spent[name] = spent.get(name, Decimal(0)) + Decimal(value)
+            for name, value in report["avoided"].items():
+                avoided[name] = avoided.get(name, Decimal(0)) + Decimal(value)
+            total = report["total"]
+        return spent, avoided, total
+
+    async def ask(self, prompt: str, *, environment: Environment, output: Any) -> Output:
+        """One governed ``pollux.run``; pollux errors propagate.
+
+        Raises:
+            CLIError: A budget refused the call (exit 1), or ``--replay`` has no recording of it.
+        """
+        run = self._take()
+        try:
+            return await governed_run(
+                run, prompt, environment=environment, config=self.config, output=output
+            )
+        except BudgetExceeded as exc:
+            raise CLIError(
+                f"refused by the budget before any provider call: {exc}",
+                hint=exc.hint or "raise the limit, or use another --label",
+                code=EXIT_FAILED,
+            ) from None
+        except MissingRecording as exc:
+            raise CLIError(
+                f"not in the ledger: {exc}",
+                hint="record it first: run the same command without --replay",
+                code=EXIT_FAILED,
+            ) from None
+
+    async def one(
+        self, index: int, prompt: str, attempt: int, *, environment: Environment, output: Any
+    ) -> Record:
+        """One prompt of a fan-out as a governed step, its outcome as a record (never raises)."""
+        run = self._take()
+        try:
+            answer = await governed_run(
+                run,
+                prompt,
+                environment=environment,
+                config=self.config,
+                output=output,
+                attempt=attempt,
+            )
+        except BudgetExceeded as exc:
+            error = _error(exc) | {"refusal_id": exc.refusal_id}
+            if exc.meter is not None:
+                error["meter"] = exc.meter
+            record = Record(index, "refused", prompt=prompt, error=error, node=exc.refusal_id)
+        except MissingRecording as exc:
+            error = _error(exc) | {"hint": "record it first: run without --replay"}
+            record = Record(index, "missing", prompt=prompt, error=error)
+        except PolluxError as exc:
+            record = Record(index, "failed", prompt=prompt, error=_error(exc))
+        else:
+            record = record_for(index, answer, prompt=prompt)
+            record.node = run.cursor_id
+        # Not reached when the step was cancelled: that run object is not reused.
+        self._give_back(run)
+        return record
+
+    def report_line(self) -> str:
+        """The one-line cost report of this command."""
+
+        def amounts(values: dict[str, Any]) -> str:
+            shown = [
+                f"{name}={Decimal(value).normalize():f}" for name, value in sorted(values.items())
+            ]
+            return " ".join(shown) if shown else "nothing"
+
+        spent, avoided, total = self._charges()
+        price = "" if self.priced else f" (no usd price for {self.config.model})"
+        mock = (
+            " (mock prices the mock's estimated tokens)"
+            if self.config.use_mock and self.priced
+            else ""
+        )
+        return (
+            f"ledger {self.options.display} run {self.options.label!r}: spent {amounts(spent)}; "
+            f"avoided {amounts(avoided)}; run total {amounts(total)}{price}{mock}"
+        )
+
+
+def _cost_meter(config: Config) -> Any:
+    """genai-prices' dollar meter when it knows the model, else None (never a failing meter).
+
+    A local server has no price list, so its calls are not priced (which also spares the
+    command loading genai-prices' tables).
+    """
+    if config.provider == "local":
+        return None
+    try:
+        meter = CostMeter.from_genai_prices(provider_id=_PRICE_PROVIDERS.get(config.provider))
+        meter.precheck_estimate("model_call", {"model": config.model})
+    except (ImportError, ValueError):
+        return None
+    return meter

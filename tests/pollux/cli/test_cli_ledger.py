@@ -1,0 +1,190 @@
+"""`--ledger`: ask and many as governed pollard steps, budgets, replay, `pollard` on the file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pollux.testing import Emulator
+from tests.pollard._postgres import drop_store, fresh_store_id
+
+from ._run import clean_env, pollard, pollux
+
+PROMPTS = ["Who are the twins?", "Which myth?", "Who are the twins?"]  # a repeated prompt
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with Emulator() as emulator:
+        yield emulator
+
+
+def _local(emu: Emulator | None) -> list[str]:
+    url = ["--base-url", emu.base_url("local")] if emu is not None else []
+    return ["--provider", "local", "--model", "m", *url]
+
+
+def _records(text: str) -> dict[int, dict[str, object]]:
+    lines = [json.loads(line) for line in text.splitlines()]
+    return {line["index"]: line for line in lines}
+
+
+def test_record_then_replay_without_a_provider(tmp_path: Path, emu: Emulator) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+    record = pollux("many", "q.txt", "--ledger", "runs.db", *_local(emu), cwd=tmp_path)
+    assert record.code == 0, record.stderr
+    assert len(emu.requests_for("local.chat")) == 3  # the repeated prompt is its own step
+    recorded = _records(record.stdout)
+    nodes = {str(r["node"]) for r in recorded.values()}
+    assert len(nodes) == 3
+    assert "ledger runs.db run 'pollux many q.txt': spent steps=3 tokens=" in record.stderr
+
+    emu.clear_requests()
+    # No base URL and no server: replay answers from the ledger alone.
+    replay = pollux("many", "q.txt", "--ledger", "runs.db", "--replay", *_local(None), cwd=tmp_path)
+    assert replay.code == 0, replay.stderr
+    assert emu.requests == []
+    replayed = _records(replay.stdout)
+    assert {i: r["text"] for i, r in replayed.items()} == {
+        i: r["text"] for i, r in recorded.items()
+    }
+    assert {str(r["node"]) for r in replayed.values()} == nodes
+    assert "spent nothing; avoided steps=3" in replay.stderr
+
+    report = pollard("report", "runs.db", "pollux many q.txt", "--json", cwd=tmp_path)
+    assert report.code == 0, report.stderr
+    assert json.loads(report.stdout)["spent"]["steps"] == "3"
+    shown = pollard("show", "runs.db", "pollux many q.txt", cwd=tmp_path)
+    assert shown.code == 0 and shown.stdout.count("model_call") == 3
+
+
+def test_a_call_budget_refuses_the_rest_and_reports_them(tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+    args = ["many", "q.txt", "--mock", "--ledger", "runs.db", "--max-calls", "2"]
+    result = pollux(*args, "--concurrency", "1", cwd=tmp_path)
+    assert result.code == 1
+    records = _records(result.stdout)
+    assert [records[i]["status"] for i in range(3)] == ["ok", "ok", "refused"]
+    error = records[2]["error"]
+    assert (
+        isinstance(error, dict) and error["type"] == "BudgetExceeded" and error["meter"] == "steps"
+    )
+    assert "1 refused" in result.stderr
+    # The budget belongs to the run label: a second run has nothing left.
+    again = pollux(*args, cwd=tmp_path)
+    assert again.code == 1
+    assert sum(r["status"] == "refused" for r in _records(again.stdout).values()) == 3
+    # Replay serves the refusal as recorded, and no budget can be given to it.
+    replay = pollux("many", "q.txt", "--mock", "--ledger", "runs.db", "--replay", cwd=tmp_path)
+    assert replay.code == 1 and _records(replay.stdout)[2]["status"] == "refused"
+
+
+def test_a_token_budget_refuses_before_the_call(tmp_path: Path, emu: Emulator) -> None:
+    (tmp_path / "big.txt").write_text("word " * 4_000)
+    result = pollux(
+        "ask", "Summarize.", "--source", "big.txt", "--ledger", "runs.db", "--max-tokens", "100",
+        *_local(emu), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.code == 1
+    first, hint, report = result.stderr.splitlines()
+    assert first.startswith("pollux: refused by the budget before any provider call")
+    assert hint.startswith("hint: ")
+    assert report.startswith("pollux: ledger runs.db run 'pollux ask': spent nothing")
+    assert emu.requests_for("local.chat") == []
+
+
+def test_ask_records_then_replays_and_misses(tmp_path: Path) -> None:
+    ask = ["ask", "Who are the twins?", "--mock", "--ledger", "runs.db"]
+    recorded = pollux(*ask, cwd=tmp_path)
+    assert recorded.code == 0, recorded.stderr
+    replayed = pollux(*ask, "--replay", cwd=tmp_path)
+    assert replayed.code == 0 and replayed.stdout == recorded.stdout
+    assert "avoided steps=1" in replayed.stderr
+    missing = pollux(
+        "ask", "Never asked?", "--mock", "--ledger", "runs.db", "--replay", cwd=tmp_path
+    )
+    assert missing.code == 1
+    assert "not in the ledger" in missing.stderr and "without --replay" in missing.stderr
+
+
+def test_a_many_replay_of_unrecorded_prompts_marks_them_missing(tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("Who are the twins?\n")
+    assert pollux("many", "q.txt", "--mock", "--ledger", "runs.db", cwd=tmp_path).code == 0
+    (tmp_path / "q.txt").write_text("Who are the twins?\nA new question?\n")
+    result = pollux("many", "q.txt", "--mock", "--ledger", "runs.db", "--replay", cwd=tmp_path)
+    assert result.code == 1
+    records = _records(result.stdout)
+    assert records[0]["status"] == "ok" and records[1]["status"] == "missing"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--replay"], "--replay needs --ledger"),
+        (["--max-calls", "3"], "--max-calls needs --ledger"),
+        (["--ledger", "x.db", "--replay"], "does not exist"),
+        (["--ledger", "x.db", "--replay", "--max-calls", "1"], "takes no budget"),
+        (["--ledger", "x.db", "--max-usd", "-1"], "--max-usd needs a number >= 0"),
+        (["--ledger", "mysql://x/y"], "cannot open the store"),
+        (["--ledger", "pg-env:NO_SUCH_VARIABLE#s"], "NO_SUCH_VARIABLE is not set"),
+        (["--ledger", "pg-env:HOME#s"], "HOME does not hold a postgresql:// DSN"),
+    ],
+)
+def test_ledger_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = pollux("ask", "Hi?", "--mock", *args, cwd=tmp_path)
+    assert result.code == 2
+    assert message in result.stderr and "hint: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_max_usd_needs_a_priced_model(tmp_path: Path, emu: Emulator) -> None:
+    result = pollux("ask", "Hi?", "--ledger", "r.db", "--max-usd", "1", *_local(emu), cwd=tmp_path)
+    assert result.code == 2
+    assert "no price is known for model 'm'" in result.stderr
+    assert emu.requests == []
+
+
+def test_max_usd_prices_a_known_model(tmp_path: Path) -> None:
+    result = pollux("ask", "Hi?", "--mock", "--ledger", "r.db", "--max-usd", "0.5", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert " usd=0.0000" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["defer", "collect"])
+def test_deferred_commands_refuse_a_ledger(tmp_path: Path, command: str) -> None:
+    (tmp_path / "q.txt").write_text("Hi?\n")
+    target = ["q.txt", "--handle", "job.json"] if command == "defer" else ["job.json"]
+    result = pollux(command, *target, "--ledger", "runs.db", cwd=tmp_path)
+    assert result.code == 2
+    assert "--ledger is not supported" in result.stderr
+    assert "not bridged yet" in result.stderr
+    assert not (tmp_path / "runs.db").exists()
+
+
+@pytest.mark.postgres
+def test_a_postgresql_ledger(tmp_path: Path, pg_dsn: str) -> None:
+    pytest.importorskip("pollard.stores.postgres")
+    store_id = fresh_store_id("pollux-cli")
+    spec = f"{pg_dsn}#{store_id}"
+    try:
+        (tmp_path / "q.txt").write_text("One?\nTwo?\n")
+        result = pollux("many", "q.txt", "--mock", "--ledger", spec, cwd=tmp_path)
+        assert result.code == 0, result.stderr
+        assert f"ledger postgresql#{store_id} run" in result.stderr
+        assert pg_dsn not in result.stderr + result.stdout
+        # pg-env: keeps the DSN out of the command line; pollard reads the same spec.
+        env = clean_env(LEDGER_DSN=pg_dsn)
+        by_env = f"pg-env:LEDGER_DSN#{store_id}"
+        replay = pollux(
+            "many", "q.txt", "--mock", "--ledger", by_env, "--replay", cwd=tmp_path, env=env
+        )
+        assert replay.code == 0 and "avoided steps=2" in replay.stderr
+        assert f"ledger {by_env} run" in replay.stderr
+        assert pg_dsn not in replay.stderr + replay.stdout
+        report = pollard("report", by_env, "pollux many q.txt", "--json", cwd=tmp_path, env=env)
+        assert report.code == 0 and json.loads(report.stdout)["spent"]["steps"] == "2"
+    finally:
+        drop_store(pg_dsn, store_id)
