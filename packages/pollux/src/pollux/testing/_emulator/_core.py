@@ -385,7 +385,7 @@ class Core:
             if isinstance(outcome, StreamResponse):
                 events = list(outcome.events)
                 index = min(fault.after_events, len(events))
-                events.insert(index, b'data: {"malformed": \n\n')
+                events.insert(index, outcome.malformed_event or b'data: {"malformed": \n\n')
                 return replace(outcome, events=events)
             return Response(
                 200, outcome.body[: max(1, len(outcome.body) // 2)] or b"{", "application/json"
