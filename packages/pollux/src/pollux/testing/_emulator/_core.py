@@ -379,6 +379,8 @@ class Core:
             return outcome
         if isinstance(fault, CutStream):
             if isinstance(outcome, StreamResponse):
+                if fault.clean:
+                    return replace(outcome, events=list(outcome.events[: fault.after_events]))
                 return replace(outcome, cut_after=min(fault.after_events, len(outcome.events)))
             return replace(outcome, cut_at=len(outcome.body) // 2)
         if isinstance(fault, MalformedBody):
