@@ -60,12 +60,19 @@ _MESSAGES = {
 
 
 def error_type_for(error: ApiError) -> str:
-    """The Anthropic error ``type`` for ``error``: its own when it is one, else by status."""
-    if error.error_type in ERROR_TYPES:
-        return str(error.error_type)
-    return _TYPE_BY_STATUS.get(
+    """The Anthropic error ``type`` for ``error``: its own when it is one, else by status.
+
+    A fault without an ``error_type`` arrives with the core's OpenAI-style default for its
+    status (``invalid_request_error`` for a 404, say); that counts as unset.
+    """
+    by_status = _TYPE_BY_STATUS.get(
         error.status, "api_error" if error.status >= 500 else "invalid_request_error"
     )
+    core_default = _DEFAULT_MESSAGES.get(error.status, ("", ""))[0]
+    fallback = "server_error" if error.status >= 500 else "invalid_request_error"
+    if error.error_type in ERROR_TYPES and error.error_type not in (core_default, fallback):
+        return str(error.error_type)
+    return by_status
 
 
 def error_body(error: ApiError) -> dict[str, Any]:
