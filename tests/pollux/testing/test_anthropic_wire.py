@@ -517,3 +517,17 @@ def test_stop_reasons(emulator: Emulator) -> None:
 def test_an_unknown_scripted_stop_reason_is_refused_early() -> None:
     with pytest.raises(ValueError, match="unknown stop_reason"):
         AnthropicReply(stop_reason="done")
+
+
+# --- models --------------------------------------------------------------------------------------
+
+
+def test_models_list_and_retrieve_follow_the_catalog() -> None:
+    with Emulator(models=[MODEL, "claude-haiku-4-5"]) as emu, _client(emu) as client:
+        listed = [m.id for m in client.models.list()]
+        assert client.models.retrieve(MODEL).id == MODEL
+        with pytest.raises(anthropic.NotFoundError) as info:
+            client.models.retrieve("claude-nope")
+    assert listed == [MODEL, "claude-haiku-4-5"]
+    assert _error(info)["message"] == "model: claude-nope"
+    assert emu.requests_for("anthropic.models")[0].route == "anthropic.models.list"

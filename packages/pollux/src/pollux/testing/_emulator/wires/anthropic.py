@@ -1,4 +1,4 @@
-"""The Anthropic API: Messages (plain and SSE), token counting, Files and Message Batches.
+"""The Anthropic API: Messages (plain and SSE), token counting, Files, Message Batches, models.
 
 Mounted as ``"anthropic"``; ``emu.base_url("anthropic")`` is ``.../anthropic``, what
 ``anthropic.Anthropic(base_url=...)`` expects. The pieces live in ``_anthropic``.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pollux.testing._emulator._core import Core, Route, WireSpec
 
-from ._anthropic import batches, files, messages
+from ._anthropic import batches, files, messages, models
 from ._anthropic.errors import api_key, error_body
 from ._anthropic.state import AnthropicState
 
@@ -33,6 +33,8 @@ def _routes() -> tuple[Route, ...]:
         Route("GET", "/v1/files/{file_id}", "files.retrieve", files.retrieve),
         Route("GET", "/v1/files/{file_id}/content", "files.content", files.content),
         Route("DELETE", "/v1/files/{file_id}", "files.delete", files.delete),
+        Route("GET", "/v1/models", "models.list", models.list_models),
+        Route("GET", "/v1/models/{model_id}", "models.retrieve", models.retrieve_model),
     )
 
 
