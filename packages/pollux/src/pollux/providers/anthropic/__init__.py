@@ -3,8 +3,9 @@
 Modules, one job each: :mod:`.compile` (neutral request -> ``messages.create`` kwargs),
 :mod:`.extract` (message -> neutral), :mod:`.stream` (stream events -> neutral chunks),
 :mod:`.uploads` (sources -> content blocks via the Files API), :mod:`.caching` (prompt-cache
-breakpoints), :mod:`.models` (model-family rules), :mod:`.errors` (SDK exceptions -> pollux
-errors) and :mod:`.provider` (the client, the capability table, the Provider protocol).
+breakpoints), :mod:`.deferred` (Message Batches), :mod:`.models` (model-family rules),
+:mod:`.errors` (SDK exceptions -> pollux errors) and :mod:`.provider` (the client, the
+capability table, the Provider protocol).
 The SDK itself is imported only when the first client is built.
 """
 

@@ -11,8 +11,8 @@ at :class:`pollux.testing.Emulator`, since ``Config`` keeps ``base_url`` for loc
 
 The work is split by job: :mod:`.compile` (request kwargs), :mod:`.extract` (message ->
 neutral), :mod:`.stream` (events -> chunks), :mod:`.uploads` (sources -> blocks, Files API),
-:mod:`.caching` (prompt-cache breakpoints), :mod:`.models` (model families) and
-:mod:`.errors`.
+:mod:`.caching` (prompt-cache breakpoints), :mod:`.deferred` (Message Batches), :mod:`.models`
+(model families) and :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pollux.providers.base import (
 
 from .caching import cache_control, prefix_cacheable, validate_cache
 from .compile import AnthropicCall, compile_request, conversation, validate_options
+from .deferred import MessageBatches
 from .errors import PROVIDER, wrap_anthropic_error
 from .extract import extract_response
 from .stream import MessagesStreamMapper
@@ -42,6 +43,8 @@ from .uploads import UploadRegistry, uses_files, validate_sources
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
+    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 __all__ = ["CAPABILITIES", "AnthropicProvider"]
@@ -61,7 +64,7 @@ CAPABILITIES = Capabilities(
     persistent_cache=False,
     implicit_caching=True,
     prompt_cache_ttl=True,
-    deferred_delivery=False,
+    deferred_delivery=True,
     temperature=True,
     top_p=True,
     seed=False,
@@ -97,6 +100,9 @@ class AnthropicProvider(ProviderBase):
         self._transport = transport
         self._closed = False
         self._uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
+        self._batches = MessageBatches(
+            self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
+        )
 
     # ------------------------------------------------------------------ client
 
@@ -313,6 +319,26 @@ class AnthropicProvider(ProviderBase):
         if content:
             messages.append({"role": "assistant", "content": list(content)})
         return {"messages": messages}
+
+    # --------------------------------------------------------- deferred (Message Batches)
+
+    async def submit_deferred(
+        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
+    ) -> DeferredJob:
+        """Submit the requests as one Message Batch (see :mod:`.deferred`)."""
+        return await self._batches.submit_deferred(requests, request_ids)
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """The batch's normalized status."""
+        return await self._batches.inspect_deferred(handle)
+
+    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
+        """The batch's status and, once it ended, every request's outcome."""
+        return await self._batches.collect_deferred(handle)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Ask Anthropic to cancel the batch."""
+        await self._batches.cancel_deferred(handle)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Count the tokens of a one-word message: free, and it checks the key and the model."""
