@@ -256,6 +256,16 @@ def test_the_key_arrives_as_x_api_key_or_bearer() -> None:
         ),
         ({"tool_choice": {"type": "tool", "name": "x"}}, "tool_choice may only be specified"),
         ({"tools": [LOOKUP, LOOKUP]}, "tools: Tool names must be unique."),
+        ({"temperature": 1.5}, "temperature: Input should be between 0 and 1"),
+        (
+            {"thinking": THINK, "max_tokens": 4096, "temperature": 0.2},
+            "`temperature` may only be set to 1 when thinking is enabled.",
+        ),
+        ({"thinking": THINK, "max_tokens": 4096, "top_k": 5}, "`top_k` may not be set"),
+        (
+            {"messages": [{"role": "user", "content": ""}]},
+            "messages.0: all messages must have non-empty content",
+        ),
     ],
 )
 def test_invalid_requests_get_the_api_400(

@@ -140,6 +140,7 @@ def compile_body(
             raise invalid("max_tokens: Input should be greater than or equal to 1")
         compiled.request.max_output_tokens = limit
         compiled.stop_sequences = _stop_sequences(body.get("stop_sequences"))
+        _sampling(body)
     _tools(compiled, body.get("tools"))
     _tool_choice(compiled, body.get("tool_choice"))
     _system(compiled, body.get("system"))
@@ -155,6 +156,39 @@ def compile_body(
                 block.ttl = block.ttl or ttl
                 break
     return compiled
+
+
+def _sampling(body: Mapping[str, Any]) -> None:
+    for key, high in (("temperature", 1.0), ("top_p", 1.0)):
+        value = body.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise invalid(f"{key}: Input should be a valid number")
+        if not 0 <= value <= high:
+            raise invalid(f"{key}: Input should be between 0 and {high:g}")
+    top_k = body.get("top_k")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
+        raise invalid("top_k: Input should be an integer greater than or equal to 0")
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
+        # Extended thinking fixes the sampling, as the API says.
+        if body.get("temperature") not in (None, 1, 1.0):
+            raise invalid(
+                "`temperature` may only be set to 1 when thinking is enabled. Please consult our "
+                f"documentation at {_THINKING_DOCS}#feature-compatibility"
+            )
+        if body.get("top_k") is not None:
+            raise invalid(
+                "`top_k` may not be set when thinking is enabled. Please consult our "
+                f"documentation at {_THINKING_DOCS}#feature-compatibility"
+            )
+        top_p = body.get("top_p")
+        if top_p is not None and not 0.95 <= top_p <= 1:
+            raise invalid(
+                "`top_p` must be between 0.95 and 1 when thinking is enabled. Please consult our "
+                f"documentation at {_THINKING_DOCS}#feature-compatibility"
+            )
 
 
 def _stop_sequences(value: Any) -> list[str]:
@@ -426,6 +460,11 @@ def _messages(state: AnthropicState, compiled: Compiled, messages: Any) -> None:
             )
         previous_role = str(role)
         blocks = _content_list(message.get("content"), where)
+        if not blocks and not (role == "assistant" and index == len(messages) - 1):
+            raise invalid(
+                f"{where}: all messages must have non-empty content except for the optional "
+                "final assistant message"
+            )
         if role == "assistant":
             open_calls = _assistant(compiled, blocks, where)
             last_assistant = (index, blocks)
