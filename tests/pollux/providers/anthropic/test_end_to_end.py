@@ -500,3 +500,14 @@ async def test_conversation_breakpoint_on_the_replayed_turn(emu: Emulator, confi
         config=config,
     )
     assert breakpoints(bodies(emu)[1]) == ["tool:get_weather", "message1:tool_use"]
+
+
+async def test_capability_overrides_apply(emu: Emulator) -> None:
+    cfg = Config(
+        provider="anthropic", model=MODEL, api_key="k", capabilities={"deferred_delivery": False}
+    )
+    from pollux import defer
+
+    with pytest.raises(ConfigurationError):
+        await defer(["x"], config=cfg)
+    assert emu.requests == []

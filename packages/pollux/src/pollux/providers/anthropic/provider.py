@@ -39,7 +39,7 @@ from .deferred import MessageBatches
 from .errors import PROVIDER, wrap_anthropic_error
 from .extract import extract_response
 from .stream import MessagesStreamMapper
-from .uploads import UploadRegistry, uses_files, validate_sources
+from .uploads import UploadRegistry, validate_sources
 
 if TYPE_CHECKING:
     from pollux.config import Config
@@ -100,6 +100,7 @@ class AnthropicProvider(ProviderBase):
         self._transport = transport
         self._closed = False
         self._uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
+        self._validated: tuple[Any, ...] | None = None
         self._batches = MessageBatches(
             self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
         )
@@ -158,6 +159,10 @@ class AnthropicProvider(ProviderBase):
 
     # -------------------------------------------------------------- validation
 
+    def capabilities_for(self, model: str | None) -> Capabilities:
+        """The static table, with ``Config.capabilities`` overrides applied."""
+        return self.CAPABILITIES.with_overrides(self._config.capabilities)
+
     def validate(self, request: ProviderRequest) -> None:
         """Reject, before any I/O, what the Messages API (or this model) cannot honour."""
         requirements = request.requirements
@@ -181,7 +186,15 @@ class AnthropicProvider(ProviderBase):
                     "This continuation carries no Anthropic conversation",
                     hint="Continue from the Output.continuation of an anthropic interaction.",
                 )
-        # Compiling is pure: run it once here so schema and tool errors surface before I/O.
+        # Compiling is pure: run it once here so schema and tool errors surface before I/O. The
+        # inputs of one fan-out share everything that can fail to compile, so once is enough.
+        key = (request.requirements, request.tools, request.model, request.cache)
+        if request.input.continuation is None and not request.input.history:
+            if self._validated is not None and all(
+                a is b for a, b in zip(self._validated, key, strict=True)
+            ):
+                return
+            self._validated = key
         self._compile(request, source_blocks=())
 
     # ----------------------------------------------------------------- sources
@@ -251,7 +264,7 @@ class AnthropicProvider(ProviderBase):
             provider_options=requirements.provider_options_for(PROVIDER),
             cache=self._cache(request),
             conversation_end=conversation_end,
-            uses_files=uses_files(request.sources.sources),
+            uses_files=any(_is_file_block(block) for block in source_blocks),
             stream=request.stream,
         )
 
@@ -371,3 +384,8 @@ def _prior(request: ProviderRequest) -> Sequence[Mapping[str, Any]] | None:
         return None
     messages = request.continuation_state.get("messages")
     return messages if isinstance(messages, (list, tuple)) else None
+
+
+def _is_file_block(block: Mapping[str, Any]) -> bool:
+    source = block.get("source")
+    return isinstance(source, Mapping) and source.get("type") == "file"

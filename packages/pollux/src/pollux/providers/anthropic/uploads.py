@@ -46,7 +46,6 @@ __all__ = [
     "is_text_like",
     "plan_source",
     "upload_source",
-    "uses_files",
     "validate_sources",
 ]
 
@@ -306,8 +305,3 @@ class UploadRegistry:
         ids = self.file_ids
         self._files.clear()
         return await delete_files(client, ids)
-
-
-def uses_files(sources: Sequence[Source]) -> bool:
-    """Whether any of ``sources`` goes through the Files API (so the beta header is needed)."""
-    return any(plan_source(source).startswith("upload_") for source in sources)
