@@ -354,6 +354,40 @@ def test_tool_choice(emulator: Emulator, choice: dict[str, Any], called: bool) -
     assert (message.stop_reason == "tool_use") is called
 
 
+def test_a_forced_tool_choice_calls_even_after_tool_results(emulator: Emulator) -> None:
+    with _client(emulator) as client:
+        first = client.messages.create(
+            model=MODEL,
+            max_tokens=256,
+            tools=[LOOKUP],
+            tool_choice={"type": "any"},
+            messages=[{"role": "user", "content": "Check it."}],
+        )
+        call = first.content[0]
+        assert call.type == "tool_use"
+        messages = [
+            {"role": "user", "content": "Check it."},
+            {"role": "assistant", "content": [call.to_dict()]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "ok"}],
+            },
+        ]
+        forced = client.messages.create(
+            model=MODEL,
+            max_tokens=256,
+            tools=[LOOKUP],
+            tool_choice={"type": "any"},
+            messages=messages,
+        )
+        free = client.messages.create(
+            model=MODEL, max_tokens=256, tools=[LOOKUP], messages=messages
+        )
+    assert forced.stop_reason == "tool_use" and forced.content[0].type == "tool_use"
+    assert forced.content[0].id != call.id
+    assert free.stop_reason == "end_turn"
+
+
 # --- extended thinking ---------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pollux.testing._emulator._core import Call, Core
@@ -68,6 +68,18 @@ def build(core: Core, state: AnthropicState, body: Mapping[str, Any], reply: Rep
     request = compiled.request
     extra = reply if isinstance(reply, AnthropicReply) else None
     out = generate(request, reply, _NoAutomaticCache(core.clock), lambda: core.new_id("toolu_"))
+    forced = request.tool_choice == "required" or request.tool_choice.startswith("function:")
+    unscripted = reply is None or (
+        reply.text is None and not reply.tool_calls and not reply.has_structured
+    )
+    if forced and unscripted and not out.tool_calls and not out.truncated:
+        # A forced tool choice calls a tool even right after tool results, unlike "auto".
+        out = generate(
+            replace(request, tool_results=[]),
+            reply,
+            _NoAutomaticCache(core.clock),
+            lambda: core.new_id("toolu_"),
+        )
     if compiled.disable_parallel:
         out.tool_calls = out.tool_calls[:1]
     stop_reason = "tool_use" if out.tool_calls else "end_turn"
