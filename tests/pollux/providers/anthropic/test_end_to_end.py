@@ -337,8 +337,11 @@ async def test_overloaded_mid_stream_raises_without_done(emu: Emulator, config: 
         async for event in stream(Environment(), Input("hello there friend"), config=config):
             seen.append(event.type)
     assert "done" not in seen
+    assert "start" in seen
     assert caught.value.phase == "stream"
-    assert caught.value.hint
+    assert caught.value.error_category == "capacity"
+    assert caught.value.retryable is True  # calling again helps; the engine never resumes a stream
+    assert "mid-stream" in (caught.value.hint or "")
 
 
 # ------------------------------------------------------------------ errors
@@ -358,13 +361,19 @@ async def test_529_overloaded_is_retried(emu: Emulator, config: Config) -> None:
     assert len(emu.requests_for("anthropic.messages.create")) == 3
 
 
-async def test_rate_limit_after_retries_is_an_error_output(emu: Emulator) -> None:
+async def test_rate_limit_after_retries_raises_with_retry_after(emu: Emulator) -> None:
     cfg = Config(provider="anthropic", model=MODEL, api_key="k", retry=RetryPolicy(max_attempts=1))
-    emu.script("anthropic.messages.create", ErrorResponse(429))
+    emu.script("anthropic.messages.create", ErrorResponse(429, retry_after=2))
     with pytest.raises(RateLimitError) as caught:
         await run("hi", config=cfg)
     assert caught.value.status_code == 429
+    assert caught.value.retry_after_s == 2.0
     assert caught.value.provider == "anthropic"
+    emu.script("anthropic.messages.create", ErrorResponse(529))
+    results = await run_many(["a"], config=cfg)
+    error = results.outputs[0].diagnostics.error
+    assert error is not None and error["status_code"] == 529
+    assert results.outputs[0].metrics.completion_status == "error"
 
 
 async def test_auth_error_names_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -511,3 +520,32 @@ async def test_capability_overrides_apply(emu: Emulator) -> None:
     with pytest.raises(ConfigurationError):
         await defer(["x"], config=cfg)
     assert emu.requests == []
+
+
+async def test_stream_structured_equals_interact(emu: Emulator, config: Config) -> None:
+    item = Input("Classify this.")
+    one_shot = await interact(Environment(), item, config=config, output=Verdict)
+    events = [e async for e in stream(Environment(), item, config=config, output=Verdict)]
+    done = events[-1].output
+    assert done is not None
+    assert isinstance(done.structured, Verdict)
+    assert done.structured == one_shot.structured
+    assert done.text == one_shot.text
+
+
+async def test_failed_upload_is_retried_and_leaves_one_file(
+    emu: Emulator, config: Config, tmp_path: Path
+) -> None:
+    image = tmp_path / "cat.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n fake")
+    emu.script("anthropic.files.upload", ErrorResponse(500))
+    async with Session(config) as session:
+        out = await session.run_many(
+            ["a?"], sources=[Source.from_file(image), Source.from_file(image)]
+        )
+        assert out.status == "ok"
+        blocks = bodies(emu)[0]["messages"][0]["content"]
+        assert blocks[0]["type"] == "image" and blocks[1]["type"] == "image"
+        assert blocks[0]["source"]["file_id"] == blocks[1]["source"]["file_id"]
+    assert len(emu.requests_for("anthropic.files.upload")) == 2  # the 500, then the retry
+    assert len(emu.requests_for("anthropic.files.delete")) == 1

@@ -120,6 +120,10 @@ def _status_error(exc: BaseException, *, phase: str) -> APIError:
     status = status if isinstance(status, int) else None
     body = _error_body(exc)
     message = body_message(getattr(exc, "body", None)) or str(exc)
+    if status is not None and status < 400:
+        # An ``event: error`` inside a 200 stream: the SDK raises it as a status error.
+        kind = body.get("type")
+        return event_error(str(kind) if kind else None, message, phase=phase)
     headers = getattr(getattr(exc, "response", None), "headers", None)
     header_map = dict(headers.items()) if headers is not None else None
     # 529 (overloaded) and every other 5xx are transient on Anthropic's side.
