@@ -471,6 +471,23 @@ def test_redacted_thinking_round_trips_and_is_checked(emulator: Emulator) -> Non
     assert "Invalid `data` in `redacted_thinking` block" in _error(info)["message"]
 
 
+def test_interleaved_thinking_lets_the_budget_exceed_max_tokens(emulator: Emulator) -> None:
+    big = {"type": "enabled", "budget_tokens": 8192}
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 4096,
+        "thinking": big,
+        "tools": [LOOKUP],
+        "messages": HI,
+    }
+    with _client(emulator) as client:
+        with pytest.raises(anthropic.BadRequestError):
+            client.messages.create(**request)
+        beta = client.beta.messages.create(**request, betas=["interleaved-thinking-2025-05-14"])
+    assert beta.content[0].type == "thinking"
+    assert "interleaved-thinking" in emulator.last_request.headers["anthropic-beta"]
+
+
 def test_omitted_thinking_display_is_signed_but_empty(emulator: Emulator) -> None:
     with _client(emulator) as client:
         message = client.messages.create(

@@ -23,7 +23,7 @@ from pollux.testing._emulator._http import Outcome, Response, json_response
 from pollux.testing._emulator._script import Reply
 
 from .errors import error_body, invalid, not_found, require_headers
-from .messages import message_body
+from .messages import betas, message_body
 from .paging import page
 from .state import AnthropicState, rfc3339
 
@@ -50,6 +50,7 @@ class Batch:
     lines: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     results_url: str | None = None
+    betas: frozenset[str] = frozenset()
 
     def processed_by(self, when: float) -> int:
         """How many requests are done at virtual time ``when`` (progress is linear)."""
@@ -98,7 +99,7 @@ def refresh(state: AnthropicState, batch: Batch, origin: str) -> None:
         _finish(state, batch, done_at, len(batch.requests), "expired", origin)
 
 
-def _run(state: AnthropicState, params: dict[str, Any]) -> dict[str, Any]:
+def _run(state: AnthropicState, params: dict[str, Any], betas: frozenset[str]) -> dict[str, Any]:
     core = state.core
     item = core.scripts.take(CREATE_ROUTE, generates=True)
     if isinstance(item, ErrorResponse):
@@ -108,7 +109,7 @@ def _run(state: AnthropicState, params: dict[str, Any]) -> dict[str, Any]:
         error = invalid("stream: streaming is not supported in Message Batches")
         return {"type": "errored", "error": error_body(error)}
     try:
-        return {"type": "succeeded", "message": message_body(core, state, params, reply)}
+        return {"type": "succeeded", "message": message_body(core, state, params, reply, betas)}
     except ApiError as exc:
         return {"type": "errored", "error": error_body(exc)}
 
@@ -118,7 +119,7 @@ def _finish(
 ) -> None:
     counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
     for index, entry in enumerate(batch.requests):
-        result = _run(state, entry["params"]) if index < processed else {"type": rest}
+        result = _run(state, entry["params"], batch.betas) if index < processed else {"type": rest}
         counts[result["type"]] += 1
         batch.lines.append({"custom_id": entry["custom_id"], "result": result})
     batch.counts = counts
@@ -174,6 +175,7 @@ def create(call: Call) -> Outcome:
         created_at=call.core.clock.now(),
         span=durations["validating"] + durations["in_progress"] + durations["finalizing"],
         cancelling=durations["cancelling"],
+        betas=betas(call),
     )
     state: AnthropicState = call.state
     state.batches[batch.id] = batch

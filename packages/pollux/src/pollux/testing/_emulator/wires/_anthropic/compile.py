@@ -112,10 +112,21 @@ class Compiled:
         return sum(b.tokens for b in self.blocks)
 
 
+INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
+
+
 def compile_body(
-    core: Core, state: AnthropicState, body: Mapping[str, Any], *, counting: bool = False
+    core: Core,
+    state: AnthropicState,
+    body: Mapping[str, Any],
+    *,
+    counting: bool = False,
+    betas: frozenset[str] = frozenset(),
 ) -> Compiled:
     """Validate ``body`` (a create or, with ``counting``, a count_tokens body) and translate it.
+
+    ``betas`` are the request's ``anthropic-beta`` values: with interleaved thinking and tools,
+    ``thinking.budget_tokens`` may exceed ``max_tokens`` (it spans the whole turn), as on the API.
 
     Raises:
         ApiError: The request is invalid, as the real API would say.
@@ -144,7 +155,9 @@ def compile_body(
     _tools(compiled, body.get("tools"))
     _tool_choice(compiled, body.get("tool_choice"))
     _system(compiled, body.get("system"))
-    _thinking(compiled, body.get("thinking"), None if counting else body.get("max_tokens"))
+    interleaved = INTERLEAVED_BETA in betas and bool(compiled.request.tools)
+    max_tokens = None if counting or interleaved else body.get("max_tokens")
+    _thinking(compiled, body.get("thinking"), max_tokens)
     _output(compiled, body)
     _messages(state, compiled, body.get("messages"))
     top = body.get("cache_control")

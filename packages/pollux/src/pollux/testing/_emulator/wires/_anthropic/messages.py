@@ -25,7 +25,7 @@ from .reply import AnthropicReply
 from .signing import redacted_data, sign_thinking
 from .state import AnthropicState
 
-__all__ = ["count_tokens_route", "create", "message_body", "parse_body"]
+__all__ = ["betas", "build", "count_tokens_route", "create", "message_body", "parse_body"]
 
 
 class _NoAutomaticCache(PrefixCache):
@@ -62,9 +62,21 @@ def _tool_input(arguments: Any) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def build(core: Core, state: AnthropicState, body: Mapping[str, Any], reply: Reply | None) -> Built:
+def betas(call: Call) -> frozenset[str]:
+    """The request's ``anthropic-beta`` values."""
+    header = call.request.headers.get("anthropic-beta", "")
+    return frozenset(b.strip() for b in header.split(",") if b.strip())
+
+
+def build(
+    core: Core,
+    state: AnthropicState,
+    body: Mapping[str, Any],
+    reply: Reply | None,
+    request_betas: frozenset[str] = frozenset(),
+) -> Built:
     """Answer a create body (also used for batch requests)."""
-    compiled = compile_body(core, state, body)
+    compiled = compile_body(core, state, body, betas=request_betas)
     request = compiled.request
     extra = reply if isinstance(reply, AnthropicReply) else None
     out = generate(request, reply, _NoAutomaticCache(core.clock), lambda: core.new_id("toolu_"))
@@ -177,10 +189,14 @@ def _usage(
 
 
 def message_body(
-    core: Core, state: AnthropicState, body: Mapping[str, Any], reply: Reply | None
+    core: Core,
+    state: AnthropicState,
+    body: Mapping[str, Any],
+    reply: Reply | None,
+    request_betas: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The non-streamed Message for a create body."""
-    return _public(build(core, state, body, reply).body)
+    return _public(build(core, state, body, reply, request_betas).body)
 
 
 def _public(message: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +210,7 @@ def create(call: Call) -> Outcome:
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise invalid("stream: Input should be a valid boolean")
-    built = build(call.core, call.state, body, call.reply)
+    built = build(call.core, call.state, body, call.reply, betas(call))
     if not stream:
         return json_response(_public(built.body))
     return _stream(built.body)
@@ -291,5 +307,5 @@ def _error_event(message: str, code: str, sequence: int) -> bytes:
 def count_tokens_route(call: Call) -> Outcome:
     """``POST /v1/messages/count_tokens``: every input token (cached or not)."""
     body = parse_body(call)
-    compiled = compile_body(call.core, call.state, body, counting=True)
+    compiled = compile_body(call.core, call.state, body, counting=True, betas=betas(call))
     return json_response({"input_tokens": compiled.total_tokens})
