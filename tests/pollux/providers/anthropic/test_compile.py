@@ -380,3 +380,43 @@ def test_errors_keep_hints() -> None:
     assert event_error("overloaded_error", "x").error_category == "capacity"
     wrapped = wrap_anthropic_error(RuntimeError("boom"))
     assert wrapped.hint
+
+
+def test_stream_mapper_server_tool_blocks_are_kept_for_replay() -> None:
+    mapper = MessagesStreamMapper()
+    events = [
+        _events()[0],
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srv",
+                "name": "web_search",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "x"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+    chunks = [c for c in (mapper.feed(e) for e in events) if c is not None]
+    final = chunks[-1]
+    assert final.provider_state is not None
+    (block,) = final.provider_state["anthropic_content"]
+    assert block == {
+        "type": "server_tool_use",
+        "id": "srv",
+        "name": "web_search",
+        "input": {"query": "x"},
+    }
+    assert final.tool_calls == ()  # server tools are not the application's to run

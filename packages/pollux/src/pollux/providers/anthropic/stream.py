@@ -111,12 +111,14 @@ class MessagesStreamMapper:
     def _start(self, index: int, block: Any) -> StreamChunk | None:
         block_type = field(block, "type")
         self._blocks[index] = wire_block(block)
+        if str(block_type).endswith("tool_use"):
+            # tool_use and server tools (server_tool_use, mcp_tool_use): the input streams as
+            # JSON fragments; the start event's input is an empty placeholder.
+            self._blocks[index]["input"] = ""
         if block_type == "tool_use":
             slot = len(self._tool_slots)
             self._tool_slots[index] = slot
             self._tool_args[index] = False
-            # The input streams as JSON fragments; the block's own input is an empty placeholder.
-            self._blocks[index]["input"] = ""
             return StreamChunk(
                 tool_call_deltas=(
                     ToolCallDelta(
@@ -163,7 +165,8 @@ class MessagesStreamMapper:
             return None
         if delta_type == "input_json_delta":
             fragment = field(delta, "partial_json", "") or ""
-            block["input"] = block.get("input", "") + fragment
+            current = block.get("input")
+            block["input"] = (current if isinstance(current, str) else "") + fragment
             slot = self._tool_slots.get(index)
             if slot is None or not fragment:
                 return None
@@ -181,9 +184,9 @@ class MessagesStreamMapper:
         block = self._blocks.get(index)
         if block is None:
             raise _protocol_error(f"the end of block {index}, which never started")
+        if isinstance(block.get("input"), str):
+            block["input"] = _parse_input(block["input"])
         if block.get("type") == "tool_use":
-            raw = block.get("input") or ""
-            block["input"] = _parse_input(raw)
             slot = self._tool_slots[index]
             if not self._tool_args.get(index):
                 return StreamChunk(tool_call_deltas=(ToolCallDelta(index=slot, arguments="{}"),))
