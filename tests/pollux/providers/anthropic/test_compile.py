@@ -116,6 +116,10 @@ def test_options_refused_before_io() -> None:
         with pytest.raises(ConfigurationError, match=message) as caught:
             validate_options(**{**base, **overrides})
         assert caught.value.hint
+    # Interleaved thinking (budget thinking with tools): the budget covers the whole turn.
+    validate_options(
+        **{**base, "reasoning_budget_tokens": 4096, "max_tokens": 4000, "has_tools": True}
+    )
 
 
 def test_effort_maps_to_budget_on_manual_models_and_default_max_tokens_grows() -> None:

@@ -549,3 +549,21 @@ async def test_failed_upload_is_retried_and_leaves_one_file(
         assert blocks[0]["source"]["file_id"] == blocks[1]["source"]["file_id"]
     assert len(emu.requests_for("anthropic.files.upload")) == 2  # the 500, then the retry
     assert len(emu.requests_for("anthropic.files.delete")) == 1
+
+
+async def test_interleaved_thinking_budget_may_exceed_max_tokens(
+    emu: Emulator, config: Config
+) -> None:
+    env = Environment(tools=[WEATHER])
+    out = await interact(
+        env,
+        Input("call get_weather for Paris"),
+        config=config,
+        reasoning_budget_tokens=4096,
+        max_tokens=2048,
+    )
+    assert out.tool_calls
+    body = bodies(emu)[0]
+    assert (body["thinking"]["budget_tokens"], body["max_tokens"]) == (4096, 2048)
+    with pytest.raises(ConfigurationError, match="larger than"):
+        await run("no tools here", config=config, reasoning_budget_tokens=4096, max_tokens=2048)

@@ -185,8 +185,9 @@ def compile_history(history: Sequence[Message]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for message in history:
         if message.role == "user":
-            text = {"type": "text", "text": message.content}
-            messages.append({"role": "user", "content": [text]})
+            if message.content:  # the API refuses empty content
+                text = {"type": "text", "text": message.content}
+                messages.append({"role": "user", "content": [text]})
         elif message.role == "assistant":
             blocks: list[dict[str, Any]] = []
             if message.content:
@@ -268,6 +269,7 @@ def validate_options(
     tool_choice: Any,
     has_schema: bool,
     provider_options: Mapping[str, Any] | None,
+    has_tools: bool = False,
 ) -> None:
     """Reject what the Messages API cannot honour for this model, before any I/O.
 
@@ -299,7 +301,9 @@ def validate_options(
             hint=f"Pass at least {MIN_BUDGET_TOKENS}, or 0 to turn thinking off.",
         )
     budget = _budget(fam.adaptive_thinking, reasoning_effort, reasoning_budget_tokens)
-    if budget and max_tokens is not None and max_tokens <= budget:
+    # With tools, budget thinking is interleaved (the beta): the budget then covers every
+    # thinking block of the turn and may exceed max_tokens.
+    if budget and not has_tools and max_tokens is not None and max_tokens <= budget:
         raise ConfigurationError(
             f"max_tokens={max_tokens} must be larger than the thinking budget ({budget})",
             hint="Raise max_tokens (thinking counts toward it), or lower the reasoning budget.",

@@ -176,6 +176,7 @@ class AnthropicProvider(ProviderBase):
             tool_choice=requirements.tool_choice,
             has_schema=requirements.output_schema is not None,
             provider_options=requirements.provider_options_for(PROVIDER),
+            has_tools=bool(request.tools),
         )
         validate_sources(request.sources.sources)
         validate_cache(request.cache)
@@ -354,12 +355,10 @@ class AnthropicProvider(ProviderBase):
         await self._batches.cancel_deferred(handle)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
-        """Count the tokens of a one-word message: free, and it checks the key and the model."""
+        """Ask the API for the model; ready when it answers."""
         target = model or self._config.model
         try:
-            await self._sdk().messages.count_tokens(
-                model=target, messages=[{"role": "user", "content": "ping"}]
-            )
+            await self._sdk().models.retrieve(target)
         except Exception as exc:
             error = wrap_anthropic_error(exc, phase="metadata")
             return ProviderReadiness(
@@ -373,7 +372,7 @@ class AnthropicProvider(ProviderBase):
             ready=True,
             provider=PROVIDER,
             status_code=200,
-            message=f"model {target!r} accepted a token count",
+            message=f"model {target!r} is available",
             model=target,
             model_verified=True,
         )
