@@ -567,3 +567,26 @@ async def test_interleaved_thinking_budget_may_exceed_max_tokens(
     assert (body["thinking"]["budget_tokens"], body["max_tokens"]) == (4096, 2048)
     with pytest.raises(ConfigurationError, match="larger than"):
         await run("no tools here", config=config, reasoning_budget_tokens=4096, max_tokens=2048)
+
+
+def test_module_level_calls_share_uploads_until_the_loop_ends(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import asyncio
+
+    pdf = tmp_path / "doc.pdf"
+    pdf.write_bytes(b"%PDF-1.4 shared")
+    with Emulator() as emu:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url("anthropic"))
+        cfg = Config(provider="anthropic", model=MODEL, api_key="k", retry=FAST_RETRY)
+
+        async def main() -> None:
+            await run("a", config=cfg, source=Source.from_file(pdf))
+            await run("b", config=cfg, source=Source.from_file(pdf))
+            assert emu.requests_for("anthropic.files.delete") == []
+
+        asyncio.run(main())
+        assert [r.route for r in emu.requests if r.route.startswith("anthropic.files")] == [
+            "anthropic.files.upload",
+            "anthropic.files.delete",
+        ]
