@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = ["EFFORTS", "EFFORT_BUDGETS", "ModelFamily", "family"]
 
@@ -97,6 +98,7 @@ class ModelFamily:
 _UNKNOWN = ModelFamily(tier="unknown", major=4, minor=0)
 
 
+@lru_cache(maxsize=64)
 def family(model: str | None) -> ModelFamily:
     """The family of ``model`` (a current-generation default for names pollux cannot parse)."""
     name = (model or "").lower()
