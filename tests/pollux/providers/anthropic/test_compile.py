@@ -424,3 +424,24 @@ def test_stream_mapper_server_tool_blocks_are_kept_for_replay() -> None:
         "input": {"query": "x"},
     }
     assert final.tool_calls == ()  # server tools are not the application's to run
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "effort"),
+    [
+        ("claude-opus-4-5", {"type": "enabled", "budget_tokens": 10240}, "high"),
+        ("claude-sonnet-4-5", {"type": "enabled", "budget_tokens": 10240}, None),
+        ("claude-sonnet-4-6", {"type": "adaptive"}, "high"),
+    ],
+)
+def test_effort_per_family(model: str, thinking: dict[str, Any], effort: str | None) -> None:
+    call = compile_request(
+        model=model,
+        instructions=None,
+        source_blocks=(),
+        messages=conversation(prior=None, history=None, tool_results=(), content="hi"),
+        reasoning_effort="high",
+    )
+    assert call.kwargs["thinking"] == thinking
+    assert call.kwargs.get("output_config", {}).get("effort") == effort
+    assert call.betas == ()  # no tools: no interleaved-thinking beta
