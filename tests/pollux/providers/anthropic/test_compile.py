@@ -445,3 +445,12 @@ def test_effort_per_family(model: str, thinking: dict[str, Any], effort: str | N
     assert call.kwargs["thinking"] == thinking
     assert call.kwargs.get("output_config", {}).get("effort") == effort
     assert call.betas == ()  # no tools: no interleaved-thinking beta
+
+
+def test_oversized_files_are_refused_before_upload(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pollux.providers.anthropic import uploads
+
+    monkeypatch.setattr(uploads, "MAX_FILE_BYTES", 4)
+    with pytest.raises(ConfigurationError, match="Files API takes files up to") as caught:
+        plan_source(Source.from_bytes(b"%PDF-1.4", mime_type="application/pdf"))
+    assert caught.value.hint

@@ -40,6 +40,7 @@ from .errors import wrap_anthropic_error
 __all__ = [
     "FILES_BETA",
     "IMAGE_MIMES",
+    "MAX_FILE_BYTES",
     "UploadRegistry",
     "block_for",
     "delete_files",
@@ -53,6 +54,9 @@ Route = Literal["text", "upload_text", "upload_pdf", "upload_image", "url_image"
 
 #: The beta the Files API and ``source: {type: file}`` blocks need.
 FILES_BETA = "files-api-2025-04-14"
+
+#: The Files API's size limit per file.
+MAX_FILE_BYTES = 500 * 1024 * 1024
 
 IMAGE_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _IMAGE_ALIASES = {"image/jpg": "image/jpeg"}
@@ -122,12 +126,21 @@ def plan_source(source: Source) -> Route:
             hint="Pass Source.from_uri(url, mime_type='application/pdf' or an image type), "
             "or download the file and pass Source.from_file(path).",
         )
+    route: Route | None = None
     if mime == "application/pdf":
-        return "upload_pdf"
-    if mime in IMAGE_MIMES:
-        return "upload_image"
-    if is_text_like(mime):
-        return "upload_text"
+        route = "upload_pdf"
+    elif mime in IMAGE_MIMES:
+        route = "upload_image"
+    elif is_text_like(mime):
+        route = "upload_text"
+    if route is not None:
+        if source.size_bytes > MAX_FILE_BYTES:
+            raise ConfigurationError(
+                f"{source.identifier} is {source.size_bytes / 2**20:.0f} MiB; the Anthropic Files "
+                f"API takes files up to {MAX_FILE_BYTES // 2**20} MiB",
+                hint="Split the document, or pass a smaller excerpt.",
+            )
+        return route
     if mime.startswith(("audio/", "video/")):
         hint = "Use provider='gemini' for audio and video, or transcribe it first."
     elif mime.startswith("image/"):
