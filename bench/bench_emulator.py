@@ -1,4 +1,4 @@
-"""Emulator throughput: small Chat Completions requests per second over keep-alive connections.
+"""Emulator throughput: small Chat Completions (and Anthropic Messages) requests per second.
 
 The emulator runs in its own process (``Emulator(process=True)``) so the load generator does not
 share its interpreter. The load generator is a minimal asyncio HTTP/1.1 client (the official SDK
@@ -22,17 +22,35 @@ BODY = json.dumps(
 ).encode()
 
 
-def _request(port: int) -> bytes:
+MESSAGES_BODY = json.dumps(
+    {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "What is two plus two?"}],
+    }
+).encode()
+CHAT = ("/local/v1/chat/completions", BODY, "authorization: Bearer k")
+MESSAGES = (
+    "/anthropic/v1/messages",
+    MESSAGES_BODY,
+    "x-api-key: k\r\nanthropic-version: 2023-06-01",
+)
+
+
+def _request(port: int, route: tuple[str, bytes, str] = CHAT) -> bytes:
+    path, body, headers = route
     return (
-        f"POST /local/v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
-        f"content-type: application/json\r\nauthorization: Bearer k\r\n"
-        f"content-length: {len(BODY)}\r\n\r\n"
-    ).encode() + BODY
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        f"content-type: application/json\r\n{headers}\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
-async def _worker(port: int, deadline: float, counts: list[int]) -> None:
+async def _worker(
+    port: int, deadline: float, counts: list[int], route: tuple[str, bytes, str]
+) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    request = _request(port)
+    request = _request(port, route)
     done = 0
     try:
         while time.perf_counter() < deadline:
@@ -52,11 +70,13 @@ async def _worker(port: int, deadline: float, counts: list[int]) -> None:
         await writer.wait_closed()
 
 
-async def _load(port: int, connections: int, seconds: float) -> float:
+async def _load(
+    port: int, connections: int, seconds: float, route: tuple[str, bytes, str] = CHAT
+) -> float:
     counts: list[int] = []
     start = time.perf_counter()
     deadline = start + seconds
-    await asyncio.gather(*(_worker(port, deadline, counts) for _ in range(connections)))
+    await asyncio.gather(*(_worker(port, deadline, counts, route) for _ in range(connections)))
     return sum(counts) / (time.perf_counter() - start)
 
 
@@ -72,6 +92,22 @@ def _sdk_rate(base_url: str, seconds: float) -> float:
         return done / (time.perf_counter() - start)
 
 
+def _anthropic_sdk_rate(base_url: str, seconds: float) -> float:
+    import anthropic
+
+    with anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=0) as client:
+        done = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            client.messages.create(
+                model="claude-haiku-4-5",
+                max_tokens=64,
+                messages=[{"role": "user", "content": "What is two plus two?"}],
+            )
+            done += 1
+        return done / (time.perf_counter() - start)
+
+
 def run() -> list[Result]:
     results: list[Result] = []
     with Emulator(process=True) as emu:
@@ -79,6 +115,26 @@ def run() -> list[Result]:
         one = asyncio.run(_load(emu.port, 1, 2.0))
         many = asyncio.run(_load(emu.port, 16, 3.0))
         sdk = _sdk_rate(emu.base_url("local"), 2.0)
+        messages = asyncio.run(_load(emu.port, 16, 3.0, MESSAGES))
+        anthropic_sdk = _anthropic_sdk_rate(emu.base_url("anthropic"), 2.0)
+    results.append(
+        Result(
+            "emulator Anthropic Messages / Chat Completions, 16 connections",
+            messages / many,
+            "x",
+            target=0.5,
+            note=f"{messages:.0f} req/s on the Anthropic wire, measured in the same run",
+        )
+    )
+    results.append(
+        Result(
+            "emulator Anthropic capacity / anthropic SDK client rate",
+            messages / anthropic_sdk,
+            "x",
+            target=1.0,
+            note="above 1: the SDK, not the emulator, limits a test",
+        )
+    )
     results.append(
         Result("emulator (own process), 1 keep-alive connection", one, "req/s", target=1000)
     )

@@ -530,8 +530,10 @@ async def prepare_environment(
 
     A :class:`CachePolicy` asks for a persistent provider cache. No provider in this build
     creates one (Gemini is the provider with explicit caches), so a ``CachePolicy`` raises
-    ConfigurationError with a hint instead of being dropped; ``"auto"`` keeps the provider's
-    automatic prompt caching (OpenAI caches long shared prefixes by itself).
+    ConfigurationError with a hint instead of being dropped, except on Anthropic, where it
+    picks the prompt-cache TTL (300 or 3600 seconds); ``"auto"`` keeps the provider's
+    automatic prompt caching (OpenAI caches long shared prefixes by itself, Anthropic gets
+    ``cache_control`` breakpoints on the stable prefix).
 
     Args:
         sources: Stable sources to bake into the environment (and its cache).

@@ -154,6 +154,9 @@ def assemble(
     if attempts > 1:
         raw["attempts"] = attempts
     usage = response.usage
+    # Only what the response reports counts: a hit means the provider read from a cache.
+    cache_reads = (usage.cached_tokens or 0) if usage is not None else 0
+    cache_writes = (usage.cache_write_tokens or 0) if usage is not None else 0
     return Output(
         text=response.text,
         structured=structured,
@@ -163,6 +166,9 @@ def assemble(
         usage=usage if usage is not None else Usage(),
         metrics=Metrics(
             duration_s=duration_s,
+            cache_used=cache_reads > 0,
+            cache_mode="implicit" if cache_reads or cache_writes else "none",
+            cache_hit=cache_reads > 0,
             finish_reason=response.finish_reason,
             completion_status=status,
         ),
@@ -190,6 +196,7 @@ class StreamAccumulator:
     structured: Any = None
     provider_state: dict[str, Any] | None = None
     artifacts: dict[str, Any] | None = None
+    final_calls: tuple[ToolCall, ...] = ()
 
     def add(self, chunk: StreamChunk) -> None:
         """Fold one chunk in."""
@@ -211,6 +218,8 @@ class StreamAccumulator:
             self.provider_state = _merge(self.provider_state, chunk.provider_state)
         if chunk.artifacts:
             self.artifacts = _merge(self.artifacts, chunk.artifacts)
+        if chunk.tool_calls:
+            self.final_calls = chunk.tool_calls
 
     def _add_delta(self, delta: ToolCallDelta) -> None:
         slot = self.slots.get(delta.index)
@@ -224,7 +233,9 @@ class StreamAccumulator:
             slot.arguments.append(delta.arguments)
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        """The assembled calls, in first-seen order."""
+        """The calls the provider reported complete, else the assembled ones (first-seen order)."""
+        if self.final_calls:
+            return self.final_calls
         return tuple(
             ToolCall.from_text(
                 id=slot.id or f"call_{index}",

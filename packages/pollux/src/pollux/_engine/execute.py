@@ -122,7 +122,18 @@ async def run_calls(
             except Exception as exc:
                 return Failure(exc, time.perf_counter() - start)
 
-        results = await run_bounded(len(requests), call, concurrency=config.request_concurrency)
+        warm_up_first = getattr(provider, "warm_up_first", None)
+        if len(requests) > 1 and warm_up_first is not None and warm_up_first(requests):
+            # The first call writes the provider's prompt cache; the rest then read it.
+            first = await call(0)
+            rest = await run_bounded(
+                len(requests) - 1, lambda i: call(i + 1), concurrency=config.request_concurrency
+            )
+            results: list[Output | Failure | Exception] = [first, *rest]
+        else:
+            results = list(
+                await run_bounded(len(requests), call, concurrency=config.request_concurrency)
+            )
         return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
     finally:
         await provider.release_sources(prepared)

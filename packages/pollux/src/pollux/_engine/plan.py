@@ -84,7 +84,7 @@ def _check_environment(env: Environment, caps: Capabilities, provider: str) -> N
         _require(caps.tools, "tools", provider, "Drop the tools, or use a provider with tools.")
     if isinstance(env.cache, CachePolicy):
         _require(
-            caps.persistent_cache,
+            caps.persistent_cache or caps.prompt_cache_ttl,
             "persistent caches (CachePolicy)",
             provider,
             "Use cache='auto' or None; persistent caches are a Gemini feature.",
@@ -195,6 +195,8 @@ def plan_calls(
             requirements=requirements,
             continuation_state=state,
             stream=stream,
+            cache=environment.cache,
+            fanout=len(inputs),
         )
         provider.validate(request)
         requests.append(request)

@@ -60,7 +60,17 @@ CollectionStatus = Literal["ok", "partial", "error"]
 _COMPLETION_STATUSES = ("clean", "truncated", "cutoff", "error")
 _CACHE_MODES = ("persistent", "implicit", "none")
 _TRUNCATED_REASONS = frozenset(
-    {"max_tokens", "length", "max_output_tokens", "max_completion_tokens", "model_length"}
+    {
+        "max_tokens",
+        "length",
+        "max_output_tokens",
+        "max_completion_tokens",
+        "model_length",
+        # Anthropic: the context window filled up, or a long server-tool turn paused (the answer
+        # is incomplete either way; send it back to continue).
+        "model_context_window_exceeded",
+        "pause_turn",
+    }
 )
 _CUTOFF_REASONS = frozenset(
     {
@@ -106,6 +116,9 @@ class Usage:
         total_tokens: Input plus output tokens.
         reasoning_tokens: Reasoning tokens, when the provider reports them.
         cached_tokens: Input tokens served from a cache, when the provider reports them.
+        cache_write_tokens: Input tokens written to a cache by this call (Anthropic charges a
+            premium for them), when the provider reports them. Like ``cached_tokens`` they are
+            part of ``input_tokens``.
     """
 
     input_tokens: int = 0
@@ -113,12 +126,13 @@ class Usage:
     total_tokens: int = 0
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def __post_init__(self) -> None:
         """Reject negative or non-integer counts."""
         for name in ("input_tokens", "output_tokens", "total_tokens"):
             _check_count(name, getattr(self, name), optional=False)
-        for name in ("reasoning_tokens", "cached_tokens"):
+        for name in ("reasoning_tokens", "cached_tokens", "cache_write_tokens"):
             _check_count(name, getattr(self, name), optional=True)
 
     def to_jsonable(self) -> dict[str, Any]:
@@ -132,6 +146,8 @@ class Usage:
             payload["reasoning_tokens"] = self.reasoning_tokens
         if self.cached_tokens is not None:
             payload["cached_tokens"] = self.cached_tokens
+        if self.cache_write_tokens is not None:
+            payload["cache_write_tokens"] = self.cache_write_tokens
         return payload
 
     @classmethod
@@ -154,6 +170,7 @@ class Usage:
             ),
             reasoning_tokens=get_opt_int(data, "reasoning_tokens", "Usage"),
             cached_tokens=get_opt_int(data, "cached_tokens", "Usage"),
+            cache_write_tokens=get_opt_int(data, "cache_write_tokens", "Usage"),
         )
 
     from_jsonable = from_dict
@@ -592,12 +609,18 @@ class OutputCollection:
             o.usage.reasoning_tokens for o in self.outputs if o.usage.reasoning_tokens is not None
         ]
         cached = [o.usage.cached_tokens for o in self.outputs if o.usage.cached_tokens is not None]
+        writes = [
+            o.usage.cache_write_tokens
+            for o in self.outputs
+            if o.usage.cache_write_tokens is not None
+        ]
         return Usage(
             input_tokens=sum(o.usage.input_tokens for o in self.outputs),
             output_tokens=sum(o.usage.output_tokens for o in self.outputs),
             total_tokens=sum(o.usage.total_tokens for o in self.outputs),
             reasoning_tokens=sum(reasoning) if reasoning else None,
             cached_tokens=sum(cached) if cached else None,
+            cache_write_tokens=sum(writes) if writes else None,
         )
 
     @property

@@ -27,6 +27,11 @@ only through the :class:`Provider` protocol below, in this order for every inter
 Capabilities are declared once per provider in a :class:`Capabilities` table. Declared names in
 ``Config.capabilities`` override it for one config (useful for local servers whose support varies).
 
+A provider may also define ``warm_up_first(requests) -> bool`` (found with ``getattr``): when it
+returns True for a fan-out, the engine runs the first call alone and then the rest, so the rest
+read the prompt cache the first one wrote (Anthropic's ``cache_control``) instead of each paying
+to write it.
+
 Deferred delivery is an optional side of the boundary: a provider that declares
 ``deferred_delivery`` also implements :class:`pollux.providers._deferred.DeferredBackend`
 (submit, inspect, collect, cancel); the engine checks both before any I/O.
@@ -42,6 +47,7 @@ from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from pollux.interaction.environment import CacheSetting
     from pollux.interaction.input import Input
     from pollux.interaction.output import Usage
     from pollux.interaction.requirements import OutputRequirements
@@ -87,6 +93,9 @@ class Capabilities:
     persistent_cache: bool = False
     #: Provider-managed implicit caching (``cache="auto"``).
     implicit_caching: bool = False
+    #: ``CachePolicy(ttl_seconds=...)`` sets the TTL of provider-managed prompt caching (the
+    #: provider validates the value), without a persistent cache object.
+    prompt_cache_ttl: bool = False
     #: ``defer()`` and friends.
     deferred_delivery: bool = False
     #: Sampling parameters.
@@ -151,6 +160,10 @@ class ProviderRequest:
     requirements: OutputRequirements
     continuation_state: Mapping[str, Any] | None = None
     stream: bool = False
+    #: The environment's cache preference (``Environment.cache``).
+    cache: CacheSetting = None
+    #: How many calls of one ``run_many`` share this environment (1 for single calls).
+    fanout: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +217,11 @@ class StreamChunk:
 
     ``usage`` is the provider's latest *cumulative* usage when present (it replaces the previous
     one). ``tool_call_deltas`` are fragments keyed by ``index``; the engine concatenates argument
-    fragments per index. ``provider_state`` entries are merged key by key. A provider should end
-    its stream normally only when the response is complete; a cut stream must raise APIError.
+    fragments per index. ``provider_state`` entries are merged key by key. ``tool_calls``, when a
+    chunk sets them, are the turn's complete calls and replace the assembled fragments (a provider
+    whose one-shot responses carry parsed arguments reports the calls as its one-shot path
+    would, so ``done.output`` equals what ``interact`` returns). A provider should end its stream
+    normally only when the response is complete; a cut stream must raise APIError.
     """
 
     text: str = ""
@@ -217,6 +233,7 @@ class StreamChunk:
     provider_state: dict[str, Any] | None = None
     structured: Any = None
     artifacts: dict[str, Any] | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

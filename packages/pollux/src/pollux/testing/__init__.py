@@ -1,9 +1,10 @@
 """pollux.testing: test pollux code (or any OpenAI-family SDK code) without a real provider.
 
 The :class:`Emulator` is a loopback HTTP server that speaks provider wire formats: point the
-official SDK at ``emu.base_url("openai")`` (or ``"local"``, ``"openrouter"``) and it runs its real
-HTTP, streaming and error paths against a deterministic model. Script answers with :class:`Reply`
-and :class:`ToolCall`, inject failures with the :class:`Fault` types, move batch jobs along with
+official SDK at ``emu.base_url("openai")`` (or ``"anthropic"``, ``"local"``, ``"openrouter"``)
+and it runs its real HTTP, streaming and error paths against a deterministic model. Script
+answers with :class:`Reply` (:class:`AnthropicReply` for the Messages API's own knobs) and
+:class:`ToolCall`, inject failures with the :class:`Fault` types, move batch jobs along with
 ``emu.advance(seconds)``.
 
 Example:
@@ -35,6 +36,7 @@ from ._emulator._faults import StreamError as StreamError
 from ._emulator._log import RecordedRequest as RecordedRequest
 from ._emulator._script import Reply as Reply
 from ._emulator._script import ToolCall as ToolCall
+from ._emulator.wires._anthropic.reply import AnthropicReply as AnthropicReply
 
 
 def emulator_fixture(**options: Any) -> Any:
@@ -64,6 +66,7 @@ def emulator_fixture(**options: Any) -> Any:
 
 
 __all__ = [
+    "AnthropicReply",
     "CutStream",
     "DropConnection",
     "Emulator",

@@ -388,13 +388,15 @@ class Core:
             return outcome
         if isinstance(fault, CutStream):
             if isinstance(outcome, StreamResponse):
+                if fault.clean:
+                    return replace(outcome, events=list(outcome.events[: fault.after_events]))
                 return replace(outcome, cut_after=min(fault.after_events, len(outcome.events)))
             return replace(outcome, cut_at=len(outcome.body) // 2)
         if isinstance(fault, MalformedBody):
             if isinstance(outcome, StreamResponse):
                 events = list(outcome.events)
                 index = min(fault.after_events, len(events))
-                events.insert(index, b'data: {"malformed": \n\n')
+                events.insert(index, outcome.malformed_event or b'data: {"malformed": \n\n')
                 return replace(outcome, events=events)
             return Response(
                 200, outcome.body[: max(1, len(outcome.body) // 2)] or b"{", "application/json"

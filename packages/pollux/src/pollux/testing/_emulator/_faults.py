@@ -94,9 +94,13 @@ class CutStream(Fault):
     Args:
         after_events: For a streamed answer, the number of events sent before the cut. For a
             plain answer, half of the body is sent.
+        clean: End a streamed body properly after those events instead of dropping the
+            connection (a proxy or server that closes the stream early but politely), so the
+            client sees a well-formed stream that simply stops.
     """
 
     after_events: int = 2
+    clean: bool = False
 
 
 @dataclass(frozen=True, slots=True)

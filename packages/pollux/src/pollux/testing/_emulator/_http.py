@@ -123,7 +123,8 @@ class StreamResponse:
     ``cut_after`` sends that many events and then drops the connection without the closing chunk,
     the way a proxy or a crashed upstream ends a stream. ``delay`` spaces the events out.
     ``error_event`` renders an in-band error event (message, code, sequence number) in the
-    format of the route that produced the stream.
+    format of the route that produced the stream; ``malformed_event`` is the broken event a
+    ``MalformedBody`` fault inserts (an SDK that skips unnamed events needs a named one).
     """
 
     events: list[bytes]
@@ -132,6 +133,7 @@ class StreamResponse:
     cut_after: int | None = None
     delay: float = 0.0
     error_event: Callable[[str, str, int], bytes] | None = None
+    malformed_event: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,1 @@
+"""The Anthropic API's pieces, one module per job; ``wires/anthropic.py`` mounts them."""
