@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pollux.interaction.continuation import Continuation
 from pollux.interaction.output import Diagnostics, Metrics, Output, Usage, completion_status_for
 from pollux.interaction.tools import ToolCall
-from pollux.providers.base import ProviderResponse, StreamChunk
+from pollux.providers.base import TOOL_CALL_STATES, ProviderResponse, StreamChunk
 
 if TYPE_CHECKING:
     from pollux.interaction.tools import ToolCallDelta
@@ -168,19 +168,29 @@ class StreamAccumulator:
             slot.arguments.append(delta.arguments)
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        """The assembled calls, in first-seen order."""
+        """The assembled calls, in first-seen order.
+
+        A provider whose calls carry replay state (Gemini thought signatures) sends it under
+        ``provider_state[TOOL_CALL_STATES]`` (call index -> state), so streamed calls equal the
+        calls ``execute`` returns.
+        """
+        states = (self.provider_state or {}).get(TOOL_CALL_STATES) or {}
         return tuple(
             ToolCall.from_text(
                 id=slot.id or f"call_{index}",
                 name=slot.name or "",
                 arguments_text="".join(slot.arguments),
                 index=index,
+                provider_state=states.get(str(index)),
             )
             for index, slot in self.slots.items()
         )
 
     def response(self) -> ProviderResponse:
         """The complete response."""
+        state = self.provider_state
+        if state is not None and TOOL_CALL_STATES in state:
+            state = {k: v for k, v in state.items() if k != TOOL_CALL_STATES} or None
         return ProviderResponse(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
@@ -189,7 +199,7 @@ class StreamAccumulator:
             finish_reason=self.finish_reason,
             response_id=self.response_id,
             structured=self.structured,
-            provider_state=self.provider_state,
+            provider_state=state,
             artifacts=self.artifacts,
         )
 

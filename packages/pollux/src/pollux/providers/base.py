@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from pollux.source import Source
 
 __all__ = [
+    "TOOL_CALL_STATES",
     "Capabilities",
     "PreparedSources",
     "Provider",
@@ -57,6 +58,11 @@ __all__ = [
     "ProviderResponse",
     "StreamChunk",
 ]
+
+#: ``StreamChunk.provider_state`` key for per-call replay state, ``{"<call index>": {...}}``:
+#: the engine attaches each entry to the assembled call's ``ToolCall.provider_state`` (Gemini
+#: thought signatures), so streamed calls equal the calls ``execute`` returns.
+TOOL_CALL_STATES = "tool_call_states"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +209,8 @@ class StreamChunk:
 
     ``usage`` is the provider's latest *cumulative* usage when present (it replaces the previous
     one). ``tool_call_deltas`` are fragments keyed by ``index``; the engine concatenates argument
-    fragments per index. ``provider_state`` entries are merged key by key. A provider should end
+    fragments per index. ``provider_state`` entries are merged key by key (per-call state goes
+    under :data:`TOOL_CALL_STATES`). A provider should end
     its stream normally only when the response is complete; a cut stream must raise APIError.
     """
 
