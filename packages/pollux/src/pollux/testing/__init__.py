@@ -35,6 +35,7 @@ from ._emulator._faults import StreamError as StreamError
 from ._emulator._log import RecordedRequest as RecordedRequest
 from ._emulator._script import Reply as Reply
 from ._emulator._script import ToolCall as ToolCall
+from ._emulator.wires._gemini_reply import GeminiReply as GeminiReply
 
 
 def emulator_fixture(**options: Any) -> Any:
@@ -70,6 +71,7 @@ __all__ = [
     "EmulatorError",
     "ErrorResponse",
     "Fault",
+    "GeminiReply",
     "Latency",
     "MalformedBody",
     "RecordedRequest",
