@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 
 import httpx2
@@ -518,7 +517,6 @@ def test_request_log_records_what_went_over_the_wire(
         "gemini.count_tokens",
     ]
     assert all(r.wire == "gemini" for r in emulator.requests)
-    assert base64  # keep the import for signature helpers below
 
 
 def test_unknown_route_is_a_google_404(emulator: Emulator, client: genai.Client) -> None:

@@ -96,16 +96,23 @@ def refresh(state: GeminiState, job: BatchJob) -> None:
         job.done_count = job.processed_by(now)
 
 
+def _status(error: ApiError) -> dict[str, Any]:
+    # A batch line's error is a google.rpc.Status without the typed details of an HTTP error.
+    body = google_error_body(error)["error"]
+    body.pop("details", None)
+    return {"error": body}
+
+
 def _run_one(state: GeminiState, job: BatchJob, request: dict[str, Any]) -> dict[str, Any]:
     core = state.core
     item = core.scripts.take("gemini.generate.content", generates=True)
     if isinstance(item, ErrorResponse):
-        return {"error": google_error_body(fault_error(item))["error"]}
+        return _status(fault_error(item))
     reply = item if isinstance(item, Reply) else None
     try:
         body = generate_body(core, state, job.model, request, reply)
     except ApiError as exc:
-        return {"error": google_error_body(exc)["error"]}
+        return _status(exc)
     return {"response": body}
 
 

@@ -247,7 +247,8 @@ class _Compiler:
             uri = ref.get("fileUri")
             if not isinstance(uri, str) or not uri:
                 raise invalid(f"* GenerateContentRequest.{at}.file_data.file_uri: required.\n")
-            mime = str(ref.get("mimeType") or self._file_mime(uri))
+            stored = self._file_mime(uri)
+            mime = str(ref.get("mimeType") or stored)
             request.add_attachment(_kind(mime), uri)
         elif isinstance(part.get("functionCall"), Mapping):
             call = part["functionCall"]
