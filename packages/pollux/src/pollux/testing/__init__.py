@@ -1,10 +1,11 @@
-"""pollux.testing: test pollux code (or any OpenAI-family SDK code) without a real provider.
+"""pollux.testing: test pollux code (or any OpenAI-family or google-genai code) without a provider.
 
 The :class:`Emulator` is a loopback HTTP server that speaks provider wire formats: point the
-official SDK at ``emu.base_url("openai")`` (or ``"local"``, ``"openrouter"``) and it runs its real
-HTTP, streaming and error paths against a deterministic model. Script answers with :class:`Reply`
-and :class:`ToolCall`, inject failures with the :class:`Fault` types, move batch jobs along with
-``emu.advance(seconds)``.
+official SDK at ``emu.base_url("openai")`` (or ``"local"``, ``"openrouter"``, ``"gemini"``) and
+it runs its real HTTP, streaming and error paths against a deterministic model. Script answers
+with :class:`Reply` (:class:`GeminiReply` for Gemini's finish and block reasons) and
+:class:`ToolCall`, inject failures with the :class:`Fault` types, move batch jobs, file states and
+cache lifetimes along with ``emu.advance(seconds)``.
 
 Example:
     >>> import json, urllib.request

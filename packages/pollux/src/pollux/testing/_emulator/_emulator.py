@@ -265,7 +265,8 @@ class Emulator:
         ``"openai"`` is what ``openai.OpenAI(base_url=...)`` expects (Responses, Files, Batches,
         Chat Completions); ``"local"`` is an OpenAI-compatible Chat Completions server (its
         health endpoint is at ``<base_url>/../health``); ``"openrouter"`` is the same surface
-        at OpenRouter's paths.
+        at OpenRouter's paths; ``"gemini"`` is what ``google-genai`` takes as
+        ``HttpOptions(base_url=...)`` (the SDK adds the API version).
 
         Raises:
             EmulatorError: ``wire`` is unknown, or the emulator is not running.
