@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pollux.interaction.continuation import Continuation
-from pollux.interaction.output import Diagnostics, Metrics, Output, Usage, completion_status_for
+from pollux.interaction.output import (
+    CacheMode,
+    Diagnostics,
+    Metrics,
+    Output,
+    Usage,
+    completion_status_for,
+)
 from pollux.interaction.tools import ToolCall
 from pollux.providers.base import TOOL_CALL_STATES, ProviderResponse, StreamChunk
 
@@ -98,6 +105,15 @@ def assemble(
     if attempts > 1:
         raw["attempts"] = attempts
     usage = response.usage
+    cache_used = cache_hit = False
+    cache_mode: CacheMode = "none"
+    cache = request.sources.cache
+    if cache is not None:
+        # Verified, not assumed: the cache served the call only if the provider reports
+        # cached input tokens; a hit is a cache that existed before this call.
+        cache_mode = "persistent"
+        cache_used = bool(usage is not None and usage.cached_tokens)
+        cache_hit = cache_used and not cache.created
     return Output(
         text=response.text,
         structured=structured,
@@ -107,6 +123,9 @@ def assemble(
         usage=usage if usage is not None else Usage(),
         metrics=Metrics(
             duration_s=duration_s,
+            cache_used=cache_used,
+            cache_mode=cache_mode,
+            cache_hit=cache_hit,
             finish_reason=response.finish_reason,
             completion_status=completion_status_for(response.finish_reason),
         ),

@@ -9,11 +9,13 @@ only through the :class:`Provider` protocol below, in this order for every inter
    is forwarded or rejected here, never silently dropped.
 2. ``preflight(request)``: pre-flight that may read provider metadata but has no side effect (for
    example the OpenRouter model catalog, cached per Session). Still before any upload.
-3. ``prepare_sources(sources)``: once per call (once for a whole ``run_many`` fan-out), turn the
-   environment's sources into provider wire parts, uploading when needed. Whatever it uploads is
-   listed in :attr:`PreparedSources.owned` and released by ``release_sources`` in a ``finally``.
-   Skipped when ``needs_sources(request)`` is False for every call (a continuation whose provider
-   keeps the earlier input server-side, so the sources are not sent again).
+3. ``prepare_sources(sources)`` (or ``prepare_cache(request, policy)`` when the Environment has
+   a ``CachePolicy`` and the provider declares ``persistent_cache``): once per call (once for a
+   whole ``run_many`` fan-out), turn the environment's sources into provider wire parts,
+   uploading when needed. Whatever it uploads is listed in :attr:`PreparedSources.owned` and
+   released by ``release_sources`` in a ``finally``. Skipped when ``needs_sources(request)`` is
+   False for every call (a continuation whose provider keeps the earlier input server-side, so
+   the sources are not sent again).
 4. ``compile(request)``: build the wire payload once; retries reuse it.
 5. ``execute(compiled)`` (request plus response extraction) or ``stream(compiled)`` (an async
    iterator of :class:`StreamChunk`). Both raise :class:`~pollux.errors.APIError` (or a subclass)
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 from pollux.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from pollux.interaction.environment import CachePolicy
     from pollux.interaction.input import Input
     from pollux.interaction.output import Usage
     from pollux.interaction.requirements import OutputRequirements
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TOOL_CALL_STATES",
+    "CacheUse",
     "Capabilities",
     "PreparedSources",
     "Provider",
@@ -128,16 +132,32 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheUse:
+    """A persistent provider cache that holds a call's environment (see ``prepare_cache``).
+
+    Attributes:
+        name: The provider's cache resource name (``cachedContents/...`` on Gemini).
+        created: True when this call created the cache; False when an existing one was found.
+    """
+
+    name: str
+    created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedSources:
     """An environment's sources turned into provider wire parts, once per call.
 
     ``parts`` is provider-private (the engine never looks inside); ``owned`` lists provider-side
     artifacts (for example uploaded file ids) that ``release_sources`` deletes afterwards.
+    ``cache`` is set when a persistent cache holds the environment: the provider then sends the
+    cache reference instead of the parts, and the engine reports the cache in ``Metrics``.
     """
 
     sources: tuple[Source, ...] = ()
     parts: tuple[Any, ...] = ()
     owned: tuple[str, ...] = ()
+    cache: CacheUse | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +297,10 @@ class Provider(Protocol):
         """Best-effort release of what ``prepare_sources`` created (never raises)."""
         ...
 
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Find or create the persistent cache for ``request``'s environment (``CachePolicy``)."""
+        ...
+
     def compile(self, request: ProviderRequest) -> Any:
         """Build the wire payload once; retries reuse it."""
         ...
@@ -334,6 +358,20 @@ class ProviderBase:
 
     async def release_sources(self, prepared: PreparedSources) -> None:
         """Nothing to release by default."""
+
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Find or create the persistent cache holding ``request``'s environment.
+
+        Called instead of ``prepare_sources`` when the Environment has a ``CachePolicy`` and the
+        provider declares ``persistent_cache``. The result's ``cache`` names the cache.
+
+        Raises:
+            ConfigurationError: This provider has no persistent caches.
+        """
+        raise ConfigurationError(
+            f"{self.name} does not support persistent caches (CachePolicy)",
+            hint="Use cache='auto' or None.",
+        )
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Report ready without a probe (providers with a cheap probe override this)."""

@@ -101,6 +101,14 @@ def _quota_ids(exc: BaseException) -> list[str]:
     return [quota for quota in ids if quota]
 
 
+def _reasons(exc: BaseException) -> set[str]:
+    return {
+        str(item.get("reason"))
+        for item in error_details(exc)
+        if str(item.get("@type", "")).endswith("google.rpc.ErrorInfo") and item.get("reason")
+    }
+
+
 def is_not_found(exc: BaseException) -> bool:
     """Whether an SDK error says the named resource (file, cache, batch) does not exist.
 
@@ -207,7 +215,8 @@ def _status_error(exc: BaseException, *, phase: str) -> APIError:
         message=f"{status}: {message}" if status and status not in message else message,
         headers=headers,
     )
-    if status_code == 400 and "api key" in message.lower():
+    reasons = _reasons(exc)
+    if (status_code == 400 and "api key" in message.lower()) or "API_KEY_INVALID" in reasons:
         # Google reports a bad key as 400 INVALID_ARGUMENT "API key not valid".
         error = APIError(
             str(error),
@@ -223,6 +232,12 @@ def _status_error(exc: BaseException, *, phase: str) -> APIError:
             "Gemini is rate limiting (a per-minute quota): lower Config.request_concurrency or "
             "raise RetryPolicy.max_attempts / max_elapsed_s."
         )
+    elif status_code == 403 and ("file" in message.lower() or "cachedcontent" in message.lower()):
+        error.hint = (
+            "The uploaded file or context cache this request named is gone (deleted or "
+            "expired); pollux uploads or creates it again on the next call."
+        )
+        error.error_category = "not_found"
     elif status == "FAILED_PRECONDITION" and "location" in message.lower():
         error.hint = "The Gemini API is not available in this region for this key or model."
     return error

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
 from pollux.providers.base import (
+    CacheUse,
     Capabilities,
     PreparedSources,
     ProviderBase,
@@ -35,6 +36,7 @@ from pollux.providers.base import (
     StreamChunk,
 )
 
+from .caching import REGISTRY, GeminiCaches, cache_names
 from .compile import build_config, payload_contents, turn_contents, validate_options
 from .errors import PROVIDER, wrap_gemini_error
 from .extract import extract_response
@@ -43,6 +45,7 @@ from .uploads import UploadRegistry, file_names, uses_url_context, validate_sour
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.interaction.environment import CachePolicy
     from pollux.source import Source
 
 __all__ = ["CAPABILITIES", "GeminiProvider", "build_client"]
@@ -58,7 +61,7 @@ CAPABILITIES = Capabilities(
     tools=True,
     conversation=True,
     uploads=True,
-    persistent_cache=False,
+    persistent_cache=True,
     implicit_caching=False,
     deferred_delivery=False,
     temperature=True,
@@ -115,6 +118,7 @@ class GeminiProvider(ProviderBase):
         self._transport = transport
         self._closed = False
         self.uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
+        self.caches = GeminiCaches(self._sdk, self.uploads, config)
 
     # ------------------------------------------------------------------ client
 
@@ -185,6 +189,16 @@ class GeminiProvider(ProviderBase):
         parts = await self.uploads.parts(sources)
         return PreparedSources(sources=tuple(sources), parts=parts)
 
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Find or create the ``cachedContents`` holding the environment (see :mod:`.caching`)."""
+        entry, created = await self.caches.resolve(
+            request, self._model(request), policy.ttl_seconds
+        )
+        return PreparedSources(
+            sources=tuple(request.sources.sources),
+            cache=CacheUse(name=entry.name, created=created),
+        )
+
     # ------------------------------------------------------------------ calls
 
     def _transcript(self, request: ProviderRequest) -> list[dict[str, Any]]:
@@ -205,8 +219,7 @@ class GeminiProvider(ProviderBase):
         requirements = request.requirements
         model = self._model(request)
         sources = request.sources
-        cached = getattr(sources, "cache", None)
-        cache_name = cached.name if cached is not None else None
+        cache_name = sources.cache.name if sources.cache is not None else None
         config = build_config(
             model=model,
             instructions=request.instructions,
@@ -239,9 +252,12 @@ class GeminiProvider(ProviderBase):
         return self._compile(request, source_parts=request.sources.parts)
 
     def _note_failure(self, compiled: Mapping[str, Any], exc: BaseException) -> None:
-        # A request naming a file Gemini no longer has fails with 403/404: stop reusing the
-        # files it named, so the next call uploads them again.
+        # A request naming a file or cache Gemini no longer has fails with 403/404: stop
+        # reusing what it named, so the next call uploads (or creates) it again.
         if getattr(exc, "code", None) in (403, 404):
+            cache = cache_names(compiled)
+            if cache is not None:
+                REGISTRY.forget(name=cache)
             uris = [
                 uri
                 for content in compiled.get("contents") or ()

@@ -16,9 +16,10 @@ URI with ``with_gemini_url_context``   its URL as ``text``, plus the ``url_conte
 ``with_gemini_video_settings`` adds a ``video_metadata`` sibling to the part.
 
 Uploads use the SDK's resumable protocol with a file object, so the content is streamed from
-disk in chunks, never read whole. A file is usable once ``ACTIVE``: pollux polls ``files.get``
-with exponential backoff (0.25 s doubling to 5 s, within :data:`ACTIVATION_TIMEOUT_S`);
-``FAILED`` is an :class:`APIError` with a hint.
+disk in 8 MiB chunks, never read whole, on a worker thread (the SDK reads with blocking
+calls). A file is usable once ``ACTIVE``: pollux polls ``files.get`` with exponential backoff
+(0.25 s doubling to 5 s, within :data:`ACTIVATION_TIMEOUT_S`); ``FAILED`` is an
+:class:`APIError` with a hint.
 
 **Upload reuse.** Gemini keeps an uploaded file for 48 hours, so :class:`UploadRegistry` (one per
 provider, so one per Session) maps a content hash and MIME type to the uploaded file: the same PDF
@@ -208,6 +209,24 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
+def local_expiry(
+    resource: Any, expiry_field: str, anchors: Sequence[str], now: float
+) -> float | None:
+    """The resource's expiry on the local clock.
+
+    Google reports expiries on its own clock; the time left is measured against the
+    resource's own create/update time, so a skewed local clock does not misjudge it.
+    """
+    expiry = _timestamp(field(resource, expiry_field))
+    if expiry is None:
+        return None
+    for name in anchors:
+        anchor = _timestamp(field(resource, name))
+        if anchor is not None:
+            return now + (expiry - anchor)
+    return expiry
+
+
 def _state(file: Any) -> str:
     state = field(file, "state")
     return str(getattr(state, "value", state) or "")
@@ -301,14 +320,20 @@ class UploadRegistry:
         client = self._client()
         name = Path(source.identifier).name if source._path is not None else "upload"
         config = {"mime_type": source.mime_type, "display_name": name[:512] or "upload"}
-        try:
+
+        def upload() -> Any:
+            # The SDK's resumable upload reads 8 MiB chunks with blocking reads; run it on a
+            # worker thread through the sync client so the event loop never waits on disk.
             with contextlib.ExitStack() as stack:
                 handle: Any
                 if source._path is not None:
                     handle = stack.enter_context(source._path.open("rb"))
                 else:
                     handle = io.BytesIO(source._read_bytes())
-                created = await client.aio.files.upload(file=handle, config=config)
+                return client.files.upload(file=handle, config=config)
+
+        try:
+            created = await asyncio.to_thread(upload)
         except OSError as exc:
             raise SourceError(
                 f"Cannot read source file {source.identifier}: {exc.strerror or exc}",
@@ -322,7 +347,9 @@ class UploadRegistry:
             name=str(field(active, "name")),
             uri=str(field(active, "uri")),
             mime_type=str(field(active, "mime_type") or source.mime_type),
-            expires_at=_timestamp(field(active, "expiration_time")),
+            expires_at=local_expiry(
+                active, "expiration_time", ("update_time", "create_time"), self._clock()
+            ),
         )
 
     async def _wait_active(self, source: Source, file: Any) -> Any:
