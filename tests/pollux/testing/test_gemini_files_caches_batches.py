@@ -336,3 +336,29 @@ async def test_async_batch(emulator: Emulator) -> None:
         done = await sdk.batches.get(name=job.name)
     assert done.state == types.JobState.JOB_STATE_SUCCEEDED
     assert done.dest.inlined_responses[0].response.text == "Emulated reply to: async"
+
+
+def test_multi_chunk_upload_and_offsets(emulator: Emulator, client: genai.Client) -> None:
+    data = bytes(range(256)) * (9 * 4096)  # 9 MiB: two 8 MiB chunks for the SDK
+    uploaded = _upload(client, data, "application/octet-stream")
+    assert uploaded.size_bytes == len(data)
+    assert emulator.wire("gemini").files[uploaded.name[6:]].data == data
+    chunks = emulator.requests_for("gemini.files.upload")[1:]
+    assert [c.headers["x-goog-upload-command"] for c in chunks] == ["upload", "upload, finalize"]
+    assert [c.headers["x-goog-upload-offset"] for c in chunks] == ["0", str(8 * 1024 * 1024)]
+
+
+def test_cache_update_by_expire_time(emulator: Emulator, client: genai.Client) -> None:
+    from datetime import datetime, timezone
+
+    cache = _cache(client)
+    when = datetime.fromtimestamp(emulator.now() + 7200, timezone.utc)
+    updated = client.caches.update(
+        name=cache.name, config=types.UpdateCachedContentConfig(expire_time=when)
+    )
+    assert updated.expire_time == when
+    emulator.advance(7199)
+    assert client.caches.get(name=cache.name).name == cache.name
+    emulator.advance(1)
+    with pytest.raises(errors.ClientError):
+        client.caches.get(name=cache.name)

@@ -528,3 +528,66 @@ def test_unknown_route_is_a_google_404(emulator: Emulator, client: genai.Client)
         urllib.request.urlopen(emulator.base_url("gemini") + "/v1beta/nothing?key=k")
     assert info.value.code == 404
     assert json.load(info.value)["error"]["status"] == "NOT_FOUND"
+
+
+def test_unknown_fields_are_refused_like_the_real_api(emulator: Emulator) -> None:
+    with (
+        _client(emulator, extra_body={"generationConfig": {"maxTokens": 5}}) as sdk,
+        pytest.raises(errors.ClientError) as info,
+    ):
+        sdk.models.generate_content(model=LITE, contents="x")
+    assert info.value.message == (
+        "Invalid JSON payload received. Unknown name \"maxTokens\" at 'generation_config': "
+        "Cannot find field."
+    )
+    with (
+        _client(emulator, extra_body={"temperatur": 1}) as sdk,
+        pytest.raises(errors.ClientError, match='Unknown name "temperatur"'),
+    ):
+        sdk.models.generate_content(model=LITE, contents="x")
+
+
+def test_candidate_count_and_enum_answers(client: genai.Client) -> None:
+    two = client.models.generate_content(
+        model=LITE, contents="pick", config=types.GenerateContentConfig(candidate_count=2)
+    )
+    assert [c.index for c in two.candidates] == [0, 1]
+    assert two.usage_metadata.candidates_token_count == 2 * 5
+    colour = client.models.generate_content(
+        model=LITE,
+        contents="pick",
+        config=types.GenerateContentConfig(
+            response_mime_type="text/x.enum",
+            response_schema=types.Schema(type=types.Type.STRING, enum=["green", "red"]),
+        ),
+    )
+    assert colour.text == "green"
+
+
+async def test_async_faults_surface_through_the_aiohttp_transport(emulator: Emulator) -> None:
+    import aiohttp
+
+    long = "a question long enough to need several chunks of text"
+    async with _client(emulator).aio as sdk:
+        emulator.script("gemini.generate", ErrorResponse(429, retry_after=1))
+        with pytest.raises(errors.ClientError) as info:
+            await sdk.models.generate_content(model=LITE, contents="x")
+        assert info.value.code == 429
+        emulator.script("gemini.generate.stream", StreamError("gone", after_events=1))
+        seen = []
+        with pytest.raises(errors.ServerError, match="gone"):
+            async for chunk in await sdk.models.generate_content_stream(model=LITE, contents=long):
+                seen.append(chunk)
+        assert len(seen) == 1
+        emulator.script("gemini.generate.stream", CutStream(after_events=1))
+        with pytest.raises(aiohttp.ClientError):
+            async for _chunk in await sdk.models.generate_content_stream(model=LITE, contents=long):
+                pass
+        assert (await sdk.models.generate_content(model=LITE, contents="after")).text
+
+
+def test_the_wire_runs_in_a_child_process() -> None:
+    with Emulator(process=True) as emu, _client(emu) as sdk:
+        assert sdk.models.generate_content(model=LITE, contents="far").text == (
+            "Emulated reply to: far"
+        )

@@ -44,6 +44,66 @@ _SIGNATURE_TAG = b"EmuSig"
 # Google documents these values as "no signature, skip the check" for migrated histories.
 _SIGNATURE_BYPASS = (b"skip_thought_signature_validator", b"context_engineering_is_the_way_to_go")
 _LEVELS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
+# The fields of GenerateContentRequest and GenerationConfig (as google-genai 3.6 sends them):
+# the real API refuses any other name, so a misspelt parameter fails here too.
+_REQUEST_FIELDS = frozenset(
+    [
+        "model",
+        "contents",
+        "systemInstruction",
+        "tools",
+        "toolConfig",
+        "safetySettings",
+        "generationConfig",
+        "cachedContent",
+        "labels",
+        "serviceTier",
+        "store",
+        "continuationToken",
+    ]
+)
+_CONFIG_FIELDS = frozenset(
+    [
+        "candidateCount",
+        "logprobs",
+        "seed",
+        "stopSequences",
+        "temperature",
+        "thinkingConfig",
+        "topK",
+        "topP",
+        "audioTranscriptionConfig",
+        "enableEnhancedCivicAnswers",
+        "frequencyPenalty",
+        "imageConfig",
+        "maxOutputTokens",
+        "mediaResolution",
+        "presencePenalty",
+        "responseJsonSchema",
+        "responseLogprobs",
+        "responseMimeType",
+        "responseModalities",
+        "responseSchema",
+        "speechConfig",
+        "enableAffectiveDialog",
+        "routingConfig",
+        "modelSelectionConfig",
+    ]
+)
+
+
+def _unknown_fields(body: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+    for key in body:
+        if key not in _REQUEST_FIELDS:
+            raise invalid(
+                f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.'
+            )
+    for key in config:
+        if key not in _CONFIG_FIELDS:
+            raise invalid(
+                f"Invalid JSON payload received. Unknown name \"{key}\" at 'generation_config': "
+                "Cannot find field."
+            )
 
 
 @dataclass(slots=True)
@@ -57,6 +117,7 @@ class Compiled:
     signatures: bool
     stop: list[str]
     enum_answer: bool
+    candidates: int = 1
 
 
 def not_found_model(model: str, method: str = "generateContent") -> GoogleError:
@@ -429,6 +490,13 @@ def compile_generate(
     config = body.get("generationConfig") or {}
     if not isinstance(config, Mapping):
         raise invalid("Invalid value at 'generation_config'.")
+    _unknown_fields(body, config)
+    count = config.get("candidateCount", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 8:
+        raise invalid(
+            "* GenerateContentRequest.generation_config.candidate_count: candidate_count must "
+            "be between 1 and 8.\n"
+        )
     limit = config.get("maxOutputTokens")
     if limit is not None:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -483,6 +551,7 @@ def compile_generate(
         signatures,
         [s for s in stop if isinstance(s, str) and s],
         enum_answer,
+        count,
     )
 
 
@@ -589,7 +658,15 @@ def answer(core: Core, compiled: Compiled, reply: Reply | None) -> Answer:
         candidate["content"] = {"parts": parts, "role": "model"}
     if finish in _EMPTY_FINISH:
         candidate["safetyRatings"] = _ratings(blocked=True)
-    body = {"candidates": [candidate], "usageMetadata": usage, **body}
+    candidates = [candidate]
+    if compiled.candidates > 1:
+        # Identical answers, counted once each, as n samples of a deterministic model.
+        candidates += [{**candidate, "index": i} for i in range(1, compiled.candidates)]
+        usage["candidatesTokenCount"] = candidates_tokens * compiled.candidates
+        usage["totalTokenCount"] = (
+            out.input_tokens + usage["candidatesTokenCount"] + out.reasoning_tokens
+        )
+    body = {"candidates": candidates, "usageMetadata": usage, **body}
     return Answer(body, parts, finish, usage, model, response_id)
 
 
