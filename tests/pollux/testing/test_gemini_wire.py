@@ -591,3 +591,26 @@ def test_the_wire_runs_in_a_child_process() -> None:
         assert sdk.models.generate_content(model=LITE, contents="far").text == (
             "Emulated reply to: far"
         )
+
+
+def test_schema_with_defs_and_refs(client: genai.Client) -> None:
+    schema = types.Schema(
+        type=types.Type.OBJECT,
+        properties={"item": types.Schema(ref="#/defs/Item")},
+        required=["item"],
+        defs={
+            "Item": types.Schema(
+                type=types.Type.OBJECT,
+                properties={"n": types.Schema(type=types.Type.NUMBER, maximum=0.5)},
+                required=["n"],
+            )
+        },
+    )
+    answer = client.models.generate_content(
+        model=LITE,
+        contents="x",
+        config=types.GenerateContentConfig(
+            response_mime_type="application/json", response_schema=schema
+        ),
+    )
+    assert answer.parsed == {"item": {"n": 0.5}}

@@ -152,12 +152,11 @@ def json_schema(schema: Any) -> Any:
             out["type"] = value.lower()
         elif key == "properties" and isinstance(value, Mapping):
             out["properties"] = {k: json_schema(v) for k, v in value.items()}
-        elif key in ("items", "anyOf", "defs", "$defs"):
-            out["$defs" if key == "defs" else key] = (
-                {k: json_schema(v) for k, v in value.items()}
-                if isinstance(value, Mapping) and key != "items"
-                else json_schema(value)
-            )
+        elif key in ("defs", "$defs") and isinstance(value, Mapping):
+            # Reachable both as "#/defs/..." (Gemini's spelling) and "#/$defs/...".
+            out["defs"] = out["$defs"] = {k: json_schema(v) for k, v in value.items()}
+        elif key in ("items", "anyOf"):
+            out[key] = json_schema(value)
         elif key == "ref":
             out["$ref"] = value
         else:
