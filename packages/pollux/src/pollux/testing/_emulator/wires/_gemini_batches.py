@@ -25,7 +25,8 @@ from pollux.testing._emulator._script import Reply
 from . import _gemini_files as files
 from ._gemini_common import GoogleError, body_of, google_error_body, invalid, normalize, page
 from ._gemini_common import rfc3339 as stamp
-from ._gemini_generate import check_model, generate_body
+from ._gemini_generate import generate_body
+from ._gemini_request import check_model
 from ._gemini_state import GeminiState
 
 TERMINAL = ("BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED",

@@ -23,7 +23,7 @@ from ._gemini_common import (
     parse_rfc3339,
     rfc3339,
 )
-from ._gemini_generate import check_model, compile_generate
+from ._gemini_request import check_model, compile_generate
 from ._gemini_state import DEFAULT_CACHE_TTL, GeminiCache, GeminiState
 
 _FIELDS = ("contents", "systemInstruction", "tools", "toolConfig")
