@@ -24,6 +24,8 @@ FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.001, max_delay_s=0.00
 def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
     with Emulator() as emulator:
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", emulator.base_url("gemini"))
+        # Deferred lifecycle calls take only the handle: the key comes from the environment.
+        monkeypatch.setenv("GEMINI_API_KEY", "test-key")
         yield emulator
 
 

@@ -38,6 +38,7 @@ from pollux.providers.base import (
 
 from .caching import REGISTRY, GeminiCaches, cache_names
 from .compile import build_config, payload_contents, turn_contents, validate_options
+from .deferred import GeminiBatches
 from .errors import PROVIDER, wrap_gemini_error
 from .extract import extract_response
 from .stream import GeminiStreamMapper
@@ -45,7 +46,9 @@ from .uploads import UploadRegistry, file_names, uses_url_context, validate_sour
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.interaction.environment import CachePolicy
+    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 __all__ = ["CAPABILITIES", "GeminiProvider", "build_client"]
@@ -63,7 +66,7 @@ CAPABILITIES = Capabilities(
     uploads=True,
     persistent_cache=True,
     implicit_caching=False,
-    deferred_delivery=False,
+    deferred_delivery=True,
     temperature=True,
     top_p=True,
     seed=True,
@@ -119,6 +122,9 @@ class GeminiProvider(ProviderBase):
         self._closed = False
         self.uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
         self.caches = GeminiCaches(self._sdk, self.uploads, config)
+        self._batches = GeminiBatches(
+            self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
+        )
 
     # ------------------------------------------------------------------ client
 
@@ -315,6 +321,26 @@ class GeminiProvider(ProviderBase):
         if content["parts"]:
             contents.append(content)
         return {"contents": contents}
+
+    # --------------------------------------------------------- deferred (Batch API)
+
+    async def submit_deferred(
+        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
+    ) -> DeferredJob:
+        """Submit the requests as one Batch API job (see :mod:`.deferred`)."""
+        return await self._batches.submit_deferred(requests, request_ids)
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """The job's normalized status."""
+        return await self._batches.inspect_deferred(handle)
+
+    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
+        """The job's status and, once it ended, every request's outcome."""
+        return await self._batches.collect_deferred(handle)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Ask Google to cancel the job."""
+        await self._batches.cancel_deferred(handle)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""
