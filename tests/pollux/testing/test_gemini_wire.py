@@ -614,3 +614,24 @@ def test_schema_with_defs_and_refs(client: genai.Client) -> None:
         ),
     )
     assert answer.parsed == {"item": {"n": 0.5}}
+
+
+def test_scripted_reasoning_becomes_a_thought_part(
+    emulator: Emulator, client: genai.Client
+) -> None:
+    emulator.script(
+        "gemini.generate",
+        Reply("answer", reasoning="Scripted thinking.", reasoning_tokens=12),
+        Reply(reasoning="Thinking before the call.", tool_calls=[ToolCall("get_weather", {})]),
+    )
+    with_thoughts = types.GenerateContentConfig(
+        thinking_config=types.ThinkingConfig(include_thoughts=True)
+    )
+    answer = client.models.generate_content(model=LITE, contents="x", config=with_thoughts)
+    thought, text = answer.candidates[0].content.parts
+    assert (thought.thought, thought.text) == (True, "Scripted thinking.")
+    assert text.text == "answer"
+    assert answer.usage_metadata.thoughts_token_count == 12
+    called = client.models.generate_content(model=LITE, contents="x", config=TOOLS)
+    assert [p.thought for p in called.candidates[0].content.parts] == [None]  # not asked for
+    assert called.candidates[0].content.parts[0].thought_signature

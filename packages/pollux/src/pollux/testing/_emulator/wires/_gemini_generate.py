@@ -107,9 +107,10 @@ def answer(core: Core, compiled: Compiled, reply: Reply | None) -> Answer:
         }
         body["usageMetadata"] = usage
         return Answer(body, [], None, usage, model, response_id)
-    thinking = compiled.request.reasoning_effort is not None
+    # A scripted Reply(reasoning=...) thinks even on a model that would not by default.
+    thinking = compiled.request.reasoning_effort is not None or out.reasoning is not None
     parts: list[dict[str, Any]] = []
-    if out.reasoning and compiled.include_thoughts and thinking:
+    if out.reasoning and compiled.include_thoughts:
         parts.append({"text": out.reasoning, "thought": True})
     if out.text:
         parts.append({"text": out.text})
