@@ -1,5 +1,8 @@
 """Emulator throughput: small Chat Completions requests per second over keep-alive connections.
 
+The Gemini wire's ``generateContent`` is measured beside it, as a ratio (its request translation
+and validation must not make it the slow wire).
+
 The emulator runs in its own process (``Emulator(process=True)``) so the load generator does not
 share its interpreter. The load generator is a minimal asyncio HTTP/1.1 client (the official SDK
 spends far more CPU per request than the server does, so it would measure itself); the SDK's own
@@ -22,6 +25,14 @@ BODY = json.dumps(
 ).encode()
 
 
+GEMINI_BODY = json.dumps(
+    {
+        "contents": [{"role": "user", "parts": [{"text": "What is two plus two?"}]}],
+        "generationConfig": {"temperature": 0.5},
+    }
+).encode()
+
+
 def _request(port: int) -> bytes:
     return (
         f"POST /local/v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
@@ -30,9 +41,17 @@ def _request(port: int) -> bytes:
     ).encode() + BODY
 
 
-async def _worker(port: int, deadline: float, counts: list[int]) -> None:
+def _gemini_request(port: int) -> bytes:
+    return (
+        f"POST /gemini/v1beta/models/gemini-2.5-flash-lite:generateContent HTTP/1.1\r\n"
+        f"host: 127.0.0.1:{port}\r\ncontent-type: application/json\r\nx-goog-api-key: k\r\n"
+        f"content-length: {len(GEMINI_BODY)}\r\n\r\n"
+    ).encode() + GEMINI_BODY
+
+
+async def _worker(port: int, deadline: float, counts: list[int], gemini: bool = False) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    request = _request(port)
+    request = _gemini_request(port) if gemini else _request(port)
     done = 0
     try:
         while time.perf_counter() < deadline:
@@ -52,11 +71,11 @@ async def _worker(port: int, deadline: float, counts: list[int]) -> None:
         await writer.wait_closed()
 
 
-async def _load(port: int, connections: int, seconds: float) -> float:
+async def _load(port: int, connections: int, seconds: float, gemini: bool = False) -> float:
     counts: list[int] = []
     start = time.perf_counter()
     deadline = start + seconds
-    await asyncio.gather(*(_worker(port, deadline, counts) for _ in range(connections)))
+    await asyncio.gather(*(_worker(port, deadline, counts, gemini) for _ in range(connections)))
     return sum(counts) / (time.perf_counter() - start)
 
 
@@ -78,12 +97,22 @@ def run() -> list[Result]:
         asyncio.run(_load(emu.port, 4, 0.5))  # warm up
         one = asyncio.run(_load(emu.port, 1, 2.0))
         many = asyncio.run(_load(emu.port, 16, 3.0))
+        gemini = asyncio.run(_load(emu.port, 16, 3.0, gemini=True))
         sdk = _sdk_rate(emu.base_url("local"), 2.0)
     results.append(
         Result("emulator (own process), 1 keep-alive connection", one, "req/s", target=1000)
     )
     results.append(
         Result("emulator (own process), 16 keep-alive connections", many, "req/s", target=2000)
+    )
+    results.append(
+        Result(
+            "Gemini generateContent / Chat Completions, 16 connections",
+            gemini / many,
+            "x",
+            target=0.5,
+            note=f"{gemini:.0f} req/s on the Gemini wire",
+        )
     )
     results.append(Result("openai SDK sync client against the emulator, sequential", sdk, "req/s"))
     results.append(
