@@ -362,3 +362,41 @@ def test_cache_update_by_expire_time(emulator: Emulator, client: genai.Client) -
     emulator.advance(1)
     with pytest.raises(errors.ClientError):
         client.caches.get(name=cache.name)
+
+
+LOOKUP = types.Tool(
+    function_declarations=[
+        types.FunctionDeclaration(
+            name="lookup",
+            description="Look a city up.",
+            parameters_json_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+        )
+    ]
+)
+
+
+def test_cache_holds_tools_and_outlives_its_files(emulator: Emulator, client: genai.Client) -> None:
+    doc = _upload(client, b"%PDF-1.4 report")
+    cache = client.caches.create(
+        model=FLASH,
+        config=types.CreateCachedContentConfig(
+            contents=[types.Part.from_uri(file_uri=doc.uri, mime_type=doc.mime_type), BIG],
+            system_instruction="Use the tools.",
+            tools=[LOOKUP],
+            ttl=f"{72 * 3600}s",
+        ),
+    )
+    assert emulator.last_request.json["tools"][0]["functionDeclarations"][0]["name"] == "lookup"
+    emulator.advance(49 * 3600)  # the file expired; the cache keeps its content
+    with pytest.raises(errors.ClientError):
+        client.files.get(name=doc.name)
+    config = types.GenerateContentConfig(
+        cached_content=cache.name,
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    called = client.models.generate_content(model=FLASH, contents="lookup Paris", config=config)
+    assert [c.name for c in called.function_calls] == ["lookup"]
+    assert "tools" not in emulator.last_request.json
+    plain = client.models.generate_content(model=FLASH, contents="summarize", config=config)
+    assert plain.text == "Emulated reply to: summarize [1 file]"
+    assert plain.usage_metadata.cached_content_token_count == cache.usage_metadata.total_token_count

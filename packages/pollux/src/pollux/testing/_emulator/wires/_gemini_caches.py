@@ -107,7 +107,7 @@ def create(call: Call) -> Outcome:
         now,
         expires,
         tokens,
-        prompt,
+        compiled.request,
     )
     state.caches[record.id] = record
     return json_response(cache_json(record))

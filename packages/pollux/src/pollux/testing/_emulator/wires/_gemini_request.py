@@ -456,9 +456,13 @@ def compile_generate(
                 f"Model used by GenerateContent request (models/{model}) and CachedContent "
                 f"(models/{cache.model}) has to be the same."
             )
-        compiler.system(cache.body.get("systemInstruction"))
-        compiler.tools(cache.body.get("tools"), cache.body.get("toolConfig"))
-        compiler.contents(cache.body.get("contents"), required=False)
+        held = cache.request
+        request.prompt.extend(held.prompt)
+        request.attachments.update(held.attachments)
+        request.tools.extend(held.tools)
+        request.tool_choice = held.tool_choice
+        request.last_user_text = held.last_user_text
+        request.tool_results = list(held.tool_results)
         cached_tokens = cache.tokens
     else:
         compiler.system(body.get("systemInstruction"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pollux.testing._emulator._core import Core
+from pollux.testing._emulator._model import ModelRequest
 
 FILE_TTL = 48 * 3600.0
 BATCH_WINDOW = 48 * 3600.0
@@ -51,7 +52,11 @@ class Upload:
 
 @dataclass(slots=True)
 class GeminiCache:
-    """One ``cachedContents`` resource: the prompt it holds and its lifetime."""
+    """One ``cachedContents`` resource: the prompt it holds and its lifetime.
+
+    The prompt is kept compiled, as the real cache keeps its content: files it referenced may
+    expire without breaking it.
+    """
 
     id: str
     model: str
@@ -60,7 +65,7 @@ class GeminiCache:
     updated: float
     expires: float
     tokens: int
-    body: dict[str, Any]
+    request: ModelRequest
 
     @property
     def name(self) -> str:
