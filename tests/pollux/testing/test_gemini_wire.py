@@ -635,3 +635,16 @@ def test_scripted_reasoning_becomes_a_thought_part(
     called = client.models.generate_content(model=LITE, contents="x", config=TOOLS)
     assert [p.thought for p in called.candidates[0].content.parts] == [None]  # not asked for
     assert called.candidates[0].content.parts[0].thought_signature
+
+
+def test_wire_state_accessor_errors() -> None:
+    from pollux.testing import EmulatorError
+
+    with Emulator() as emu:
+        assert emu.wire("gemini").file_ttl_seconds == 48 * 3600
+        assert emu.wire("local") is None  # a wire without knobs
+        with pytest.raises(EmulatorError, match="unknown wire") as info:
+            emu.wire("gopher")
+        assert "gemini" in info.value.hint
+    with Emulator(process=True) as emu, pytest.raises(EmulatorError, match="child process"):
+        emu.wire("gemini")
