@@ -387,3 +387,19 @@ async def test_check_ready(fake: FakeGemini, session: Session) -> None:
     fake.script.append(error(404, "models/nope is not found", code_status="NOT_FOUND"))
     missing = await session.check_ready()
     assert not missing.ready and missing.status_code == 404
+
+
+async def test_public_generate_content_fallback_sends_the_same_body(
+    fake: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pollux.providers.gemini import provider as gemini_provider
+
+    fake.script.extend([reply({"text": "direct"}), reply({"text": "public"})])
+    async with session_with(fake, config()) as s:
+        direct = (await s.run_many("Q", instructions="Be brief.", max_tokens=9)).outputs[0]
+        monkeypatch.setattr(gemini_provider, "DIRECT_REQUESTS", False)
+        public = (await s.run_many("Q", instructions="Be brief.", max_tokens=9)).outputs[0]
+    assert (direct.text, public.text) == ("direct", "public")
+    first, second = fake.bodies()
+    assert first == second
+    assert direct.usage == public.usage

@@ -30,7 +30,6 @@ sees the job terminal. A handle carries everything needed, so collection works a
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import tempfile
 import time
@@ -45,6 +44,7 @@ from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResult
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
 
+from .compile import rest_request
 from .errors import PROVIDER, wrap_gemini_error
 from .extract import extract_response, field
 from .uploads import UploadRegistry
@@ -66,14 +66,6 @@ INLINE_MAX_BYTES = 10 * 1024 * 1024
 #: Requests per job pollux submits (keep far below Google's file limits).
 MAX_REQUESTS = 100_000
 
-# Config keys that are request fields in REST JSON (the rest go to generationConfig).
-_TOP_LEVEL = frozenset(
-    {"system_instruction", "tools", "tool_config", "safety_settings", "cached_content", "labels"}
-)
-# Keys whose values are user data (schemas, arguments): their inner keys are not renamed.
-_OPAQUE = frozenset(
-    {"response_json_schema", "parameters_json_schema", "response_schema", "args", "response"}
-)
 _TERMINAL = frozenset(
     {
         "JOB_STATE_SUCCEEDED",
@@ -83,44 +75,6 @@ _TERMINAL = frozenset(
         "JOB_STATE_EXPIRED",
     }
 )
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(word[:1].upper() + word[1:] for word in rest)
-
-
-def _rest(value: Any, *, opaque: bool = False) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, list):
-        return [_rest(item, opaque=opaque) for item in value]
-    if isinstance(value, Mapping):
-        if opaque:
-            return {key: _rest(item, opaque=True) for key, item in value.items()}
-        return {_camel(k): _rest(v, opaque=k in _OPAQUE) for k, v in value.items()}
-    return value
-
-
-def rest_request(compiled: Mapping[str, Any]) -> dict[str, Any]:
-    """One compiled ``generate_content`` call as a REST ``GenerateContentRequest`` (JSONL)."""
-    config = dict(compiled.get("config") or {})
-    config.pop("automatic_function_calling", None)
-    request: dict[str, Any] = {"contents": _rest(list(compiled.get("contents") or ()))}
-    generation: dict[str, Any] = {}
-    for key, value in config.items():
-        if key == "system_instruction":
-            text = value if isinstance(value, str) else None
-            request["systemInstruction"] = (
-                {"parts": [{"text": text}]} if text is not None else _rest(value)
-            )
-        elif key in _TOP_LEVEL:
-            request[_camel(key)] = _rest(value)
-        else:
-            generation[_camel(key)] = _rest(value, opaque=key in _OPAQUE)
-    if generation:
-        request["generationConfig"] = generation
-    return request
 
 
 def _state(job: Any) -> str:

@@ -249,8 +249,17 @@ def extract_response(response: Any) -> ProviderResponse:
     )
 
 
+def _snake(key: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+
+
 def _jsonable(value: Any) -> Any:
+    """SDK objects and raw JSON alike as snake_case JSON (stream and one-shot agree)."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json", exclude_none=True)
+    if isinstance(value, Mapping):
+        return {_snake(str(k)): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
     return value

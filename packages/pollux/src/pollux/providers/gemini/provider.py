@@ -20,6 +20,7 @@ reuse), ``schema`` (JSON Schema -> Gemini's subset), ``caching`` (persistent con
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,13 @@ from pollux.providers.base import (
 )
 
 from .caching import REGISTRY, GeminiCaches, cache_names
-from .compile import build_config, payload_contents, turn_contents, validate_options
+from .compile import (
+    build_config,
+    payload_contents,
+    rest_request,
+    turn_contents,
+    validate_options,
+)
 from .deferred import GeminiBatches
 from .errors import PROVIDER, wrap_gemini_error
 from .extract import extract_response
@@ -51,9 +58,23 @@ if TYPE_CHECKING:
     from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
-__all__ = ["CAPABILITIES", "GeminiProvider", "build_client"]
+__all__ = [
+    "CAPABILITIES",
+    "DEFAULT_TRANSPORT",
+    "DIRECT_REQUESTS",
+    "GeminiProvider",
+    "build_client",
+    "post_generate",
+]
 
 _log = logging.getLogger("pollux.providers.gemini")
+
+#: The SDK transport: ``"auto"`` is aiohttp when installed (measured cheaper per request by
+#: ``bench/bench_gemini_fanout.py``), else httpx. Benchmarks switch it to compare.
+DEFAULT_TRANSPORT = "auto"
+
+# The SDK requires ``contents``; the real ones travel in the request body (see ``execute``).
+_PLACEHOLDER = "."
 
 #: What the Gemini Developer API path supports (checked by the engine before any I/O).
 CAPABILITIES = Capabilities(
@@ -101,24 +122,63 @@ def build_client(config: Config, *, transport: str = "auto") -> Any:
     return genai.Client(api_key=config.api_key, http_options=types.HttpOptions(**options))
 
 
+#: Send through the SDK's request pipeline directly (see :func:`post_generate`); tests turn it
+#: off to exercise the public fallback.
+DIRECT_REQUESTS = True
+
+
+def _model_path(model: str) -> str:
+    if model.startswith(("models/", "tunedModels/")):
+        return model
+    return f"models/{model}"
+
+
+async def post_generate(client: Any, compiled: Mapping[str, Any]) -> Any:
+    """POST one compiled request to ``:generateContent``; return the answer as JSON.
+
+    The body is the REST JSON ``compile`` built. It goes through the SDK's own request pipeline
+    (``client.aio._api_client.async_request``: base URL, API version, key header, timeout,
+    transport, error mapping), skipping ``generate_content``'s per-call pydantic conversion of
+    the request and the response, which costs more client CPU than the raw SDK's whole call
+    (``bench/bench_gemini_fanout.py``). Should that internal entry point ever move, the public
+    ``generate_content`` carries the same body through ``http_options.extra_body`` and returns
+    the raw HTTP body (``should_return_http_response``).
+    """
+    body = rest_request(compiled)
+    api = getattr(client.aio, "_api_client", None)
+    send = getattr(api, "async_request", None)
+    if DIRECT_REQUESTS and send is not None:
+        answer = await send("post", f"{_model_path(compiled['model'])}:generateContent", body)
+        raw = getattr(answer, "body", None)
+    else:
+        response = await client.aio.models.generate_content(
+            model=compiled["model"],
+            contents=_PLACEHOLDER,
+            config={"http_options": {"extra_body": body}, "should_return_http_response": True},
+        )
+        raw = response.sdk_http_response.body
+    return json.loads(raw) if raw else {}
+
+
 class GeminiProvider(ProviderBase):
     """The Gemini Developer API provider (``Config(provider="gemini", model=...)``)."""
 
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
 
-    def __init__(self, config: Config, *, client: Any = None, transport: str = "auto") -> None:
+    def __init__(self, config: Config, *, client: Any = None, transport: str | None = None) -> None:
         """Keep the config; the SDK client is built on first use.
 
         Args:
             config: The session's configuration (``api_key``, ``model``, timeouts).
             client: A ``genai.Client``-compatible client to use instead (tests, proxies).
-            transport: ``"auto"``, ``"aiohttp"`` or ``"httpx"`` (see :func:`build_client`).
+            transport: ``"auto"``, ``"aiohttp"`` or ``"httpx"`` (see :func:`build_client`);
+                defaults to :data:`DEFAULT_TRANSPORT`.
         """
         self._config = config
         self._client: Any = client
         self._owns_client = client is None
-        self._transport = transport
+        self._transport = transport or DEFAULT_TRANSPORT
         self._closed = False
         self.uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
         self.caches = GeminiCaches(self._sdk, self.uploads, config)
@@ -272,16 +332,16 @@ class GeminiProvider(ProviderBase):
             self.uploads.forget(uris)
 
     async def execute(self, compiled: Any) -> ProviderResponse:
-        """Generate one response and normalize it."""
+        """Generate one response and normalize it (see :func:`post_generate`)."""
         client = self._sdk()
         try:
-            response = await client.aio.models.generate_content(**compiled)
+            data = await post_generate(client, compiled)
         except Exception as exc:
             self._note_failure(compiled, exc)
             raise wrap_gemini_error(
                 exc, phase="generate", timeout_s=self._config.request_timeout_s
             ) from exc
-        return extract_response(response)
+        return extract_response(data)
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         """Generate one streamed response and yield neutral chunks; the SDK stream is closed."""
