@@ -648,3 +648,29 @@ def test_wire_state_accessor_errors() -> None:
         assert "gemini" in info.value.hint
     with Emulator(process=True) as emu, pytest.raises(EmulatorError, match="child process"):
         emu.wire("gemini")
+
+
+def test_stream_carries_thoughts_calls_signatures_and_blocks(
+    emulator: Emulator, client: genai.Client
+) -> None:
+    config = types.GenerateContentConfig(
+        tools=TOOLS.tools,
+        automatic_function_calling=TOOLS.automatic_function_calling,
+        thinking_config=types.ThinkingConfig(include_thoughts=True),
+    )
+    chunks = list(
+        client.models.generate_content_stream(
+            model=PRO3, contents="get_weather for Lima", config=config
+        )
+    )
+    parts = [p for c in chunks for p in c.candidates[0].content.parts]
+    assert parts[0].thought is True
+    (call,) = [p for p in parts if p.function_call]
+    assert call.function_call.name == "get_weather"
+    assert call.thought_signature and call.thought_signature.startswith(b"EmuSig")
+    assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
+    assert chunks[-1].usage_metadata.thoughts_token_count
+    emulator.script("gemini.generate.stream", GeminiReply(block_reason="PROHIBITED_CONTENT"))
+    (blocked,) = list(client.models.generate_content_stream(model=LITE, contents="x"))
+    assert blocked.prompt_feedback.block_reason == types.BlockedReason.PROHIBITED_CONTENT
+    assert not blocked.candidates
