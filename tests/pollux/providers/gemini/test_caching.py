@@ -16,6 +16,7 @@ from pollux import (
     Session,
     Source,
     ToolDeclaration,
+    ToolResult,
     interact,
     prepare_environment,
     run_many,
@@ -23,7 +24,7 @@ from pollux import (
 from pollux.interaction.environment import CachePolicy
 from pollux.providers.gemini import delete_context_cache, refresh_context_cache
 from pollux.providers.gemini.caching import REGISTRY, display_name
-from pollux.testing import Emulator
+from pollux.testing import Emulator, ErrorResponse, Reply, ToolCall
 
 from .conftest import bodies, routes
 
@@ -187,3 +188,43 @@ async def test_uploaded_file_sources_go_into_the_cache(
 
 def test_display_name_carries_identity() -> None:
     assert display_name("ab" * 32) == "pollux-" + ("ab" * 32)[:40]
+
+
+async def test_too_small_caught_from_create_when_counting_fails(
+    emu: Emulator, config: Config
+) -> None:
+    emu.script("gemini.count_tokens", ErrorResponse(404, message="not served here"))
+    with pytest.raises(ConfigurationError) as info:
+        await prepare_environment(
+            sources=[Source.from_text("tiny")], cache=CachePolicy(), config=config
+        )
+    assert "below the 1024 tokens" in str(info.value)
+    assert len(emu.requests_for("gemini.caches.create")) == 1  # Google refused it, free
+
+
+async def test_stream_and_tool_loop_over_a_cached_environment(
+    emu: Emulator, config: Config
+) -> None:
+    env = Environment(sources=[LONG], tools=[TOOL], cache=CachePolicy())
+    emu.script(
+        "gemini.generate",
+        Reply(tool_calls=[ToolCall("lookup", {"q": "x"})]),
+        Reply(text="done"),
+    )
+    async with Session(config) as session:
+        events = [e async for e in session.stream(env, Input("look it up"))]
+        first = events[-1].output
+        assert first is not None and first.tool_calls
+        assert first.metrics.cache_mode == "persistent" and first.metrics.cache_used
+        second = await session.interact(
+            env,
+            Input(
+                continuation=first.continuation,
+                tool_results=[ToolResult(call_id=first.tool_calls[0].id, content="42")],
+            ),
+        )
+    assert second.text == "done" and second.metrics.cache_hit
+    one, two = bodies(emu)
+    assert one["cachedContent"] == two["cachedContent"]
+    assert [c["role"] for c in two["contents"]] == ["user", "model", "user"]
+    assert "tools" not in two and "systemInstruction" not in two

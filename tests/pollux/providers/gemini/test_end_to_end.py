@@ -26,7 +26,16 @@ from pollux import (
     run,
     stream,
 )
-from pollux.testing import Emulator, ErrorResponse, GeminiReply, Reply, ToolCall
+from pollux.testing import (
+    CutStream,
+    DropConnection,
+    Emulator,
+    ErrorResponse,
+    GeminiReply,
+    Reply,
+    StreamError,
+    ToolCall,
+)
 
 from .conftest import bodies, routes
 
@@ -304,3 +313,33 @@ async def test_run_many_keeps_prompt_order_and_partial_failures(
     assert result.answers[0] == "one" and result.answers[2] == "three"
     assert result.outputs[1].metrics.completion_status == "error"
     assert result.status == "partial"
+
+
+async def test_stream_faults_before_the_first_chunk_are_retried(
+    emu: Emulator, config: Config
+) -> None:
+    emu.script("gemini.generate.stream", ErrorResponse(503), Reply(text="recovered"))
+    events = [e async for e in stream(Environment(), Input("Go"), config=config)]
+    assert events[-1].output is not None and events[-1].output.text == "recovered"
+    assert len(emu.requests_for("gemini.generate.stream")) == 2
+
+
+@pytest.mark.parametrize("fault", [StreamError(after_events=1), CutStream(after_events=1)])
+async def test_stream_faults_mid_stream_raise_api_error(
+    emu: Emulator, config: Config, fault: StreamError | CutStream
+) -> None:
+    emu.script("gemini.generate.stream", fault)
+    seen: list[str] = []
+    with pytest.raises(APIError) as info:
+        async for event in stream(Environment(), Input("Tell me a long story"), config=config):
+            seen.append(event.type)
+    assert info.value.provider == "gemini" and info.value.phase == "stream"
+    assert "done" not in seen
+    assert len(emu.requests_for("gemini.generate.stream")) == 1  # not retried once chunks flowed
+
+
+async def test_dropped_connection_is_retried(emu: Emulator, config: Config) -> None:
+    emu.script("gemini.generate.content", DropConnection(), Reply(text="second try"))
+    out = await run("Q", config=config)
+    assert out.text == "second try"
+    assert len(emu.requests_for("gemini.generate")) == 2

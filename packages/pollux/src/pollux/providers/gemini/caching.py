@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ __all__ = [
     "display_name",
     "min_cache_tokens",
 ]
+
+_log = logging.getLogger("pollux.providers.gemini")
 
 #: TTL when ``CachePolicy.ttl_seconds`` is None.
 DEFAULT_TTL_S = 3600
@@ -205,9 +208,10 @@ async def find_cache(
     return None
 
 
-def _too_small(model: str, tokens: int, minimum: int) -> ConfigurationError:
+def _too_small(model: str, tokens: int | None, minimum: int) -> ConfigurationError:
+    size = f"{tokens} tokens" if tokens is not None else "too small"
     return ConfigurationError(
-        f"The environment is {tokens} tokens, below the {minimum} tokens {model} needs for "
+        f"The environment is {size}, below the {minimum} tokens {model} needs for "
         "a persistent cache (CachePolicy)",
         hint="Drop the CachePolicy (Gemini still caches repeated prefixes implicitly), or "
         "cache more content: add the long shared sources to the Environment.",
@@ -288,7 +292,10 @@ class GeminiCaches:
                     model=model, contents=[{"role": "user", "parts": counted}]
                 )
             except Exception as exc:
-                raise wrap_gemini_error(exc, phase="cache", timeout_s=timeout_s) from exc
+                # Counting is a courtesy check (a gateway may not serve countTokens); the
+                # create below still refuses a cache that is too small.
+                _log.info("gemini countTokens failed before a cache create: %s", exc)
+                answer = None
             tokens = field(answer, "total_tokens")
             if isinstance(tokens, int) and tokens < minimum:
                 raise _too_small(model, tokens, minimum)
@@ -312,7 +319,7 @@ class GeminiCaches:
             if getattr(exc, "code", None) == 400 and (
                 "too small" in message or "min_total" in message
             ):
-                raise _too_small(model, -1, minimum) from exc
+                raise _too_small(model, None, minimum) from exc
             error = wrap_gemini_error(exc, phase="cache", timeout_s=timeout_s)
             raise CacheError(
                 str(error),
