@@ -674,3 +674,25 @@ def test_stream_carries_thoughts_calls_signatures_and_blocks(
     (blocked,) = list(client.models.generate_content_stream(model=LITE, contents="x"))
     assert blocked.prompt_feedback.block_reason == types.BlockedReason.PROHIBITED_CONTENT
     assert not blocked.candidates
+
+
+def test_error_status_name_and_reason_are_scriptable(
+    emulator: Emulator, client: genai.Client
+) -> None:
+    emulator.script(
+        "gemini.generate",
+        ErrorResponse(400, "User location is not supported.", error_type="FAILED_PRECONDITION"),
+        ErrorResponse(403, code="SERVICE_DISABLED"),
+    )
+    with pytest.raises(errors.ClientError) as info:
+        client.models.generate_content(model=LITE, contents="x")
+    assert (info.value.status, info.value.message) == (
+        "FAILED_PRECONDITION",
+        "User location is not supported.",
+    )
+    with pytest.raises(errors.ClientError) as info:
+        client.models.generate_content(model=LITE, contents="x")
+    assert info.value.status == "PERMISSION_DENIED"
+    assert info.value.message == "The caller does not have permission"
+    (detail,) = info.value.details["error"]["details"]
+    assert detail["reason"] == "SERVICE_DISABLED"
