@@ -400,3 +400,14 @@ def test_cache_holds_tools_and_outlives_its_files(emulator: Emulator, client: ge
     plain = client.models.generate_content(model=FLASH, contents="summarize", config=config)
     assert plain.text == "Emulated reply to: summarize [1 file]"
     assert plain.usage_metadata.cached_content_token_count == cache.usage_metadata.total_token_count
+
+
+def test_a_job_still_pending_at_the_window_expires() -> None:
+    with Emulator(batch_durations={"validating": 50 * 3600}) as emu, _client(emu) as sdk:
+        job = sdk.batches.create(model=FLASH, src=[_inline("late", "k")])
+        emu.advance(48 * 3600 - 1)
+        assert sdk.batches.get(name=job.name).state == types.JobState.JOB_STATE_PENDING
+        emu.advance(1)
+        expired = sdk.batches.get(name=job.name)
+    assert expired.state == types.JobState.JOB_STATE_EXPIRED
+    assert expired.dest.inlined_responses[0].error.code == 504

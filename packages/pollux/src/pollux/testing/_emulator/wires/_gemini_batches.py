@@ -79,6 +79,13 @@ def refresh(state: GeminiState, job: BatchJob) -> None:
         _finish(state, job, "BATCH_STATE_CANCELLED", job.cancel_at, job.processed_by(job.cancel_at))
         return
     started = job.created + job.pending
+    expires = job.created + state.batch_window_seconds
+    ends = started + job.running
+    # A job expires when it is still pending or running at the end of its window.
+    unfinished = started > expires or (job.failure is None and ends > expires)
+    if unfinished and now >= expires:
+        _finish(state, job, "BATCH_STATE_EXPIRED", expires, job.processed_by(expires))
+        return
     if now < started:
         return
     if job.failure is not None:
@@ -87,11 +94,7 @@ def refresh(state: GeminiState, job: BatchJob) -> None:
         return
     job.state = "BATCH_STATE_RUNNING"
     job.updated = started
-    expires = job.created + state.batch_window_seconds
-    ends = started + job.running
-    if ends > expires and now >= expires:
-        _finish(state, job, "BATCH_STATE_EXPIRED", expires, job.processed_by(expires))
-    elif now >= ends:
+    if now >= ends:
         _finish(state, job, "BATCH_STATE_SUCCEEDED", ends, len(job.requests))
     else:
         job.done_count = job.processed_by(now)
