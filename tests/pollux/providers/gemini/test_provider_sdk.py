@@ -403,3 +403,35 @@ async def test_public_generate_content_fallback_sends_the_same_body(
     first, second = fake.bodies()
     assert first == second
     assert direct.usage == public.usage
+
+
+async def test_public_stream_fallback_assembles_the_same_output(
+    fake: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pollux.providers.gemini import provider as gemini_provider
+
+    chunks = sse(
+        {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}],
+            "usageMetadata": usage(5, 1),
+        },
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": "lo"}]}, "finishReason": "STOP"}
+            ],
+            "usageMetadata": usage(5, 2),
+        },
+    )
+    fake.script.extend([chunks, chunks])
+    env = Environment(instructions="Be brief.")
+    async with session_with(fake, config()) as s:
+        direct = [e async for e in s.stream(env, Input("Hi"))][-1].output
+        monkeypatch.setattr(gemini_provider, "DIRECT_REQUESTS", False)
+        public = [e async for e in s.stream(env, Input("Hi"))][-1].output
+    assert direct is not None and public is not None
+    assert direct.text == public.text == "Hello"
+    assert direct.usage == public.usage
+    assert direct.continuation == public.continuation
+    first, second = fake.bodies(":streamGenerateContent")
+    assert first["contents"] == second["contents"]
+    assert first["systemInstruction"]["parts"] == second["systemInstruction"]["parts"]

@@ -64,6 +64,7 @@ __all__ = [
     "DIRECT_REQUESTS",
     "GeminiProvider",
     "build_client",
+    "open_stream",
     "post_generate",
 ]
 
@@ -158,6 +159,38 @@ async def post_generate(client: Any, compiled: Mapping[str, Any]) -> Any:
         )
         raw = response.sdk_http_response.body
     return json.loads(raw) if raw else {}
+
+
+async def open_stream(client: Any, compiled: Mapping[str, Any]) -> AsyncIterator[Any]:
+    """Start one ``:streamGenerateContent`` call; return an iterator of chunks.
+
+    Like :func:`post_generate`, the prebuilt REST body goes through the SDK's request pipeline
+    and chunks arrive as JSON dicts (the SDK still raises in-band errors); without that entry
+    point, the public ``generate_content_stream`` is used with the SDK-form arguments and its
+    chunks are SDK objects (the mapper reads both).
+    """
+    api = getattr(client.aio, "_api_client", None)
+    send = getattr(api, "async_request_streamed", None)
+    if not (DIRECT_REQUESTS and send is not None):
+        chunks: AsyncIterator[Any] = await client.aio.models.generate_content_stream(
+            model=compiled["model"], contents=compiled["contents"], config=compiled["config"]
+        )
+        return chunks
+    path = f"{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
+    raw: AsyncIterator[Any] = await send("post", path, rest_request(compiled))
+
+    async def decoded() -> AsyncIterator[Any]:
+        try:
+            async for piece in raw:
+                body = getattr(piece, "body", None)
+                if body:
+                    yield json.loads(body)
+        finally:
+            aclose = getattr(raw, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return decoded()
 
 
 class GeminiProvider(ProviderBase):
@@ -304,7 +337,7 @@ class GeminiProvider(ProviderBase):
         )
         parts = () if cache_name is not None else source_parts
         contents = self._transcript(request)
-        if not contents and not parts and cache_name is None:
+        if not contents and not sources.sources and cache_name is None:
             raise ConfigurationError(
                 "The request has nothing to send: no prompt, sources or tool results",
                 hint="Pass a prompt, or sources to ask about.",
@@ -349,7 +382,7 @@ class GeminiProvider(ProviderBase):
         timeout_s = self._config.request_timeout_s
         mapper = GeminiStreamMapper()
         try:
-            chunks = await client.aio.models.generate_content_stream(**compiled)
+            chunks = await open_stream(client, compiled)
         except Exception as exc:
             self._note_failure(compiled, exc)
             raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
