@@ -343,3 +343,17 @@ async def test_dropped_connection_is_retried(emu: Emulator, config: Config) -> N
     out = await run("Q", config=config)
     assert out.text == "second try"
     assert len(emu.requests_for("gemini.generate")) == 2
+
+
+async def test_concurrent_calls_share_one_upload(emu: Emulator, config: Config, pdf: Path) -> None:
+    import asyncio
+
+    async with Session(config) as session:
+        results = await asyncio.gather(
+            *(session.run_many(f"Q{i}?", sources=[Source.from_file(pdf)]) for i in range(4))
+        )
+    assert all(r.status == "ok" for r in results)
+    starts = [r for r in emu.requests_for("gemini.files.upload") if "upload_id" not in r.query]
+    assert len(starts) == 1
+    stored = list(emu.wire("gemini").files.values())
+    assert not stored  # deleted when the Session closed
