@@ -176,14 +176,21 @@ async def test_uploaded_file_sources_go_into_the_cache(
 ) -> None:
     doc = tmp_path / "paper.pdf"
     doc.write_bytes(b"%PDF-1.4\n" + b"word " * 400_000)
-    env = await prepare_environment(
-        sources=[Source.from_file(doc), LONG], cache=CachePolicy(), config=config
-    )
-    await run_many(["a", "b"], environment=env, config=config)
+    async with Session(config) as session:
+        env = await session.prepare_environment(
+            sources=[Source.from_file(doc), LONG], cache=CachePolicy()
+        )
+        await session.run_many(["a", "b"], environment=env)
+        other = Source.from_bytes(b"%PDF-1.4\n" + b"1" * (2 << 20), mime_type="application/pdf")
+        await session.run_many("c", sources=[other])  # an upload of its own, not pinned
     create = emu.requests_for("gemini.caches.create")[0].json
     assert "fileData" in create["contents"][0]["parts"][0]
     assert routes(emu).count("gemini.caches.create") == 1
-    assert all("fileData" not in str(body["contents"]) for body in bodies(emu))
+    cached_calls = bodies(emu)[:2]
+    assert all("fileData" not in str(body["contents"]) for body in cached_calls)
+    # The cache was built on the uploaded PDF: closing the Session deletes only the other file.
+    assert len(emu.requests_for("gemini.files.delete")) == 1
+    assert len(emu.wire("gemini").files) == 1
 
 
 def test_display_name_carries_identity() -> None:

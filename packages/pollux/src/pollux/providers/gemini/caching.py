@@ -282,6 +282,8 @@ class GeminiCaches:
         client = self._client()
         timeout_s = self._config.request_timeout_s
         parts = list(await self._uploads.parts(request.sources.sources))
+        # The cache outlives the Session that uploaded its files: do not delete them on close.
+        self._uploads.pin(parts)
         minimum = min_cache_tokens(model)
         counted = list(parts)
         if request.instructions:

@@ -268,6 +268,8 @@ class UploadRegistry:
         self._clock = clock
         self._sleep = sleep
         self._files: dict[tuple[str, str], UploadedFile] = {}
+        # Files a context cache was built from: kept when the Session closes (they expire).
+        self.pinned: set[str] = set()
         self._inflight: dict[tuple[str, str], asyncio.Future[UploadedFile]] = {}
         self.uploads = 0
 
@@ -395,9 +397,14 @@ class UploadRegistry:
             if file.name in gone or file.uri in gone:
                 del self._files[key]
 
-    async def delete_all(self, *, keep: Sequence[str] = ()) -> list[str]:
-        """Delete every kept file but ``keep``; return the names that could not be deleted."""
-        files = [f for f in self._files.values() if f.name not in set(keep)]
+    def pin(self, parts: Sequence[Mapping[str, Any]]) -> None:
+        """Keep the files these parts name past :meth:`delete_all` (a cache was built on them)."""
+        uris = set(file_names(parts))
+        self.pinned.update(f.name for f in self._files.values() if f.uri in uris)
+
+    async def delete_all(self) -> list[str]:
+        """Delete every kept file but the pinned ones; return the names not deleted."""
+        files = [f for f in self._files.values() if f.name not in self.pinned]
         self._files.clear()
         results = await asyncio.gather(*(self._delete(f.name) for f in files))
         return [f.name for f, ok in zip(files, results, strict=True) if not ok]
