@@ -33,12 +33,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.interaction.tools import ToolResult
 
 from .schema import gemini_schema
 
 if TYPE_CHECKING:
     from pollux.interaction.messages import Message
-    from pollux.interaction.tools import ToolDeclaration, ToolResult
+    from pollux.interaction.tools import ToolDeclaration
 
 __all__ = [
     "REASONING_EFFORTS",
@@ -249,8 +250,6 @@ def compile_history(history: Sequence[Message], *, model: str) -> list[dict[str,
                     "message requested",
                     hint="Put the assistant message with that tool call before its result.",
                 )
-            from pollux.interaction.tools import ToolResult
-
             add(
                 "user",
                 [

@@ -25,6 +25,7 @@ Normalization:
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -160,8 +161,6 @@ def merge_parts(parts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def tool_call_from_part(part: Any, index: int, *, call_id: str | None = None) -> ToolCall:
     """The neutral tool call of one ``function_call`` part."""
-    import json
-
     call = field(part, "function_call")
     args = field(call, "args")
     signature = _signature(part)
