@@ -357,3 +357,23 @@ async def test_concurrent_calls_share_one_upload(emu: Emulator, config: Config, 
     assert len(starts) == 1
     stored = list(emu.wire("gemini").files.values())
     assert not stored  # deleted when the Session closed
+
+
+async def test_portable_history_on_gemini_3_passes_signature_validation(emu: Emulator) -> None:
+    from pollux import Message
+    from pollux import ToolCall as PolluxToolCall
+
+    gemini3 = Config(provider="gemini", model="gemini-3-flash-preview", api_key="test-key")
+    call = PolluxToolCall.from_text(id="c1", name="get_weather", arguments_text='{"city": "Oslo"}')
+    history = [
+        Message(role="user", content="Weather in Oslo?"),
+        Message(role="assistant", tool_calls=[call]),
+        Message(role="tool", content='{"temp": -3}', tool_call_id="c1"),
+    ]
+    emu.script("gemini.generate", Reply(text="It is -3C."))
+    out = await interact(
+        Environment(tools=[WEATHER]), Input("Summarize.", history=history), config=gemini3
+    )
+    assert out.text == "It is -3C."
+    model_turn = bodies(emu)[0]["contents"][1]
+    assert model_turn["parts"][0]["thoughtSignature"]  # Google's placeholder, base64
