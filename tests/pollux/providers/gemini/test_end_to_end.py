@@ -24,6 +24,7 @@ from pollux import (
     check_ready,
     interact,
     run,
+    run_many,
     stream,
 )
 from pollux.testing import (
@@ -377,3 +378,18 @@ async def test_portable_history_on_gemini_3_passes_signature_validation(emu: Emu
     assert out.text == "It is -3C."
     model_turn = bodies(emu)[0]["contents"][1]
     assert model_turn["parts"][0]["thoughtSignature"]  # Google's placeholder, base64
+
+
+async def test_malformed_function_call_is_a_tool_call_parse_error(
+    emu: Emulator, config: Config
+) -> None:
+    from pollux import ToolCallParseError
+
+    emu.script("gemini.generate", Reply(tool_calls=[ToolCall("get_weather", '{"city": ')]))
+    emu.script("gemini.generate", Reply(tool_calls=[ToolCall("get_weather", '{"city": ')]))
+    env = Environment(tools=[WEATHER])
+    with pytest.raises(ToolCallParseError) as info:
+        await interact(env, Input("Weather?"), config=config)
+    assert info.value.hint
+    result = await run_many("Weather?", tools=[WEATHER], config=config)
+    assert result.outputs[0].metrics.completion_status == "error"

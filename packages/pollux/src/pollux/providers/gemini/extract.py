@@ -18,6 +18,7 @@ Normalization:
   Google's reason in lower case (``safety``, ``recitation``, ``prohibited_content``, ...), which
   ``completion_status`` maps to ``truncated`` / ``cutoff``. A prompt blocked before generation
   (``prompt_feedback.block_reason``) finishes ``safety`` or the block reason.
+  ``MALFORMED_FUNCTION_CALL`` raises :class:`~pollux.errors.ToolCallParseError`.
 - ``provider_state["gemini_content"]``: the model turn as JSON (text, function calls and
   signed parts, signatures base64) for the continuation transcript.
 """
@@ -29,6 +30,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pollux.errors import ToolCallParseError
 from pollux.interaction.output import Usage
 from pollux.interaction.tools import ToolCall
 from pollux.providers.base import ProviderResponse
@@ -41,6 +43,7 @@ __all__ = [
     "merge_parts",
     "model_content",
     "part_json",
+    "raise_if_malformed_call",
     "tool_call_from_part",
 ]
 
@@ -193,6 +196,23 @@ def finish_reason(response: Any, *, has_tool_calls: bool) -> str | None:
     return reason.lower()
 
 
+def raise_if_malformed_call(reason: str | None, message: Any) -> None:
+    """Gemini's ``MALFORMED_FUNCTION_CALL``: the model's tool call did not parse.
+
+    Raises:
+        ToolCallParseError: Always, when ``reason`` says so (a per-prompt failure in
+            ``run_many``, raised by ``interact``), never a silent empty answer.
+    """
+    if reason != "malformed_function_call":
+        return
+    detail = f": {message}" if message else ""
+    raise ToolCallParseError(
+        f"gemini produced a malformed function call{detail}",
+        hint="The model's tool call did not parse; retry, simplify the tool schema, or use "
+        "a model better at tool calling.",
+    )
+
+
 def model_content(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The transcript entry for the model's turn."""
     return {"role": "model", "parts": merge_parts(parts)}
@@ -236,12 +256,14 @@ def extract_response(response: Any) -> ProviderResponse:
     version = field(response, "model_version")
     if version:
         artifacts["model_version"] = version
+    reason = finish_reason(response, has_tool_calls=bool(calls))
+    raise_if_malformed_call(reason, artifacts.get("finish_message"))
     return ProviderResponse(
         text="".join(texts),
         reasoning="".join(thoughts) or None,
         tool_calls=tuple(calls),
         usage=extract_usage(field(response, "usage_metadata")),
-        finish_reason=finish_reason(response, has_tool_calls=bool(calls)),
+        finish_reason=reason,
         response_id=field(response, "response_id"),
         provider_state={"gemini_content": model_content(replay)} if replay else None,
         artifacts=artifacts or None,

@@ -25,6 +25,7 @@ from .extract import (
     finish_reason,
     model_content,
     part_json,
+    raise_if_malformed_call,
     tool_call_from_part,
 )
 
@@ -117,13 +118,17 @@ class GeminiStreamMapper:
         version = field(self._last, "model_version")
         if version:
             artifacts["model_version"] = version
+        reason = finish_reason(self._last, has_tool_calls=self._calls > 0)
+        candidates = field(self._last, "candidates") or ()
+        message = field(candidates[0], "finish_message") if candidates else None
+        raise_if_malformed_call(reason, message)
         state: dict[str, Any] = {}
         if self._replay:
             state["gemini_content"] = model_content(self._replay)
         if self._call_states:
             state[TOOL_CALL_STATES] = dict(self._call_states)
         return StreamChunk(
-            finish_reason=finish_reason(self._last, has_tool_calls=self._calls > 0),
+            finish_reason=reason,
             provider_state=state or None,
             artifacts=artifacts or None,
         )
