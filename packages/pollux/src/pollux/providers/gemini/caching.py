@@ -260,7 +260,11 @@ class GeminiCaches:
                 "instructions or tools",
                 hint="Put the long shared sources on the Environment, or drop the CachePolicy.",
             )
-        identity = self.identity(request, model)
+        if any(source._path is not None for source in request.sources.sources):
+            # File content is hashed (memoized per stat): the first time, off the event loop.
+            identity = await asyncio.to_thread(self.identity, request, model)
+        else:
+            identity = self.identity(request, model)
         known = self.registry.get(identity)
         if known is not None:
             return known, False
