@@ -1,5 +1,8 @@
 """Emulator throughput: small Chat Completions (and Anthropic Messages) requests per second.
 
+The Gemini wire's ``generateContent`` is measured beside it, as a ratio (its request translation
+and validation must not make it the slow wire).
+
 The emulator runs in its own process (``Emulator(process=True)``) so the load generator does not
 share its interpreter. The load generator is a minimal asyncio HTTP/1.1 client (the official SDK
 spends far more CPU per request than the server does, so it would measure itself); the SDK's own
@@ -29,11 +32,22 @@ MESSAGES_BODY = json.dumps(
         "messages": [{"role": "user", "content": "What is two plus two?"}],
     }
 ).encode()
+GEMINI_BODY = json.dumps(
+    {
+        "contents": [{"role": "user", "parts": [{"text": "What is two plus two?"}]}],
+        "generationConfig": {"temperature": 0.5},
+    }
+).encode()
 CHAT = ("/local/v1/chat/completions", BODY, "authorization: Bearer k")
 MESSAGES = (
     "/anthropic/v1/messages",
     MESSAGES_BODY,
     "x-api-key: k\r\nanthropic-version: 2023-06-01",
+)
+GEMINI = (
+    "/gemini/v1beta/models/gemini-2.5-flash-lite:generateContent",
+    GEMINI_BODY,
+    "x-goog-api-key: k",
 )
 
 
@@ -114,6 +128,7 @@ def run() -> list[Result]:
         asyncio.run(_load(emu.port, 4, 0.5))  # warm up
         one = asyncio.run(_load(emu.port, 1, 2.0))
         many = asyncio.run(_load(emu.port, 16, 3.0))
+        gemini = asyncio.run(_load(emu.port, 16, 3.0, GEMINI))
         sdk = _sdk_rate(emu.base_url("local"), 2.0)
         messages = asyncio.run(_load(emu.port, 16, 3.0, MESSAGES))
         anthropic_sdk = _anthropic_sdk_rate(emu.base_url("anthropic"), 2.0)
@@ -140,6 +155,15 @@ def run() -> list[Result]:
     )
     results.append(
         Result("emulator (own process), 16 keep-alive connections", many, "req/s", target=2000)
+    )
+    results.append(
+        Result(
+            "Gemini generateContent / Chat Completions, 16 connections",
+            gemini / many,
+            "x",
+            target=0.5,
+            note=f"{gemini:.0f} req/s on the Gemini wire",
+        )
     )
     results.append(Result("openai SDK sync client against the emulator, sequential", sdk, "req/s"))
     results.append(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import gc
 import json
+import socket
+import threading
 import urllib.error
 import urllib.request
 
@@ -26,10 +27,25 @@ def test_sync_context_manager_binds_loopback_and_releases_the_port() -> None:
         port = emu.port
         assert emu.base_url("openai") == f"http://127.0.0.1:{port}/openai/v1"
         assert emu.base_url("local") == f"http://127.0.0.1:{port}/local/v1"
+        assert emu.base_url("gemini") == f"http://127.0.0.1:{port}/gemini"
         assert _get(emu.base_url("local") + "/models")
+        # A keep-alive connection still open when the emulator closes.
+        held = socket.create_connection(("127.0.0.1", port), timeout=5)
+        held.sendall(b"GET /local/health HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert held.recv(64).startswith(b"HTTP/1.1 200")
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/local/health", timeout=2)
-    gc.collect()  # any leaked socket would raise ResourceWarning (warnings are errors)
+    with held:
+        # Reading to the end returns (EOF) instead of timing out: the server closed its side.
+        while held.recv(4096):
+            pass
+    assert not [t for t in threading.enumerate() if t.name == "pollux-emulator"]
+    # The listening socket is gone: the port can be bound again (SO_REUSEADDR allows the
+    # TIME_WAIT leftovers of closed connections, never a socket still listening).
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+        probe.listen()
 
 
 async def test_async_context_manager_serves_async_clients() -> None:

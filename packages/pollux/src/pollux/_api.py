@@ -528,12 +528,13 @@ async def prepare_environment(
     released when the loop's shared Session closes (``asyncio.run`` ends). Inside a
     :class:`Session`, use :meth:`Session.prepare_environment`.
 
-    A :class:`CachePolicy` asks for a persistent provider cache. No provider in this build
-    creates one (Gemini is the provider with explicit caches), so a ``CachePolicy`` raises
-    ConfigurationError with a hint instead of being dropped, except on Anthropic, where it
-    picks the prompt-cache TTL (300 or 3600 seconds); ``"auto"`` keeps the provider's
-    automatic prompt caching (OpenAI caches long shared prefixes by itself, Anthropic gets
-    ``cache_control`` breakpoints on the stable prefix).
+    A :class:`CachePolicy` asks for a persistent provider cache. On Gemini it is created now (one
+    ``cachedContents`` resource holding the sources, instructions and tools) and later calls
+    over the Environment send the cache instead of the sources, finding it again by identity
+    (in another process too); on Anthropic it picks the prompt-cache TTL (300 or 3600 seconds);
+    other providers raise ConfigurationError with a hint instead of dropping it. ``"auto"``
+    keeps the provider's automatic prompt caching (OpenAI caches long shared prefixes by
+    itself, Anthropic gets ``cache_control`` breakpoints on the stable prefix).
 
     Args:
         sources: Stable sources to bake into the environment (and its cache).

@@ -8,13 +8,20 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pollux._engine import deferred as _deferred
-from pollux._engine.execute import Failure, Runtime, collect_outputs, run_calls, stream_call
+from pollux._engine.execute import (
+    Failure,
+    Runtime,
+    collect_outputs,
+    prepare_cache,
+    run_calls,
+    stream_call,
+)
 from pollux._engine.plan import plan_calls
 from pollux._engine.prepared import KeptSourcesProvider, PreparedEnvironments
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux.config import Config
 from pollux.errors import ConfigurationError
-from pollux.interaction.environment import Environment
+from pollux.interaction.environment import CachePolicy, Environment
 from pollux.interaction.input import Input
 from pollux.interaction.output import Output, OutputCollection
 from pollux.interaction.requirements import OutputRequirements
@@ -400,9 +407,17 @@ class Session:
         )
         # The same checks as a real call, with a placeholder turn: capabilities (cache,
         # uploads, tools), then the provider's own source and tool checks.
-        plan_calls(
+        plan = plan_calls(
             rt.provider, self.config, env, [Input(content="prepare_environment")], _NO_OUTPUT
         )
+        if (
+            isinstance(cache, CachePolicy)
+            and rt.provider.capabilities_for(self.config.model).persistent_cache
+        ):
+            # The persistent cache is created (or found) now; later calls over this
+            # Environment find it again by identity, in this process or another.
+            await prepare_cache(rt, plan.requests[0], cache)
+            return env
         if not env.sources:
             return env
         try:

@@ -33,6 +33,7 @@ from pollux import (
     ToolResult,
     check_ready,
     interact,
+    prepare_environment,
     run,
     run_many,
     stream,
@@ -484,6 +485,33 @@ async def test_cache_policy_selects_the_ttl(emu: Emulator, config: Config) -> No
             Input("x"),
             config=config,
         )
+
+
+async def test_cache_policy_with_sources_picks_the_ttl_not_a_persistent_cache(
+    emu: Emulator, config: Config
+) -> None:
+    # Regression: with sources, a CachePolicy once went to the persistent-cache hook (Gemini's),
+    # which Anthropic does not have, and the call was refused.
+    sources = [Source.from_text(LONG)]
+    policy = CachePolicy(ttl_seconds=3600)
+    env = await prepare_environment(sources=sources, cache=policy, config=config)
+    out = await interact(env, Input("x"), config=config)
+    assert out.metrics.completion_status == "clean"
+    body = bodies(emu)[-1]
+    marks = (
+        [b["cache_control"] for b in body["system"] if "cache_control" in b]
+        if "system" in body
+        else []
+    )
+    marks += [
+        block["cache_control"]
+        for message in body["messages"]
+        for block in message["content"]
+        if isinstance(block, dict) and "cache_control" in block
+    ]
+    assert marks and all(mark == {"type": "ephemeral", "ttl": "1h"} for mark in marks)
+    results = await run_many(["a", "b"], environment=env, config=config)
+    assert results.status == "ok"
 
 
 async def test_fanout_warms_the_cache_then_reads_it(emu: Emulator, config: Config) -> None:

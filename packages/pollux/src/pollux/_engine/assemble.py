@@ -14,10 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
 from pollux.interaction.continuation import Continuation
-from pollux.interaction.output import Diagnostics, Metrics, Output, Usage, completion_status_for
+from pollux.interaction.output import (
+    CacheMode,
+    Diagnostics,
+    Metrics,
+    Output,
+    Usage,
+    completion_status_for,
+)
 from pollux.interaction.tools import ToolCall
 from pollux.providers._schema import drop_null_optionals, schema_problem
-from pollux.providers.base import ProviderResponse, StreamChunk
+from pollux.providers.base import TOOL_CALL_STATES, ProviderResponse, StreamChunk
 
 if TYPE_CHECKING:
     from pollux.interaction.tools import ToolCallDelta
@@ -154,9 +161,17 @@ def assemble(
     if attempts > 1:
         raw["attempts"] = attempts
     usage = response.usage
-    # Only what the response reports counts: a hit means the provider read from a cache.
+    # Only what the response reports counts: a cache served the call if the provider reports
+    # cached input tokens, never because pollux sent a cache reference.
     cache_reads = (usage.cached_tokens or 0) if usage is not None else 0
     cache_writes = (usage.cache_write_tokens or 0) if usage is not None else 0
+    cache_mode: CacheMode = "implicit" if cache_reads or cache_writes else "none"
+    cache_used = cache_hit = cache_reads > 0
+    cache = request.sources.cache
+    if cache is not None:
+        # A persistent cache (CachePolicy): a hit is a cache that existed before this call.
+        cache_mode = "persistent"
+        cache_hit = cache_used and not cache.created
     return Output(
         text=response.text,
         structured=structured,
@@ -166,9 +181,9 @@ def assemble(
         usage=usage if usage is not None else Usage(),
         metrics=Metrics(
             duration_s=duration_s,
-            cache_used=cache_reads > 0,
-            cache_mode="implicit" if cache_reads or cache_writes else "none",
-            cache_hit=cache_reads > 0,
+            cache_used=cache_used,
+            cache_mode=cache_mode,
+            cache_hit=cache_hit,
             finish_reason=response.finish_reason,
             completion_status=status,
         ),
@@ -233,21 +248,31 @@ class StreamAccumulator:
             slot.arguments.append(delta.arguments)
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        """The calls the provider reported complete, else the assembled ones (first-seen order)."""
+        """The calls the provider reported complete, else the assembled ones (first-seen order).
+
+        A provider whose calls carry replay state (Gemini thought signatures) sends it under
+        ``provider_state[TOOL_CALL_STATES]`` (call index -> state), so streamed calls equal the
+        calls ``execute`` returns.
+        """
         if self.final_calls:
             return self.final_calls
+        states = (self.provider_state or {}).get(TOOL_CALL_STATES) or {}
         return tuple(
             ToolCall.from_text(
                 id=slot.id or f"call_{index}",
                 name=slot.name or "",
                 arguments_text="".join(slot.arguments),
                 index=index,
+                provider_state=states.get(str(index)),
             )
             for index, slot in self.slots.items()
         )
 
     def response(self) -> ProviderResponse:
         """The complete response."""
+        state = self.provider_state
+        if state is not None and TOOL_CALL_STATES in state:
+            state = {k: v for k, v in state.items() if k != TOOL_CALL_STATES} or None
         return ProviderResponse(
             text="".join(self.text),
             reasoning="".join(self.reasoning) or None,
@@ -256,7 +281,7 @@ class StreamAccumulator:
             finish_reason=self.finish_reason,
             response_id=self.response_id,
             structured=self.structured,
-            provider_state=self.provider_state,
+            provider_state=state,
             artifacts=self.artifacts,
         )
 

@@ -18,6 +18,7 @@ from pollux._engine.plan import plan_calls
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
 from pollux.errors import APIError, ToolCallParseError
+from pollux.interaction.environment import CachePolicy
 from pollux.interaction.events import Event
 from pollux.interaction.output import Output, error_output
 from pollux.providers.base import PreparedSources
@@ -34,6 +35,7 @@ __all__ = [
     "Runtime",
     "close_async_iterator",
     "collect_outputs",
+    "prepare_cache",
     "run_calls",
     "stream_call",
 ]
@@ -82,6 +84,9 @@ async def _prepare(
     if not any(rt.provider.needs_sources(request) for request in requests):
         # Every call continues provider-side state that already holds the sources: no upload.
         return PreparedSources(sources=tuple(environment.sources))
+    policy = environment.cache
+    if isinstance(policy, CachePolicy) and requests and _persistent(rt, requests[0]):
+        return await prepare_cache(rt, requests[0], policy)
     # Uploads are side effects: retried only when the provider flags the failure as retryable
     # (the default rule of the retry loop), never on bare exceptions.
     try:
@@ -90,6 +95,29 @@ async def _prepare(
         )
     except Exception as exc:
         raise_stamped(exc, provider=rt.provider.name, phase="upload", call_idx=None)
+
+
+def _persistent(rt: Runtime, request: ProviderRequest) -> bool:
+    # A CachePolicy means a persistent cache only where the provider keeps one (Gemini); on a
+    # provider with managed prompt caching (Anthropic) it only picks the TTL, and the sources
+    # are prepared as usual.
+    return rt.provider.capabilities_for(request.model).persistent_cache
+
+
+async def prepare_cache(
+    rt: Runtime, request: ProviderRequest, policy: CachePolicy
+) -> PreparedSources:
+    """Find or create the persistent cache holding ``request``'s environment (phase ``cache``).
+
+    Creating a cache is a side effect: retried only when the provider flags the failure as
+    retryable, like uploads.
+    """
+    try:
+        return await with_retries(
+            lambda: rt.provider.prepare_cache(request, policy), rt.config.retry
+        )
+    except Exception as exc:
+        raise_stamped(exc, provider=rt.provider.name, phase="cache", call_idx=None)
 
 
 async def run_calls(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pollux.interaction.environment import Environment
+    from pollux.interaction.environment import CachePolicy, Environment
     from pollux.providers.base import (
         Capabilities,
         PreparedSources,
@@ -128,6 +128,10 @@ class KeptSourcesProvider:
         if prepared is self._kept:
             return
         await self._provider.release_sources(prepared)
+
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Delegated: persistent caches are the provider's own."""
+        return await self._provider.prepare_cache(request, policy)
 
     def compile(self, request: ProviderRequest) -> Any:
         """Delegated."""

@@ -23,6 +23,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "local": ("pollux.providers.local", "LocalProvider"),
     "openrouter": ("pollux.providers.openrouter", "OpenRouterProvider"),
     "openai": ("pollux.providers.openai", "OpenAIProvider"),
+    "gemini": ("pollux.providers.gemini", "GeminiProvider"),
 }
 
 

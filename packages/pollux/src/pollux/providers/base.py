@@ -9,11 +9,13 @@ only through the :class:`Provider` protocol below, in this order for every inter
    is forwarded or rejected here, never silently dropped.
 2. ``preflight(request)``: pre-flight that may read provider metadata but has no side effect (for
    example the OpenRouter model catalog, cached per Session). Still before any upload.
-3. ``prepare_sources(sources)``: once per call (once for a whole ``run_many`` fan-out), turn the
-   environment's sources into provider wire parts, uploading when needed. Whatever it uploads is
-   listed in :attr:`PreparedSources.owned` and released by ``release_sources`` in a ``finally``.
-   Skipped when ``needs_sources(request)`` is False for every call (a continuation whose provider
-   keeps the earlier input server-side, so the sources are not sent again).
+3. ``prepare_sources(sources)`` (or ``prepare_cache(request, policy)`` when the Environment has
+   a ``CachePolicy`` and the provider declares ``persistent_cache``): once per call (once for a
+   whole ``run_many`` fan-out), turn the environment's sources into provider wire parts,
+   uploading when needed. Whatever it uploads is listed in :attr:`PreparedSources.owned` and
+   released by ``release_sources`` in a ``finally``. Skipped when ``needs_sources(request)`` is
+   False for every call (a continuation whose provider keeps the earlier input server-side, so
+   the sources are not sent again).
 4. ``compile(request)``: build the wire payload once; retries reuse it.
 5. ``execute(compiled)`` (request plus response extraction) or ``stream(compiled)`` (an async
    iterator of :class:`StreamChunk`). Both raise :class:`~pollux.errors.APIError` (or a subclass)
@@ -47,7 +49,7 @@ from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from pollux.interaction.environment import CacheSetting
+    from pollux.interaction.environment import CachePolicy, CacheSetting
     from pollux.interaction.input import Input
     from pollux.interaction.output import Usage
     from pollux.interaction.requirements import OutputRequirements
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     from pollux.source import Source
 
 __all__ = [
+    "TOOL_CALL_STATES",
+    "CacheUse",
     "Capabilities",
     "PreparedSources",
     "Provider",
@@ -64,6 +68,11 @@ __all__ = [
     "ProviderResponse",
     "StreamChunk",
 ]
+
+#: ``StreamChunk.provider_state`` key for per-call replay state, ``{"<call index>": {...}}``:
+#: the engine attaches each entry to the assembled call's ``ToolCall.provider_state`` (Gemini
+#: thought signatures), so streamed calls equal the calls ``execute`` returns.
+TOOL_CALL_STATES = "tool_call_states"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,16 +141,32 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheUse:
+    """A persistent provider cache that holds a call's environment (see ``prepare_cache``).
+
+    Attributes:
+        name: The provider's cache resource name (``cachedContents/...`` on Gemini).
+        created: True when this call created the cache; False when an existing one was found.
+    """
+
+    name: str
+    created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedSources:
     """An environment's sources turned into provider wire parts, once per call.
 
     ``parts`` is provider-private (the engine never looks inside); ``owned`` lists provider-side
     artifacts (for example uploaded file ids) that ``release_sources`` deletes afterwards.
+    ``cache`` is set when a persistent cache holds the environment: the provider then sends the
+    cache reference instead of the parts, and the engine reports the cache in ``Metrics``.
     """
 
     sources: tuple[Source, ...] = ()
     parts: tuple[Any, ...] = ()
     owned: tuple[str, ...] = ()
+    cache: CacheUse | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,11 +242,12 @@ class StreamChunk:
 
     ``usage`` is the provider's latest *cumulative* usage when present (it replaces the previous
     one). ``tool_call_deltas`` are fragments keyed by ``index``; the engine concatenates argument
-    fragments per index. ``provider_state`` entries are merged key by key. ``tool_calls``, when a
-    chunk sets them, are the turn's complete calls and replace the assembled fragments (a provider
-    whose one-shot responses carry parsed arguments reports the calls as its one-shot path
-    would, so ``done.output`` equals what ``interact`` returns). A provider should end its stream
-    normally only when the response is complete; a cut stream must raise APIError.
+    fragments per index. ``provider_state`` entries are merged key by key (per-call state goes
+    under :data:`TOOL_CALL_STATES`). ``tool_calls``, when a chunk sets them, are the turn's
+    complete calls and replace the assembled fragments (a provider whose one-shot responses carry
+    parsed arguments reports the calls as its one-shot path would, so ``done.output`` equals what
+    ``interact`` returns). A provider should end its stream normally only when the response is
+    complete; a cut stream must raise APIError.
     """
 
     text: str = ""
@@ -293,6 +319,10 @@ class Provider(Protocol):
         """Best-effort release of what ``prepare_sources`` created (never raises)."""
         ...
 
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Find or create the persistent cache for ``request``'s environment (``CachePolicy``)."""
+        ...
+
     def compile(self, request: ProviderRequest) -> Any:
         """Build the wire payload once; retries reuse it."""
         ...
@@ -350,6 +380,20 @@ class ProviderBase:
 
     async def release_sources(self, prepared: PreparedSources) -> None:
         """Nothing to release by default."""
+
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Find or create the persistent cache holding ``request``'s environment.
+
+        Called instead of ``prepare_sources`` when the Environment has a ``CachePolicy`` and the
+        provider declares ``persistent_cache``. The result's ``cache`` names the cache.
+
+        Raises:
+            ConfigurationError: This provider has no persistent caches.
+        """
+        raise ConfigurationError(
+            f"{self.name} does not support persistent caches (CachePolicy)",
+            hint="Use cache='auto' or None.",
+        )
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Report ready without a probe (providers with a cheap probe override this)."""

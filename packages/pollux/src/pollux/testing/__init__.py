@@ -1,11 +1,12 @@
-"""pollux.testing: test pollux code (or any OpenAI-family SDK code) without a real provider.
+"""pollux.testing: test pollux code (or any OpenAI-family or google-genai code) without a provider.
 
 The :class:`Emulator` is a loopback HTTP server that speaks provider wire formats: point the
-official SDK at ``emu.base_url("openai")`` (or ``"anthropic"``, ``"local"``, ``"openrouter"``)
-and it runs its real HTTP, streaming and error paths against a deterministic model. Script
-answers with :class:`Reply` (:class:`AnthropicReply` for the Messages API's own knobs) and
-:class:`ToolCall`, inject failures with the :class:`Fault` types, move batch jobs along with
-``emu.advance(seconds)``.
+official SDK at ``emu.base_url("openai")`` (or ``"anthropic"``, ``"gemini"``, ``"local"``,
+``"openrouter"``) and it runs its real HTTP, streaming and error paths against a deterministic
+model. Script answers with :class:`Reply` (:class:`AnthropicReply` for the Messages API's own
+knobs, :class:`GeminiReply` for Gemini's finish and block reasons) and :class:`ToolCall`, inject
+failures with the :class:`Fault` types, move batch jobs, file states and cache lifetimes along
+with ``emu.advance(seconds)``.
 
 Example:
     >>> import json, urllib.request
@@ -37,6 +38,7 @@ from ._emulator._log import RecordedRequest as RecordedRequest
 from ._emulator._script import Reply as Reply
 from ._emulator._script import ToolCall as ToolCall
 from ._emulator.wires._anthropic.reply import AnthropicReply as AnthropicReply
+from ._emulator.wires._gemini_reply import GeminiReply as GeminiReply
 
 
 def emulator_fixture(**options: Any) -> Any:
@@ -73,6 +75,7 @@ __all__ = [
     "EmulatorError",
     "ErrorResponse",
     "Fault",
+    "GeminiReply",
     "Latency",
     "MalformedBody",
     "RecordedRequest",

@@ -81,6 +81,11 @@ class WireSpec:
         error_body: Renders an :class:`ApiError` as this provider's JSON error body.
         api_key: Extracts the API key from request headers (for ``Emulator(api_key=...)``).
         new_state: Builds the wire's per-emulator state (stored objects), or ``None``.
+        authorize: Replaces the ``api_key`` comparison when set: given the route, the request
+            and ``Emulator(api_key=...)``, returns the error to answer with, or ``None``
+            (for providers that take the key elsewhere, or refuse a missing key their own way).
+        finish: Adjusts every outcome of this wire's routes, scripted faults included (for
+            headers a provider's client needs on every answer of a route).
     """
 
     name: str
@@ -90,6 +95,8 @@ class WireSpec:
     error_body: ErrorBody
     api_key: Callable[[Mapping[str, str]], str | None]
     new_state: Callable[[Core], Any] | None = None
+    authorize: Callable[[Route, HTTPRequest, str | None], ApiError | None] | None = None
+    finish: Callable[[Route, HTTPRequest, Outcome], Outcome] | None = None
 
 
 @dataclass(slots=True)
@@ -275,6 +282,18 @@ class Core:
 
     async def _handle(self, http: HTTPRequest) -> Outcome:
         wire, route, params = self.router.match(http.method, http.path)
+        outcome = await self._dispatch(http, wire, route, params)
+        if wire is not None and route is not None and wire.finish is not None:
+            outcome = wire.finish(route, http, outcome)
+        return outcome
+
+    async def _dispatch(
+        self,
+        http: HTTPRequest,
+        wire: WireSpec | None,
+        route: Route | None,
+        params: dict[str, str],
+    ) -> Outcome:
         parsed: Any = None
         if http.body and "json" in http.headers.get("content-type", ""):
             try:
@@ -305,7 +324,11 @@ class Core:
                 ),
             )
         expected = self.settings.api_key
-        if (
+        if wire.authorize is not None:
+            refused = wire.authorize(route, http, expected)
+            if refused is not None:
+                return self.error_response(wire, refused)
+        elif (
             expected is not None
             and not wire.name.startswith("_")
             and wire.api_key(http.headers) != expected

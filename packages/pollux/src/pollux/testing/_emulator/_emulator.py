@@ -267,6 +267,8 @@ class Emulator:
         health endpoint is at ``<base_url>/../health``); ``"openrouter"`` is the same surface
         at OpenRouter's paths; ``"anthropic"`` is what ``anthropic.Anthropic(base_url=...)``
         expects (Messages, token counting, Files, Message Batches, models).
+        ``"gemini"`` is what ``google-genai`` takes as
+        ``HttpOptions(base_url=...)`` (the SDK adds the API version).
 
         Raises:
             EmulatorError: ``wire`` is unknown, or the emulator is not running.
@@ -379,6 +381,22 @@ class Emulator:
         """Drop queued items, handlers and the request log (stored objects stay)."""
         self._core.scripts.clear()
         self._core.log.clear()
+
+    def wire(self, name: str) -> Any:
+        """The control object of wire ``name``: its stored objects and knobs.
+
+        What it offers is the wire's own (documented with the wire); a wire without one
+        gives ``None``. For example ``emu.wire("gemini").file_processing_seconds = 5``.
+
+        Raises:
+            EmulatorError: ``name`` is not a wire, or the emulator runs in a child process.
+        """
+        self._require_in_process("wire state")
+        if name not in self._mounts:
+            raise EmulatorError(
+                f"unknown wire format {name!r}", hint=f"use one of: {', '.join(self.wires)}"
+            )
+        return self._core.state[name]
 
     def _check_selector(self, selector: str) -> None:
         if selector.split(".", 1)[0] not in self._mounts:

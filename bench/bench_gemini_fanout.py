@@ -1,0 +1,244 @@
+"""The gemini provider's ``run_many`` fan-out, side by side with raw google-genai and a bare socket.
+
+300 prompts over one shared 20 KB text source, C=32, a canned Gemini server
+(``bench/_gemini_server.py``, its own process) answering after 50 ms. Clients, each warmed up
+first and measured in the same run:
+
+- pollux ``run_many`` with ``provider="gemini"`` on the SDK's aiohttp transport (the default
+  when ``aiohttp`` is installed) and, for the transport decision, on its httpx transport;
+- the raw ``google-genai`` async client (``client.aio.models.generate_content`` under a
+  32-slot semaphore, retries off), on each transport;
+- a bare asyncio socket client (keep-alive HTTP/1.1, JSON encode/decode, nothing else): the floor.
+
+Reported: fan-out efficiency (ideal ``ceil(300 / 32) * 50 ms`` / wall) and client CPU per request,
+as ratios to the bare socket and pollux / raw SDK. Target: pollux is not slower than the raw
+SDK on the aiohttp transport pollux uses (CPU ratio <= 1.1, allowing for noise on a shared
+machine). The httpx rows are the measurement behind the transport choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bench._result import Result
+
+N_PROMPTS = 300
+CONCURRENCY = 32
+LATENCY_S = 0.05
+MODEL = "gemini-2.5-flash"
+SOURCE_TEXT = "".join(f"Context sentence {i:05d} about the benchmark. " for i in range(500))[
+    :20_000
+]
+
+
+@contextlib.contextmanager
+def _server(latency: float) -> Iterator[str]:
+    script = Path(__file__).with_name("_gemini_server.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _prompts() -> list[str]:
+    return [f"Question {i}: what does sentence {i:05d} say?" for i in range(N_PROMPTS)]
+
+
+def _measure(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
+    result: dict[str, float] = {}
+
+    async def main() -> None:
+        await work()  # warm-up
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        await work()
+        result["wall"] = time.perf_counter() - wall0
+        result["cpu"] = time.process_time() - cpu0
+
+    asyncio.run(main())
+    return result["wall"], result["cpu"]
+
+
+def _pollux(transport: str) -> Callable[[], Awaitable[None]]:
+    import pollux
+    from pollux.providers.gemini import provider as gemini_provider
+
+    config = pollux.Config(
+        provider="gemini",
+        model=MODEL,
+        api_key="bench-key",
+        request_concurrency=CONCURRENCY,
+        retry=pollux.RetryPolicy(max_attempts=1),
+    )
+    source = pollux.Source.from_text(SOURCE_TEXT)
+    prompts = _prompts()
+
+    async def work() -> None:
+        # The transport is a measured choice, not a user setting: pick it for this run.
+        gemini_provider.DEFAULT_TRANSPORT = transport
+        try:
+            async with pollux.Session(config) as session:
+                result = await session.run_many(prompts, sources=[source])
+        finally:
+            gemini_provider.DEFAULT_TRANSPORT = "auto"
+        assert result.status == "ok", result.errors
+        assert len(result.answers) == N_PROMPTS
+
+    return work
+
+
+def _sdk(transport: str) -> Callable[[], Awaitable[None]]:
+    from google import genai
+    from google.genai import types
+
+    prompts = _prompts()
+
+    async def work() -> None:
+        options: dict[str, Any] = {"retry_options": types.HttpRetryOptions(attempts=1)}
+        if transport == "httpx":
+            import httpx
+
+            options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
+        client = genai.Client(api_key="bench-key", http_options=types.HttpOptions(**options))
+        limiter = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(prompt: str) -> str:
+            async with limiter:
+                response = await client.aio.models.generate_content(
+                    model=MODEL, contents=[SOURCE_TEXT, prompt]
+                )
+                return response.text or ""
+
+        answers = await asyncio.gather(*(one(p) for p in prompts))
+        assert len(answers) == N_PROMPTS
+        await client.aio.aclose()
+
+    return work
+
+
+class _Bare:
+    def __init__(self, base_url: str) -> None:
+        host, port = base_url.split("//", 1)[1].split(":")
+        self.host, self.port = host, int(port)
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def complete(self, prompt: str) -> str:
+        if self.idle:
+            reader, writer = self.idle.pop()
+        else:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+        body = json.dumps(
+            {"contents": [{"role": "user", "parts": [{"text": SOURCE_TEXT}, {"text": prompt}]}]}
+        ).encode()
+        writer.write(
+            (
+                f"POST /v1beta/models/{MODEL}:generateContent HTTP/1.1\r\nHost: {self.host}\r\n"
+                f"x-goog-api-key: bench-key\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        data = json.loads(await reader.readexactly(length))
+        self.idle.append((reader, writer))
+        return str(data["candidates"][0]["content"]["parts"][0]["text"])
+
+    async def aclose(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+            await writer.wait_closed()
+
+
+def _bare(base_url: str) -> Callable[[], Awaitable[None]]:
+    prompts = _prompts()
+
+    async def work() -> None:
+        client = _Bare(base_url)
+        limiter = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(prompt: str) -> str:
+            async with limiter:
+                return await client.complete(prompt)
+
+        answers = await asyncio.gather(*(one(p) for p in prompts))
+        assert len(answers) == N_PROMPTS
+        await client.aclose()
+
+    return work
+
+
+def run() -> list[Result]:
+    ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
+    previous = os.environ.get("GOOGLE_GEMINI_BASE_URL")
+    with _server(LATENCY_S) as url:
+        os.environ["GOOGLE_GEMINI_BASE_URL"] = url
+        try:
+            measured = {
+                "pollux aiohttp": _measure(_pollux("aiohttp")),
+                "raw SDK aiohttp": _measure(_sdk("aiohttp")),
+                "pollux httpx": _measure(_pollux("httpx")),
+                "raw SDK httpx": _measure(_sdk("httpx")),
+                "bare socket": _measure(_bare(url)),
+            }
+        finally:
+            if previous is None:
+                os.environ.pop("GOOGLE_GEMINI_BASE_URL", None)
+            else:
+                os.environ["GOOGLE_GEMINI_BASE_URL"] = previous
+    per = 1000.0 / N_PROMPTS
+    bare_cpu = measured["bare socket"][1]
+    note = f"{N_PROMPTS} prompts, 20 KB source, C={CONCURRENCY}, {LATENCY_S * 1000:g} ms server"
+    results = [
+        Result(f"gemini fan-out efficiency: {name}", ideal / wall, "x", note=note if i == 0 else "")
+        for i, (name, (wall, _)) in enumerate(measured.items())
+    ]
+    results += [
+        Result(f"gemini fan-out CPU per request: {name}", cpu * per, "ms")
+        for name, (_, cpu) in measured.items()
+    ]
+    results += [
+        Result(f"gemini CPU ratio {name} / bare socket", cpu / bare_cpu, "x", None, "lower")
+        for name, (_, cpu) in measured.items()
+        if name != "bare socket"
+    ]
+    for transport in ("aiohttp", "httpx"):
+        # The target applies to the transport pollux uses (aiohttp, installed with the
+        # pollux[aiohttp] extra); the httpx pair is the comparison behind that choice.
+        results.append(
+            Result(
+                f"gemini CPU ratio pollux / raw SDK ({transport})",
+                measured[f"pollux {transport}"][1] / measured[f"raw SDK {transport}"][1],
+                "x",
+                1.1 if transport == "aiohttp" else None,
+                "lower",
+            )
+        )
+    results.append(
+        Result(
+            "gemini CPU ratio aiohttp / httpx transport (pollux)",
+            measured["pollux aiohttp"][1] / measured["pollux httpx"][1],
+            "x",
+            None,
+            "lower",
+            note="< 1: aiohttp is the cheaper transport",
+        )
+    )
+    return results

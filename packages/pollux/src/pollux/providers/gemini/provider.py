@@ -1,0 +1,459 @@
+"""The ``gemini`` provider: the Gemini Developer API through the official ``google-genai`` SDK.
+
+One :class:`GeminiProvider` per Session owns one ``genai.Client`` (built on first use, the SDK
+imported lazily) and uses its async side (``client.aio``). The client is created with
+``HttpRetryOptions(attempts=1)``, which turns off both the SDK's tenacity retries and its
+implicit reconnect-and-resend on connection errors: the engine owns the only retry loop. The
+request timeout is ``Config.request_timeout_s``. The SDK reads ``GOOGLE_GEMINI_BASE_URL`` itself,
+so that variable points pollux at a gateway, a proxy or :class:`pollux.testing.Emulator`
+(``Config(base_url=...)`` stays reserved for local servers).
+
+Transport: with ``aiohttp`` installed (the ``pollux[aiohttp]`` extra) the SDK sends over aiohttp,
+which ``bench/bench_gemini_fanout.py`` measures as cheaper per request than its httpx path; without
+it, httpx.
+
+The work is split by job: ``compile`` (request -> ``generate_content`` arguments), ``extract``
+(response -> neutral), ``stream`` (chunks -> neutral), ``uploads`` (sources -> parts, Files API,
+reuse), ``schema`` (JSON Schema -> Gemini's subset), ``caching`` (persistent context caches),
+``deferred`` (Batch API) and ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pollux.errors import ConfigurationError
+from pollux.providers.base import (
+    CacheUse,
+    Capabilities,
+    PreparedSources,
+    ProviderBase,
+    ProviderReadiness,
+    ProviderRequest,
+    ProviderResponse,
+    StreamChunk,
+)
+
+from .caching import REGISTRY, GeminiCaches, cache_names
+from .compile import (
+    build_config,
+    payload_contents,
+    rest_request,
+    turn_contents,
+    validate_options,
+)
+from .deferred import GeminiBatches
+from .errors import PROVIDER, wrap_gemini_error
+from .extract import extract_response
+from .stream import GeminiStreamMapper
+from .uploads import UploadRegistry, file_names, uses_url_context, validate_sources
+
+if TYPE_CHECKING:
+    from pollux.config import Config
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
+    from pollux.interaction.environment import CachePolicy
+    from pollux.providers._deferred import DeferredJob, DeferredResults
+    from pollux.source import Source
+
+__all__ = [
+    "CAPABILITIES",
+    "DEFAULT_TRANSPORT",
+    "DIRECT_REQUESTS",
+    "GeminiProvider",
+    "build_client",
+    "open_stream",
+    "post_generate",
+]
+
+_log = logging.getLogger("pollux.providers.gemini")
+
+#: The SDK transport: ``"auto"`` is aiohttp when installed (measured cheaper per request by
+#: ``bench/bench_gemini_fanout.py``), else httpx. Benchmarks switch it to compare.
+DEFAULT_TRANSPORT = "auto"
+
+# The SDK requires ``contents``; the real ones travel in the request body (see ``execute``).
+_PLACEHOLDER = "."
+
+#: What the Gemini Developer API path supports (checked by the engine before any I/O).
+CAPABILITIES = Capabilities(
+    streaming=True,
+    structured_outputs=True,
+    reasoning=True,
+    reasoning_budget_tokens=True,
+    tools=True,
+    conversation=True,
+    uploads=True,
+    persistent_cache=True,
+    implicit_caching=False,
+    deferred_delivery=True,
+    temperature=True,
+    top_p=True,
+    seed=True,
+    max_tokens=True,
+    tool_result_errors=True,
+)
+
+
+def build_client(config: Config, *, transport: str = "auto") -> Any:
+    """A ``genai.Client`` for ``config`` with SDK retries off.
+
+    Args:
+        config: The session config (``api_key``, ``request_timeout_s``).
+        transport: ``"auto"`` (aiohttp when installed), ``"aiohttp"`` or ``"httpx"``.
+    """
+    try:
+        from google import genai
+        from google.genai import types
+    except ImportError as exc:  # pragma: no cover - google-genai is a pollux dependency
+        raise ConfigurationError(
+            "provider='gemini' needs the google-genai package",
+            hint='Install it: pip install "google-genai>=1.61"',
+        ) from exc
+    options: dict[str, Any] = {
+        "timeout": int(config.request_timeout_s * 1000),
+        "retry_options": types.HttpRetryOptions(attempts=1),
+    }
+    if transport == "httpx":
+        import httpx
+
+        options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
+    return genai.Client(api_key=config.api_key, http_options=types.HttpOptions(**options))
+
+
+#: Send through the SDK's request pipeline directly (see :func:`post_generate`); tests turn it
+#: off to exercise the public fallback.
+DIRECT_REQUESTS = True
+
+
+def _model_path(model: str) -> str:
+    if model.startswith(("models/", "tunedModels/")):
+        return model
+    return f"models/{model}"
+
+
+async def post_generate(client: Any, compiled: Mapping[str, Any]) -> Any:
+    """POST one compiled request to ``:generateContent``; return the answer as JSON.
+
+    The body is the REST JSON ``compile`` built. It goes through the SDK's own request pipeline
+    (``client.aio._api_client.async_request``: base URL, API version, key header, timeout,
+    transport, error mapping), skipping ``generate_content``'s per-call pydantic conversion of
+    the request and the response, which costs more client CPU than the raw SDK's whole call
+    (``bench/bench_gemini_fanout.py``). Should that internal entry point ever move, the public
+    ``generate_content`` carries the same body through ``http_options.extra_body`` and returns
+    the raw HTTP body (``should_return_http_response``).
+    """
+    body = rest_request(compiled)
+    api = getattr(client.aio, "_api_client", None)
+    send = getattr(api, "async_request", None)
+    if DIRECT_REQUESTS and send is not None:
+        answer = await send("post", f"{_model_path(compiled['model'])}:generateContent", body)
+        raw = getattr(answer, "body", None)
+    else:
+        response = await client.aio.models.generate_content(
+            model=compiled["model"],
+            contents=_PLACEHOLDER,
+            config={"http_options": {"extra_body": body}, "should_return_http_response": True},
+        )
+        raw = response.sdk_http_response.body
+    return json.loads(raw) if raw else {}
+
+
+async def open_stream(client: Any, compiled: Mapping[str, Any]) -> AsyncIterator[Any]:
+    """Start one ``:streamGenerateContent`` call; return an iterator of chunks.
+
+    Like :func:`post_generate`, the prebuilt REST body goes through the SDK's request pipeline
+    and chunks arrive as JSON dicts (the SDK still raises in-band errors); without that entry
+    point, the public ``generate_content_stream`` is used with the SDK-form arguments and its
+    chunks are SDK objects (the mapper reads both).
+    """
+    api = getattr(client.aio, "_api_client", None)
+    send = getattr(api, "async_request_streamed", None)
+    if not (DIRECT_REQUESTS and send is not None):
+        chunks: AsyncIterator[Any] = await client.aio.models.generate_content_stream(
+            model=compiled["model"], contents=compiled["contents"], config=compiled["config"]
+        )
+        return chunks
+    path = f"{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
+    raw: AsyncIterator[Any] = await send("post", path, rest_request(compiled))
+
+    async def decoded() -> AsyncIterator[Any]:
+        try:
+            async for piece in raw:
+                body = getattr(piece, "body", None)
+                if body:
+                    yield json.loads(body)
+        finally:
+            aclose = getattr(raw, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return decoded()
+
+
+class GeminiProvider(ProviderBase):
+    """The Gemini Developer API provider (``Config(provider="gemini", model=...)``)."""
+
+    name = PROVIDER
+    CAPABILITIES = CAPABILITIES
+
+    def __init__(self, config: Config, *, client: Any = None, transport: str | None = None) -> None:
+        """Keep the config; the SDK client is built on first use.
+
+        Args:
+            config: The session's configuration (``api_key``, ``model``, timeouts).
+            client: A ``genai.Client``-compatible client to use instead (tests, proxies).
+            transport: ``"auto"``, ``"aiohttp"`` or ``"httpx"`` (see :func:`build_client`);
+                defaults to :data:`DEFAULT_TRANSPORT`.
+        """
+        self._config = config
+        self._client: Any = client
+        self._owns_client = client is None
+        self._transport = transport or DEFAULT_TRANSPORT
+        self._closed = False
+        self.uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
+        self.caches = GeminiCaches(self._sdk, self.uploads, config)
+        self._batches = GeminiBatches(
+            self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
+        )
+
+    # ------------------------------------------------------------------ client
+
+    def _sdk(self) -> Any:
+        if self._closed:
+            raise ConfigurationError(
+                "The gemini provider was used after it was closed",
+                hint="Open a new Session (or call the module-level function again).",
+            )
+        if self._client is None:
+            self._client = build_client(self._config, transport=self._transport)
+        return self._client
+
+    def _model(self, request: ProviderRequest | None = None) -> str:
+        model = (request.model if request is not None else None) or self._config.model
+        if not model:
+            raise ConfigurationError(
+                "provider='gemini' needs a model",
+                hint="Pass Config(provider='gemini', model='gemini-2.5-flash'), for example.",
+            )
+        return model
+
+    async def aclose(self) -> None:
+        """Delete this Session's uploads (best effort) and close the SDK client (idempotent)."""
+        if self._closed:
+            return
+        try:
+            if self._client is not None and len(self.uploads):
+                leftover = await self.uploads.delete_all()
+                if leftover:
+                    _log.warning(
+                        "could not delete %d uploaded Gemini file(s) %s; they expire after 48 h",
+                        len(leftover),
+                        ", ".join(leftover),
+                    )
+        finally:
+            self._closed = True
+            client, self._client = self._client, None
+            if client is not None and self._owns_client:
+                await client.aio.aclose()
+
+    # -------------------------------------------------------------- validation
+
+    def validate(self, request: ProviderRequest) -> None:
+        """Reject, before any I/O, what Gemini cannot honour."""
+        requirements = request.requirements
+        validate_options(
+            model=self._model(request),
+            reasoning_effort=requirements.reasoning_effort,
+            provider_options=requirements.provider_options_for(PROVIDER),
+        )
+        validate_sources(request.sources.sources)
+        state = request.continuation_state
+        if request.input.continuation is not None and not isinstance(
+            (state or {}).get("contents"), list
+        ):
+            raise ConfigurationError(
+                "This continuation carries no Gemini transcript",
+                hint="Continue from the Output.continuation of a gemini interaction.",
+            )
+        # Compiling is pure: run it once here so schema/tool errors surface before I/O.
+        self._compile(request, source_parts=())
+
+    # ----------------------------------------------------------------- sources
+
+    async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
+        """Inline text and small bytes, upload files once per Session (reused), link URIs."""
+        parts = await self.uploads.parts(sources)
+        return PreparedSources(sources=tuple(sources), parts=parts)
+
+    async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
+        """Find or create the ``cachedContents`` holding the environment (see :mod:`.caching`)."""
+        entry, created = await self.caches.resolve(
+            request, self._model(request), policy.ttl_seconds
+        )
+        return PreparedSources(
+            sources=tuple(request.sources.sources),
+            cache=CacheUse(name=entry.name, created=created),
+        )
+
+    # ------------------------------------------------------------------ calls
+
+    def _transcript(self, request: ProviderRequest) -> list[dict[str, Any]]:
+        turn = request.input
+        state = request.continuation_state or {}
+        transcript = state.get("contents") if turn.continuation is not None else None
+        return turn_contents(
+            transcript=transcript,
+            history=turn.history if turn.continuation is None else None,
+            content=turn.content,
+            tool_results=turn.tool_results,
+            model=self._model(request),
+        )
+
+    def _compile(
+        self, request: ProviderRequest, *, source_parts: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        requirements = request.requirements
+        model = self._model(request)
+        sources = request.sources
+        cache_name = sources.cache.name if sources.cache is not None else None
+        config = build_config(
+            model=model,
+            instructions=request.instructions,
+            tools=request.tools,
+            url_context=any(uses_url_context(s) for s in sources.sources),
+            output_schema=requirements.output_schema_json(),
+            temperature=requirements.temperature,
+            top_p=requirements.top_p,
+            max_tokens=requirements.max_tokens,
+            seed=requirements.seed,
+            reasoning_effort=requirements.reasoning_effort,
+            reasoning_budget_tokens=requirements.reasoning_budget_tokens,
+            tool_choice=requirements.tool_choice,
+            cached_content=cache_name,
+            provider_options=requirements.provider_options_for(PROVIDER),
+        )
+        parts = () if cache_name is not None else source_parts
+        contents = self._transcript(request)
+        if not contents and not sources.sources and cache_name is None:
+            raise ConfigurationError(
+                "The request has nothing to send: no prompt, sources or tool results",
+                hint="Pass a prompt, or sources to ask about.",
+            )
+        compiled: dict[str, Any] = {"model": model, "config": config}
+        compiled["contents"] = payload_contents(contents, parts) if (contents or parts) else []
+        return compiled
+
+    def compile(self, request: ProviderRequest) -> dict[str, Any]:
+        """The ``generate_content`` keyword arguments (``model``, ``contents``, ``config``)."""
+        return self._compile(request, source_parts=request.sources.parts)
+
+    def _note_failure(self, compiled: Mapping[str, Any], exc: BaseException) -> None:
+        # A request naming a file or cache Gemini no longer has fails with 403/404: stop
+        # reusing what it named, so the next call uploads (or creates) it again.
+        if getattr(exc, "code", None) in (403, 404):
+            cache = cache_names(compiled)
+            if cache is not None:
+                REGISTRY.forget(name=cache)
+            uris = [
+                uri
+                for content in compiled.get("contents") or ()
+                for uri in file_names(content.get("parts") or ())
+            ]
+            self.uploads.forget(uris)
+
+    async def execute(self, compiled: Any) -> ProviderResponse:
+        """Generate one response and normalize it (see :func:`post_generate`)."""
+        client = self._sdk()
+        try:
+            data = await post_generate(client, compiled)
+        except Exception as exc:
+            self._note_failure(compiled, exc)
+            raise wrap_gemini_error(
+                exc, phase="generate", timeout_s=self._config.request_timeout_s
+            ) from exc
+        return extract_response(data)
+
+    async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
+        """Generate one streamed response and yield neutral chunks; the SDK stream is closed."""
+        client = self._sdk()
+        timeout_s = self._config.request_timeout_s
+        mapper = GeminiStreamMapper()
+        try:
+            chunks = await open_stream(client, compiled)
+        except Exception as exc:
+            self._note_failure(compiled, exc)
+            raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+        try:
+            while True:
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                mapped = mapper.feed(chunk)
+                if mapped is not None:
+                    yield mapped
+            yield mapper.finish()
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def continuation_state(
+        self, request: ProviderRequest, response: ProviderResponse
+    ) -> dict[str, Any]:
+        """The transcript so far (without sources) plus the model's turn, as JSON."""
+        contents = self._transcript(request)
+        content = (response.provider_state or {}).get("gemini_content")
+        if content is None:
+            content = {"role": "model", "parts": [{"text": response.text}] if response.text else []}
+        if content["parts"]:
+            contents.append(content)
+        return {"contents": contents}
+
+    # --------------------------------------------------------- deferred (Batch API)
+
+    async def submit_deferred(
+        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
+    ) -> DeferredJob:
+        """Submit the requests as one Batch API job (see :mod:`.deferred`)."""
+        return await self._batches.submit_deferred(requests, request_ids)
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """The job's normalized status."""
+        return await self._batches.inspect_deferred(handle)
+
+    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
+        """The job's status and, once it ended, every request's outcome."""
+        return await self._batches.collect_deferred(handle)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Ask Google to cancel the job."""
+        await self._batches.cancel_deferred(handle)
+
+    async def check_ready(self, model: str | None) -> ProviderReadiness:
+        """Ask the API for the model; ready when it answers."""
+        target = model or self._config.model
+        try:
+            await self._sdk().aio.models.get(model=target)
+        except Exception as exc:
+            error = wrap_gemini_error(exc, phase="metadata")
+            return ProviderReadiness(
+                ready=False,
+                provider=PROVIDER,
+                status_code=getattr(error, "status_code", None),
+                message=f"{error} ({error.hint})" if error.hint else str(error),
+                model=target,
+            )
+        return ProviderReadiness(
+            ready=True,
+            provider=PROVIDER,
+            status_code=200,
+            message=f"model {target!r} is available",
+            model=target,
+            model_verified=True,
+        )
