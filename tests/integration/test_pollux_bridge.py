@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 import pollard.adapters.pollux as bridge
 from pollard import AsyncRuntime, Budget, BudgetExceeded, MissingRecording, Runtime
-from pollard._canon import node_id
+from pollard._core._canon import node_id
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
     governed_interact,

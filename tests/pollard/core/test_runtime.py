@@ -20,7 +20,7 @@ from pollard import (
     Store,
     WindowMeter,
 )
-from pollard._canon import payload_digest
+from pollard._core._canon import payload_digest
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 
 from .conftest import FakeClock, StoreFactory
@@ -342,7 +342,7 @@ def test_an_inline_runtime_stays_open_while_its_run_is_used(tmp_path: Path) -> N
 
 
 def test_recorded_dry_run_is_served_only_to_dry_runs_and_replay() -> None:
-    from pollard._effects import drive_sync
+    from pollard._step._effects import drive_sync
 
     rt = Runtime()
     run = rt.run("dry")

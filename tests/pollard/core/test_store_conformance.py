@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from pollard import IntegrityError, Node, NodeKind, Store
-from pollard._ledger import BudgetClaim, WindowClaim, WindowEvent
+from pollard._core._ledger import BudgetClaim, WindowClaim, WindowEvent
 
 from .conftest import FakeClock, StoreFactory
 

@@ -13,13 +13,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pollard._canon import is_hex64
-from pollard._gc import gc
-from pollard._merge import merge
-from pollard._seal import seal, verify
-from pollard._store import Store
-from pollard._transfer import export_subtree, read_subtree, write_subtree
-from pollard._view import add_into, build_view, decimal_map_json
+from pollard._core._canon import is_hex64
+from pollard._core._store import Store
+from pollard._edge._gc import gc
+from pollard._edge._merge import merge
+from pollard._edge._seal import seal, verify
+from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
+from pollard._edge._view import add_into, build_view, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 

@@ -85,14 +85,14 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in every
         'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
     ) from exc
 
-from pollard._async import AsyncRun
-from pollard._canon import canonical_bytes
-from pollard._core import RunState
-from pollard._runtime import Run
+from pollard._core._canon import canonical_bytes
+from pollard._runtime._async import AsyncRun
+from pollard._runtime._sync import Run
+from pollard._step._machine import RunState
 from pollard.errors import BudgetExceeded, PollardError
 
 if TYPE_CHECKING:
-    from pollard._node import Node
+    from pollard._core._node import Node
     from pollux import ResponseSchemaInput, ToolChoice, ToolDeclaration
 
 __all__ = [

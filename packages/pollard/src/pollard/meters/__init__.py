@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
-from pollard._canon import canonical_bytes
-from pollard._ledger import to_decimal
+from pollard._core._canon import canonical_bytes
+from pollard._core._ledger import to_decimal
 from pollard.meters._energy import EnergyMeter
 from pollard.meters._tokenmaster import TokenmasterMeter
 

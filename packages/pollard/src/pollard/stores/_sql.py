@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pollard._canon import fast_loads, make_dumps
-from pollard._ledger import (
+from pollard._core._canon import fast_loads, make_dumps
+from pollard._core._ledger import (
     ZERO,
     Admission,
     BudgetClaim,
@@ -43,7 +43,7 @@ from pollard._ledger import (
     WindowEvent,
     judge,
 )
-from pollard._node import Node, NodeKind, trusted_node
+from pollard._core._node import Node, NodeKind, trusted_node
 from pollard.errors import IntegrityError
 from pollard.stores._common import (
     check_new_node,

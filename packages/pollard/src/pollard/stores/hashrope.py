@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from pollard._ledger import WindowEvent
-from pollard._node import Node
+from pollard._core._ledger import WindowEvent
+from pollard._core._node import Node
 from pollard.errors import IntegrityError
 from pollard.stores.memory import MemoryStore
 

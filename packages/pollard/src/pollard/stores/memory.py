@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pollard._canon import fast_loads
-from pollard._ledger import (
+from pollard._core._canon import fast_loads
+from pollard._core._ledger import (
     ZERO,
     Admission,
     BudgetClaim,
@@ -22,7 +22,7 @@ from pollard._ledger import (
     add_charges,
     judge,
 )
-from pollard._node import Node, NodeKind, trusted_node
+from pollard._core._node import Node, NodeKind, trusted_node
 
 from ._common import check_new_node, collision, conflict_patch, meta_text, sorted_roots
 

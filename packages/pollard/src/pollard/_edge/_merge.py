@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ._canon import json_text
-from ._ledger import to_decimal
-from ._node import Node, NodeKind
-from ._store import Store
-from .errors import IntegrityError
+from pollard._core._canon import json_text
+from pollard._core._ledger import to_decimal
+from pollard._core._node import Node, NodeKind
+from pollard._core._store import Store
+from pollard.errors import IntegrityError
 
 __all__ = ["MergeReport", "merge"]
 

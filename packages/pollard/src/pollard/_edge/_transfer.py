@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._canon import is_hex64, json_text
-from ._manifest import ManifestStore
-from ._merge import ScopeTracker, _charges
-from ._node import Node
-from ._seal import seal
-from ._store import Store
-from ._version import __version__
-from .errors import IntegrityError
+from pollard._core._canon import is_hex64, json_text
+from pollard._core._node import Node
+from pollard._core._store import Store
+from pollard._edge._manifest import ManifestStore
+from pollard._edge._merge import ScopeTracker, _charges
+from pollard._edge._seal import seal
+from pollard._version import __version__
+from pollard.errors import IntegrityError
 
 __all__ = ["ExportReport", "ImportReport", "export_subtree", "import_subtree"]
 

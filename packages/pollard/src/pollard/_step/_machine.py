@@ -5,8 +5,8 @@ deliver a callback, do store I/O) and returns its value. The sync shell runs eff
 async shell awaits awaitables, iterates async streams and can move store I/O off the event loop.
 So the step logic (replay lookup, precheck, reserve, execute, settle, record) exists once.
 
-Stable primitives for governance (``pollard._governance``) and other internal callers, all on
-`RunState` and all generators to be driven with ``yield from``:
+Stable primitives for governance (``pollard._governance``) and other internal callers, all
+on `RunState` and all generators to be driven with ``yield from``:
 
 * ``state.step(kind, payload, fn, arg, *, attempt=0, on_delta=None, keep_chunks=False,
   meta=None)`` runs one normal step: replay/hybrid lookup, budget precheck and reservation,
@@ -21,10 +21,9 @@ Stable primitives for governance (``pollard._governance``) and other internal ca
   or None, without side effects.
 
 The registered branch of ``tool_call`` and ``confirm`` is delegated to
-``pollard._governance.tool_call(state, name, args, *, version, attempt)`` and
-``pollard._governance.confirm(state, token)``, both generators of the same kind. When a runtime has
-a registry, ``pollard._governance.bind_root(state)`` (if defined) runs once per run after the root
-exists.
+``pollard._governance._firewall.tool_call(state, name, args, *, version, attempt)`` and
+``pollard._governance._firewall.confirm(state, token)``, both generators of the same kind.
+When a runtime has a registry, ``bind_root(state)`` runs once per run after the root exists.
 """
 
 from __future__ import annotations
@@ -39,8 +38,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ._effects import END as _END
-from ._effects import (
+from pollard._core._ledger import (
+    ZERO,
+    BudgetClaim,
+    Shortfall,
+    WindowClaim,
+    WindowEvent,
+    decimal_text,
+    to_decimal,
+    utc_now_iso,
+)
+from pollard._core._node import Node, NodeKind
+from pollard._step._effects import END as _END
+from pollard._step._effects import (
     CloseStream,
     Effect,
     Emit,
@@ -52,22 +62,17 @@ from ._effects import (
     drive_sync,
     io,
 )
-from ._lease import LeaseKeeper
-from ._ledger import (
-    ZERO,
-    BudgetClaim,
-    Shortfall,
-    WindowClaim,
-    WindowEvent,
-    decimal_text,
-    to_decimal,
-    utc_now_iso,
+from pollard._step._lease import LeaseKeeper
+from pollard.errors import (
+    BudgetExceeded,
+    IntegrityError,
+    MissingRecording,
+    PolicyViolation,
+    PollardError,
 )
-from ._node import Node, NodeKind
-from .errors import BudgetExceeded, IntegrityError, MissingRecording, PolicyViolation, PollardError
 
 if TYPE_CHECKING:
-    from ._store import Store
+    from pollard._core._store import Store
 
 __all__ = [
     "ARGS",

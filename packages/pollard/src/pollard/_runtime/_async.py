@@ -6,11 +6,10 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
-from ._budget import Budget
-from ._core import ARGS, PAYLOAD, RunState
-from ._effects import Step, drive_async, drive_sync
-from ._node import Node, NodeKind
-from ._runtime import (
+from pollard._core._budget import Budget
+from pollard._core._node import Node, NodeKind
+from pollard._core._store import Store
+from pollard._runtime._sync import (
     ReplayMode,
     _branch,
     _check_limits,
@@ -19,8 +18,9 @@ from ._runtime import (
     _RunView,
     _tool_step,
 )
-from ._store import Store
-from .errors import PollardError
+from pollard._step._effects import Step, drive_async, drive_sync
+from pollard._step._machine import ARGS, PAYLOAD, RunState
+from pollard.errors import PollardError
 
 __all__ = ["AsyncRun", "AsyncRuntime"]
 
@@ -79,7 +79,7 @@ class AsyncRuntime(_RuntimeBase):
             reservation_lease_seconds=reservation_lease_seconds,
         )
         if offload_store_io is None:
-            from .stores.memory import MemoryStore
+            from pollard.stores.memory import MemoryStore
 
             offload_store_io = not isinstance(self._core.store, MemoryStore)
         self.offload_store_io = offload_store_io

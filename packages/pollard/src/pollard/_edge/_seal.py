@@ -6,11 +6,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._canon import SEAL_DOMAIN, canonical_bytes
-from ._ledger import decimal_text, to_decimal
-from ._node import Node
-from ._store import Store
-from .errors import IntegrityError
+from pollard._core._canon import SEAL_DOMAIN, canonical_bytes
+from pollard._core._ledger import decimal_text, to_decimal
+from pollard._core._node import Node
+from pollard._core._store import Store
+from pollard.errors import IntegrityError
 
 __all__ = [
     "SealEntry",

@@ -1,4 +1,4 @@
-"""``Runtime`` and ``Run``: the synchronous shell over the step core (`pollard._core`)."""
+"""``Runtime`` and ``Run``: the synchronous shell over the step core (`pollard._step._machine`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,22 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from enum import Enum
 from typing import Any, cast
 
-from ._budget import Budget
-from ._core import ARGS, PAYLOAD, Effect, Emit, RunState, RuntimeCore, Scope, drive_sync, io
-from ._ledger import utc_now_iso
-from ._node import Node, NodeKind
-from ._store import Store
-from .errors import MissingRecording, PollardError
+from pollard._core._budget import Budget
+from pollard._core._ledger import utc_now_iso
+from pollard._core._node import Node, NodeKind
+from pollard._core._store import Store
+from pollard._step._machine import (
+    ARGS,
+    PAYLOAD,
+    Effect,
+    Emit,
+    RunState,
+    RuntimeCore,
+    Scope,
+    drive_sync,
+    io,
+)
+from pollard.errors import MissingRecording, PollardError
 
 __all__ = ["ReplayMode", "Run", "Runtime"]
 
@@ -47,7 +57,7 @@ def _mode(value: str | ReplayMode) -> str:
 
 
 def _default_meters(meters: Iterable[Any] | None) -> list[Any]:
-    from .meters import DepthMeter, StepMeter, TokenMeter, WallClockMeter
+    from pollard.meters import DepthMeter, StepMeter, TokenMeter, WallClockMeter
 
     if meters is None:
         return [StepMeter(), DepthMeter(), WallClockMeter(), TokenMeter()]
@@ -76,13 +86,13 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tuple[Store, bool]:
     if store is None:
-        from .stores.memory import MemoryStore
+        from pollard.stores.memory import MemoryStore
 
         return MemoryStore(), True
     if isinstance(store, str) and _URL.match(store):
         scheme = store.split(":", 1)[0].lower()
         if scheme in ("postgresql", "postgres"):
-            from .stores.postgres import PostgresStore
+            from pollard.stores.postgres import PostgresStore
 
             # As on the command line, ``#store_id`` after the DSN names the logical store.
             dsn, sep, store_id = store.rpartition("#")
@@ -97,7 +107,7 @@ def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tupl
             "postgresql:// DSN, a Store instance, or None for a MemoryStore"
         )
     if isinstance(store, (str, os.PathLike)):
-        from .stores.sqlite import SQLiteStore
+        from pollard.stores.sqlite import SQLiteStore
 
         # Replay never writes, so a path is opened read-only for it.
         return SQLiteStore(store, read_only=mode == "replay"), True
@@ -254,7 +264,7 @@ def _deepest_leaf(store: Store, root_id: str) -> tuple[str, int]:
 
 def _governance() -> Any:
     try:
-        return importlib.import_module("pollard._governance")
+        return importlib.import_module("pollard._governance._firewall")
     except ImportError as exc:  # pragma: no cover - present in every full build
         raise PollardError(
             "registered tool calls need pollard's governance module, which is missing",

@@ -1,7 +1,7 @@
 """The registered branch of ``tool_call`` and ``confirm``: the registry firewall as core steps.
 
-Both entry points are generators driven by the sync or the async shell (see ``pollard._core``), so
-the firewall exists once for ``Run`` and ``AsyncRun``. The order of a registered call:
+Both entry points are generators driven by the sync or the async shell (see ``pollard._step``),
+so the firewall exists once for ``Run`` and ``AsyncRun``. The order of a registered call:
 
 1. resolve the name (and version) in the registry; 2. redact sensitive fields; 3. validate the
 arguments; 4. in hybrid/replay, serve a recorded call without asking policies again; 5. policies
@@ -28,16 +28,16 @@ from collections.abc import Callable, Generator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ._canon import node_id, payload_digest, validate_json
-from ._core import Effect, Invoke, io
-from ._node import NodeKind
-from .errors import ConfirmationRequired, PolicyViolation, PollardError
-from .policy import Decision, PolicyContext
-from .redaction import contains_redaction, redact
+from pollard._core._canon import node_id, payload_digest, validate_json
+from pollard._core._node import NodeKind
+from pollard._step._machine import Effect, Invoke, io
+from pollard.errors import ConfirmationRequired, PolicyViolation, PollardError
+from pollard.policy import Decision, PolicyContext
+from pollard.redaction import contains_redaction, redact
 
 if TYPE_CHECKING:
-    from ._core import RunState
-    from .registry import ActionSpec, Registry
+    from pollard._step._machine import RunState
+    from pollard.registry import ActionSpec, Registry
 
 __all__ = ["SENSITIVE_HINT", "bind_root", "confirm", "identity_payload", "tool_call"]
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
-from .redaction import contains_redaction, is_redacted
+from pollard.redaction import contains_redaction, is_redacted
 
 LABEL_MAX = 60
 _NOTE_LABEL_KEYS = ("label", "checkpoint", "status")
