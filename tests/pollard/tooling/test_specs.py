@@ -41,7 +41,7 @@ def test_pg_env_reads_the_dsn_from_the_environment(monkeypatch: pytest.MonkeyPat
     assert (spec.kind, spec.env_var, spec.store_id) == ("postgres", "POLLARD_PG_DSN", "team")
     assert spec.label == "pg-env:POLLARD_PG_DSN#team"
     monkeypatch.delenv("POLLARD_PG_DSN", raising=False)
-    with pytest.raises(CLIError, match="POLLARD_PG_DSN is not set"):
+    with pytest.raises(ValueError, match="POLLARD_PG_DSN is not set"):
         spec.dsn()
     monkeypatch.setenv("POLLARD_PG_DSN", DSN)
     assert spec.dsn() == DSN

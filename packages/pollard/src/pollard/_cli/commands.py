@@ -19,7 +19,7 @@ from pollard._edge._gc import gc
 from pollard._edge._merge import merge
 from pollard._edge._seal import seal, verify
 from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
-from pollard._edge._view import add_into, build_view, decimal_map_json
+from pollard._edge._view import add_into, build_view, decimal_map_exact, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 
@@ -208,6 +208,12 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
                 "spent": decimal_map_json(spent),
                 "avoided": decimal_map_json(avoided),
                 "ledger": decimal_map_json(ledger),
+                # Numbers above are for reading and summing; these exact texts are for audits.
+                "exact": {
+                    "spent": decimal_map_exact(spent),
+                    "avoided": decimal_map_exact(avoided),
+                    "ledger": decimal_map_exact(ledger),
+                },
             }
         )
     else:
@@ -262,9 +268,33 @@ def unreachable_findings(path: Path, store: Store, checked: int) -> list[dict[st
     return findings
 
 
+def sqlite_findings(path: Path) -> list[dict[str, str]]:
+    """SQLite's own ``integrity_check`` of a store file: damaged pages, broken indexes."""
+    connection = sqlite_read_only(path)
+    try:
+        rows = connection.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        rows = [(str(exc),)]
+    finally:
+        connection.close()
+    return [
+        {"node_id": "", "message": f"the SQLite file is damaged: {message}"}
+        for (message,) in rows
+        if message != "ok"
+    ]
+
+
 def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
-    spec, store = _open(stack, args.store)
+    try:
+        spec, store = _open(stack, args.store)
+    except IntegrityError as exc:  # a damaged SQLite file is a finding, not a crash
+        damaged = [{"node_id": "", "message": str(exc)}]
+        return _verdict(args, damaged, roots=0, nodes=0)
     extra: list[dict[str, str]] = []
+    if spec.path is not None:
+        extra = sqlite_findings(spec.path)
+        if extra:  # walking damaged pages would only repeat (or crash on) what SQLite found
+            return _verdict(args, extra, roots=0, nodes=0)
     if args.root:
         root_id = resolve_root(store, args.root)
         report = verify(store, root_id, subtree=True)
@@ -275,14 +305,20 @@ def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
         if spec.path is not None:
             extra = unreachable_findings(spec.path, store, report.nodes)
     findings = [finding.to_dict() for finding in report.findings] + extra
-    ok = report.ok and not extra
+    return _verdict(args, findings, roots=roots, nodes=report.nodes)
+
+
+def _verdict(
+    args: argparse.Namespace, findings: list[dict[str, str]], *, roots: int, nodes: int
+) -> int:
+    ok = not findings
     if args.json:
-        _json({"ok": ok, "roots": roots, "nodes": report.nodes, "findings": findings})
+        _json({"ok": ok, "roots": roots, "nodes": nodes, "findings": findings})
     else:
         for finding in findings:
-            _out(f"{finding['node_id']}: {finding['message']}")
+            _out(f"{finding['node_id'] or 'store'}: {finding['message']}")
         verdict = "ok" if ok else f"{len(findings)} finding(s)"
-        _out(f"verified {report.nodes} node(s) in {roots} run(s): {verdict}")
+        _out(f"verified {nodes} node(s) in {roots} run(s): {verdict}")
     return 0 if ok else 1
 
 
@@ -426,6 +462,13 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     except IntegrityError as exc:
         sys.stderr.write(f"pollard: integrity: {_message(exc)}\n")
+        return 1
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError:  # locked, read-only, misuse: input errors
+            sys.stderr.write(f"pollard: {_message(exc)}\n")
+            return 2
+        # "database disk image is malformed": the file was damaged behind pollard's back.
+        sys.stderr.write(f"pollard: integrity: the SQLite file is damaged: {_message(exc)}\n")
         return 1
     except json.JSONDecodeError as exc:
         # Files are parsed with their own messages; this is a stored row that is not JSON,

@@ -6,16 +6,31 @@ by ``import pollard``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any
 
+from pollard._core._ledger import (
+    ZERO,
+    Admission,
+    BudgetClaim,
+    WindowClaim,
+    WindowEvent,
+    active_totals,
+    admit,
+    held_amounts,
+)
+from pollard._core._node import Node
 from pollard.errors import PollardError
-from pollard.stores._sql import Dialect, SqlStore, check_store_id
+from pollard.stores._common import check_new_node
+from pollard.stores._sql import Dialect, SqlStore, check_store_id, dump_held, load_held
 
 __all__ = ["PostgresStore"]
 
@@ -29,6 +44,8 @@ def _lock_key(*parts: str) -> int:
 
 
 _SCHEMA_LOCK = _lock_key("pollard", "schema")
+_SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 
 
 def _psycopg() -> Any:
@@ -60,11 +77,20 @@ class PostgresStore(SqlStore):
         store_id: The logical store: 1-128 letters, digits, ``_``, ``.``, ``:`` or ``-``.
         intern_payloads: Intern strings of at least ``intern_threshold`` UTF-8 bytes.
         intern_threshold: The interning threshold in bytes.
+        read_only: Open an existing store for reading only: nothing is created (the tables and
+            ``store_id`` must exist, else `PollardError` names what is missing) and writes raise
+            `PollardError`.
         clock: A wall clock for leases and windows instead of the server's (for tests).
+
+    A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
+    never the driver's error; the next operation reconnects. A budgeted step costs three round
+    trips: two for the reservation, one for the commit.
 
     Raises:
         ImportError: Naming ``pip install "pollard[pg]"`` when psycopg is missing.
         ValueError: If ``store_id`` is not a valid store id.
+        PollardError: If the server cannot be reached, or ``read_only`` and the store does not
+            exist.
 
     Example:
         Share one step budget between every worker of a team::
@@ -85,6 +111,7 @@ class PostgresStore(SqlStore):
         namespaced=True,
         for_update=" FOR UPDATE",
         schema_lock=f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})",
+        array_params=True,
     )
 
     def __init__(
@@ -94,6 +121,7 @@ class PostgresStore(SqlStore):
         store_id: str = "default",
         intern_payloads: bool = True,
         intern_threshold: int = 1024,
+        read_only: bool = False,
         clock: Callable[[], float] | None = None,
     ) -> None:
         check_store_id(store_id)
@@ -105,11 +133,14 @@ class PostgresStore(SqlStore):
             clock=self._server_clock if clock is None else clock,
         )
         self._conninfo = conninfo
+        self.read_only = read_only
+        self._fixed_clock = clock
         self._local = threading.local()
         self._connections: list[tuple[int, Any]] = []  # (process id, connection)
         self._lock = threading.Lock()
         self._closed = False
         self._tables_exist = False
+        self._prepare_statements()
         try:
             self._init_schema()
         except BaseException:
@@ -128,40 +159,359 @@ class PostgresStore(SqlStore):
                     f"the PostgreSQL store {self._store_id!r} is closed",
                     hint="open a new PostgresStore",
                 )
-            conn = self._psycopg.connect(self._conninfo, autocommit=True)
+            try:
+                conn = self._psycopg.connect(self._conninfo, autocommit=True)
+            except self._psycopg.OperationalError as exc:
+                raise self._lost(exc, "connect") from None
             pid = os.getpid()
             with self._lock:
                 self._connections.append((pid, conn))
             self._local.conn, self._local.pid = conn, pid
         return conn
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is closed",
+                hint="open a new PostgresStore",
+            )
+
+    def _discard(self) -> None:
+        """Forget this thread's connection after a failure (the next operation reconnects)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._lock:
+                self._connections = [(p, c) for p, c in self._connections if c is not conn]
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _lost(self, exc: BaseException, during: str, hint: str = "") -> PollardError:
+        """The pollard error for a failed connection (the driver's message, never the DSN)."""
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return PollardError(
+            f"lost the connection to the PostgreSQL store {self._store_id!r} during {during}: "
+            f"{detail}",
+            hint=hint
+            or "the server restarted or the network dropped; nothing is held by this operation. "
+            "The next store operation reconnects, so retrying the step is safe",
+        )
+
+    @contextmanager
+    def _guard(self, during: str) -> Iterator[None]:
+        """Turn a lost connection into a `PollardError` and drop the broken connection."""
+        try:
+            yield
+        except self._psycopg.OperationalError as exc:
+            self._discard()
+            raise self._lost(exc, during) from None
+
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
-        conn = self._connection()
-        with conn.transaction(), conn.cursor() as cur:
-            yield cur
+        if self.read_only:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is open read-only",
+                hint="open it without read_only=True to record",
+            )
+        with self._guard("a write"):
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                yield cur
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        with self._guard("a read"):
+            conn = self._connection()
+            with conn.cursor() as cur:
+                yield cur
 
     def _server_clock(self) -> float:
         # Runs on the calling thread's connection, so inside a transaction it sees that clock.
-        row = self._connection().execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        with self._guard("a clock read"):
+            row = (
+                self._connection()
+                .execute("SELECT extract(epoch FROM clock_timestamp())")
+                .fetchone()
+            )
         return float(row[0])
+
+    def _lock_keys(self, keys: Iterable[str]) -> list[int]:
+        return sorted({_lock_key("pollard", "ledger", self._store_id, k) for k in keys})
 
     def _lock_ledger(self, cursor: Any, keys: Sequence[str]) -> None:
         # One transaction-scoped advisory lock per (store, scope), taken in a global order.
-        for key in sorted({_lock_key("pollard", "ledger", self._store_id, k) for k in keys}):
+        for key in self._lock_keys(keys):
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    @contextmanager
+    def _pipeline(self, during: str) -> Iterator[Any]:
+        """One explicit transaction sent as a psycopg pipeline (statements queue, one sync).
+
+        The caller queues statements ending with ``COMMIT``; on any failure the transaction is
+        rolled back (or the broken connection dropped).
+        """
+        if self.read_only:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is open read-only",
+                hint="open it without read_only=True to record",
+            )
+        conn = self._connection()
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                yield conn
+        except self._psycopg.OperationalError:
+            self._discard()
+            raise
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+            raise
+
+    # -- one-round-trip ledger operations ------------------------------------------------------
+
+    def _prepare_statements(self) -> None:
+        t = self._t
+        lit = f"'{self._store_id}'"
+        now = "%s::float8" if self._fixed_clock is not None else _SERVER_NOW
+        self._now_param = self._fixed_clock is not None
+        cols = "id, parent, kind, attempt, payload, result, result_digest, meta, interned"
+        self._pg = {
+            "sweep": f"DELETE FROM {t['reservations']} WHERE store_id = {lit} AND expires <= {now}",
+            "trim": f"DELETE FROM {t['window_events']} e USING unnest(%s::text[], %s::text[], "
+            f"%s::float8[]) AS x(k, m, s) WHERE e.store_id = {lit} AND e.wkey = x.k AND "
+            f"e.meter = x.m AND e.at <= {now} - x.s",
+            # Everything the admission rule reads, in one statement (one snapshot).
+            "state": f"WITH n AS (SELECT {now} AS now) "
+            "SELECT 'now', (SELECT now FROM n)::text, NULL, NULL "
+            f"UNION ALL SELECT 'r', claims, NULL, NULL FROM {t['reservations']} "
+            f"WHERE store_id = {lit} AND expires > (SELECT now FROM n) "
+            f"UNION ALL SELECT 't', scope, meter, total FROM {t['ledger']} "
+            f"WHERE store_id = {lit} AND scope = ANY(%s::text[]) "
+            "UNION ALL SELECT 'w', x.i::text, NULL, sum(e.amount::numeric)::text "
+            "FROM unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS x(k, m, s, i) "
+            f"JOIN {t['window_events']} e ON e.store_id = {lit} AND e.wkey = x.k AND "
+            "e.meter = x.m AND e.at > (SELECT now FROM n) - x.s GROUP BY x.i",
+            "hold": f"INSERT INTO {t['reservations']} (store_id, id, expires, claims) "
+            f"VALUES ({lit}, %s, %s, %s)",
+            # The node, its charges on every scope, its window events and the reservation's
+            # release, in one statement: nothing but the node check is written for a known id.
+            "commit": "WITH par AS (SELECT %s::bytea IS NULL OR EXISTS (SELECT 1 FROM "
+            f"{t['nodes']} WHERE store_id = {lit} AND id = %s::bytea) AS ok), "
+            f"ins AS (INSERT INTO {t['nodes']} (store_id, {cols}) SELECT {lit}, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s WHERE (SELECT ok FROM par) ON CONFLICT DO NOTHING RETURNING 1), "
+            f"led AS (INSERT INTO {t['ledger']} AS l (store_id, scope, meter, total) "
+            f"SELECT {lit}, x.s, x.m, x.a FROM unnest(%s::text[], %s::text[], %s::text[]) "
+            "AS x(s, m, a) WHERE EXISTS (SELECT 1 FROM ins) ON CONFLICT (store_id, scope, meter) "
+            "DO UPDATE SET total = (l.total::numeric + excluded.total::numeric)::text "
+            "RETURNING 1), "
+            f"win AS (INSERT INTO {t['window_events']} (store_id, wkey, meter, at, amount) "
+            f"SELECT {lit}, x.k, x.m, {now}, x.a FROM unnest(%s::text[], %s::text[], "
+            "%s::text[]) AS x(k, m, a) WHERE EXISTS (SELECT 1 FROM ins) RETURNING 1), "
+            f"rel AS (DELETE FROM {t['reservations']} WHERE store_id = {lit} AND id = %s "
+            "AND EXISTS (SELECT 1 FROM ins) RETURNING 1) "
+            "SELECT (SELECT ok FROM par), (SELECT count(*) FROM ins), "
+            "(SELECT count(*) FROM led), (SELECT count(*) FROM win), (SELECT count(*) FROM rel)",
+            "held": f"SELECT 1 FROM {t['reservations']} WHERE store_id = {lit} AND id = %s",
+        }
+
+    def _now(self) -> tuple[Any, ...]:
+        return (self._clock(),) if self._now_param else ()
+
+    def reserve(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim] = (),
+        *,
+        lease_seconds: float,
+        hold: bool = True,
+    ) -> Admission:
+        """Atomically check claims and hold their positive amounts (see `pollard.Store`).
+
+        Two round trips: one pipeline takes the scopes' advisory locks and reads every figure the
+        admission rule needs; the rule runs here (the same `admit` as every store), and a second
+        pipeline writes the hold and commits.
+        """
+        if not claims and not windows:
+            return Admission(None, None)
+        rid = uuid.uuid4().hex
+        try:
+            return self._reserve(claims, windows, lease_seconds, hold, rid)
+        except self._psycopg.OperationalError as exc:
+            # The hold may have been committed just before the connection went: release it by
+            # its id on a fresh connection when the server answers again.
+            with contextlib.suppress(Exception):
+                self.release(rid)
+            raise self._lost(exc, "a reservation") from None
+
+    def _reserve(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        hold: bool,
+        rid: str,
+    ) -> Admission:
+        scopes = sorted({c.scope for c in claims})
+        wk = [w.key for w in windows]
+        wm = [w.meter for w in windows]
+        ws = [float(w.window_seconds) for w in windows]
+        now = self._now()
+        with self._pipeline("a reservation") as conn:
+            for key in self._lock_keys([*scopes, *wk]):
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            conn.execute(self._pg["sweep"], now)
+            if windows:
+                conn.execute(self._pg["trim"], (wk, wm, ws, *now))
+            state = conn.execute(self._pg["state"], (*now, scopes, wk, wm, ws)).fetchall()
+            at = 0.0
+            reservations = []
+            totals: dict[tuple[str, str], Decimal] = {}
+            in_window: dict[int, Decimal] = {}
+            for tag, a, b, c in state:
+                if tag == "now":
+                    at = float(a)
+                elif tag == "r":
+                    reservations.append(load_held(a))
+                elif tag == "t":
+                    totals[a, b] = Decimal(c)
+                else:
+                    in_window[int(a) - 1] = Decimal(c)
+            index = {id(w): i for i, w in enumerate(windows)}
+            short = admit(
+                claims,
+                windows,
+                settled=lambda cl: totals.get((cl.scope, cl.meter), ZERO),
+                window_settled=lambda w: in_window.get(index[id(w)], ZERO),
+                active=active_totals(reservations),
+            )
+            held = held_amounts(claims, windows) if short is None and hold else []
+            if held:
+                conn.execute(self._pg["hold"], (rid, at + lease_seconds, dump_held(held)))
+            conn.execute("COMMIT")
+        if short is not None:
+            return Admission(None, short)
+        return Admission(rid if held else None, None)
+
+    def commit(
+        self,
+        node: Node,
+        *,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent] = (),
+        reservation_id: str | None = None,
+    ) -> bool:
+        """Insert a node and settle its charges in one round trip; False if the id exists.
+
+        When the connection is lost, the store reconnects once: a commit that landed (the node
+        is stored and its reservation gone) returns True, one that did not is sent again, so
+        a dispatch is charged exactly once. If the server does not answer, `PollardError`
+        says so and the reservation stays held until its lease ends (the budget still counts
+        it).
+        """
+        check_new_node(node)
+        try:
+            return self._commit(node, scopes, charges, windows, reservation_id)
+        except self._psycopg.OperationalError as first:
+            try:
+                with self._cursor() as cur:
+                    if self._exists(cur, node.id):
+                        if reservation_id is None:
+                            return True
+                        cur.execute(self._pg["held"], (reservation_id,))
+                        if cur.fetchone() is None:
+                            return True  # landed: the commit released its reservation
+                return self._commit(node, scopes, charges, windows, reservation_id)
+            except (self._psycopg.OperationalError, PollardError):
+                raise self._lost(
+                    first,
+                    "a commit",
+                    hint="the server restarted or the network dropped and did not answer a "
+                    "reconnect: the step ran but is not recorded. Its reservation stays held "
+                    "until its lease ends, so the budget still counts it",
+                ) from None
+
+    def _commit(
+        self,
+        node: Node,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent],
+        reservation_id: str | None,
+    ) -> bool:
+        parent = None if node.parent is None else bytes.fromhex(node.parent)
+        unique = list(dict.fromkeys(scopes))
+        rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
+        events = [(e.key, e.meter, str(e.amount)) for e in windows]
+        now = self._now()
+        with self._pipeline("a commit") as conn:
+            if rows or events:
+                keys = [*unique, *(e.key for e in windows)]
+                for lock in self._lock_keys(keys):
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+            cur = conn.cursor()
+            encoded = self._encode(node, cur)
+            params = (
+                parent,
+                parent,
+                *encoded,
+                [r[0] for r in rows],
+                [r[1] for r in rows],
+                [r[2] for r in rows],
+                *now,
+                [e[0] for e in events],
+                [e[1] for e in events],
+                [e[2] for e in events],
+                reservation_id,
+            )
+            cur.execute(self._pg["commit"], params)
+            conn.execute("COMMIT")
+            row = cur.fetchone()
+        assert row is not None
+        parent_ok, inserted = row[0], row[1]
+        if not inserted and not parent_ok:
+            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+        return bool(inserted)
 
     # -- schema --------------------------------------------------------------------------------
 
     def _init_schema(self) -> None:
-        conn = self._connection()
-        names = list(self._t.values())
-        row = conn.execute(
-            "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name", (names,)
-        ).fetchone()
+        with self._guard("opening the store"):
+            conn = self._connection()
+            names = list(self._t.values())
+            row = conn.execute(
+                "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name", (names,)
+            ).fetchone()
         # An existing schema needs no DDL, so a role without CREATE privilege can open it.
         self._tables_exist = row is not None and row[0] == len(names)
+        if self.read_only:
+            self._check_readable()
+            return
         super()._init_schema()
+
+    def _check_readable(self) -> None:
+        """A read-only open never creates anything: the tables and the store id must exist."""
+        if not self._tables_exist:
+            raise PollardError(
+                "no pollard store in this PostgreSQL database (its pollard_* tables do not exist)",
+                hint="check the database name in the DSN (a DSN without one means libpq's "
+                "default database); reading never creates a store",
+            )
+        with self._cursor() as cur:
+            cur.execute(self._sql["kv_get"], ("schema_version",))
+            if cur.fetchone() is not None:
+                return
+            cur.execute(f"SELECT DISTINCT store_id FROM {self._t['kv']} ORDER BY store_id LIMIT 11")
+            known = [r[0] for r in cur.fetchall()]
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        raise PollardError(
+            f"no store {self._store_id!r} in this PostgreSQL database",
+            hint=f"the store ids here are: {listed}"
+            if known
+            else "this database has no pollard stores yet; reading never creates one",
+        )
 
     def _schema(self) -> list[str]:
         return [] if self._tables_exist else super()._schema()
