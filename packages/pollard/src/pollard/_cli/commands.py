@@ -208,7 +208,6 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
                 "spent": decimal_map_json(spent),
                 "avoided": decimal_map_json(avoided),
                 "ledger": decimal_map_json(ledger),
-                # Numbers above are for reading and summing; these exact texts are for audits.
             }
         )
     else:
