@@ -19,7 +19,7 @@ from pollard._edge._gc import gc
 from pollard._edge._merge import merge
 from pollard._edge._seal import seal, verify
 from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
-from pollard._edge._view import add_into, build_view, decimal_map_json
+from pollard._edge._view import add_into, build_view, decimal_map_exact, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 
@@ -208,6 +208,12 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
                 "spent": decimal_map_json(spent),
                 "avoided": decimal_map_json(avoided),
                 "ledger": decimal_map_json(ledger),
+                # Numbers above are for reading and summing; these exact texts are for audits.
+                "exact": {
+                    "spent": decimal_map_exact(spent),
+                    "avoided": decimal_map_exact(avoided),
+                    "ledger": decimal_map_exact(ledger),
+                },
             }
         )
     else:

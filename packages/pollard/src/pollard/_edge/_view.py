@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
+from pollard._core._amounts import plain, read_charges
 from pollard.redaction import contains_redaction, is_redacted
 
 LABEL_MAX = 60
@@ -171,8 +172,16 @@ def format_decimal(value: Decimal) -> str:
     return text
 
 
-def decimal_map_json(values: Mapping[str, Decimal]) -> dict[str, str]:
-    """Decimals as exact strings for JSON output (money is never a float)."""
+def decimal_map_json(values: Mapping[str, Decimal]) -> dict[str, int | float]:
+    """Amounts as plain JSON numbers (an int when integral, else a float), keys in order.
+
+    The exact form for audits is `decimal_map_exact` (the CLI prints it under ``"exact"``).
+    """
+    return {key: plain(value) for key, value in values.items()}
+
+
+def decimal_map_exact(values: Mapping[str, Decimal]) -> dict[str, str]:
+    """Amounts as exact decimal strings (the audit form of `decimal_map_json`)."""
     return {key: format_decimal(value) for key, value in values.items()}
 
 
@@ -272,8 +281,8 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
         attempt=node.attempt,
         depth=depth,
         label=node_label(kind, node.payload),
-        charges=decimal_map(meta.get("charges")),
-        avoided=decimal_map(meta.get("avoided")),
+        charges=dict(sorted(read_charges(meta).items())),
+        avoided=dict(sorted(read_charges(meta, "avoided").items())),
         refusal=_refusal(kind, node.payload),
         pruned=meta.get("pruned") is True,
         redacted=contains_redaction(node.payload),

@@ -253,9 +253,18 @@ def _warn_undo(exc: BaseException | None) -> None:
     )
 
 
-def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Step:
-    """Yield one store operation and return its value (``yield Io(...)`` does the same)."""
-    return (yield Io(fn, args, kwargs or None))
+def io(
+    fn: Callable[..., Any],
+    *args: Any,
+    undo: Callable[[Any], Any] | None = None,
+    **kwargs: Any,
+) -> Io:
+    """Build the effect of one store operation, to be yielded (the step machine's one idiom).
+
+    For example ``found = yield io(store.find, node_id)``. ``undo`` (see
+    `Io`) is the cleanup for a value a cancelled step will never see.
+    """
+    return Io(fn, args, kwargs or None, undo)
 
 
 def drive_sync(gen: Step) -> Any:
