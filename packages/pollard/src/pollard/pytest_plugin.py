@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 if TYPE_CHECKING:
-    from pollard import Run
+    from pollard._runtime._sync import Run
 
 MODES = ("record", "hybrid", "replay")
 DEFAULT_RECORDINGS_DIR = "tests/pollard_recordings"
@@ -134,7 +134,10 @@ def pollard_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     module under the recordings directory. Replay opens the file read-only and never creates
     it: a call that was not recorded fails the test with the ``MissingRecording`` message.
     """
-    from pollard import MemoryStore, MissingRecording, Runtime, SQLiteStore
+    from pollard._runtime._sync import Runtime
+    from pollard.errors import MissingRecording
+    from pollard.stores.memory import MemoryStore
+    from pollard.stores.sqlite import SQLiteStore
 
     mode = pollard_mode(request.config)
     path = recording_path(request.config, Path(str(request.node.path)))

@@ -53,12 +53,15 @@ def charges_meta(
     exact: dict[str, str] = {}
     for name in sorted(amounts):
         amount = amounts[name]
-        if amount == amount.to_integral_value():
-            numbers[name] = int(amount)
+        whole = int(amount)
+        if whole == amount:
+            numbers[name] = whole
             continue
         number = float(amount)
         numbers[name] = number
-        if Decimal(repr(number)) != amount:
+        # A decimal of at most 15 significant digits survives the float round trip (a double
+        # carries 15.9); only longer ones need the (slower) check and perhaps the exact text.
+        if len(amount.as_tuple().digits) > 15 and Decimal(repr(number)) != amount:
             exact[name] = decimal_text(amount)
     if exact or patch:
         return {key: numbers, key + "_exact": exact or None}

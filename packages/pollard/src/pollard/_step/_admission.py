@@ -71,7 +71,7 @@ def precheck(state: RunState, node: Node) -> Step:
 def check_depth(state: RunState, node: Node) -> Step:
     """Refuse (record and raise) when one more level would pass a scope's depth limit."""
     for scope in state.scopes:
-        limit = scope.limits.get("depth")
+        limit = scope.depth
         if limit is not None and state.depth + 1 > limit:
             short = Shortfall(
                 "budget",
@@ -98,9 +98,7 @@ def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], l
     claims = [
         BudgetClaim(scope.id, name, limit, *estimates.get(name, none))
         for scope in state.scopes
-        if scope.limits
-        for name, limit in sorted(scope.limits.items())
-        if name != "depth"
+        for name, limit in scope.metered
     ]
     windows = [
         WindowClaim(

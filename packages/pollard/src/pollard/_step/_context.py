@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +23,23 @@ __all__ = ["RuntimeCore", "Scope"]
 
 @dataclass(slots=True)
 class Scope:
-    """A budget scope: the node it is anchored at and its limits."""
+    """A budget scope: the node it is anchored at and its limits (treat as immutable).
+
+    Attributes:
+        id: The anchor node id (the run root or a branch anchor).
+        limits: The limits by meter, including ``depth``.
+        metered: The ledger-checked limits (all but ``depth``), sorted by meter.
+        depth: The depth limit, or None.
+    """
 
     id: str
     limits: dict[str, Decimal]
+    metered: tuple[tuple[str, Decimal], ...] = field(init=False)
+    depth: Decimal | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metered = tuple(sorted(i for i in self.limits.items() if i[0] != "depth"))
+        self.depth = self.limits.get("depth")
 
 
 class RuntimeCore:
@@ -63,8 +76,9 @@ class RuntimeCore:
         self.lease_seconds = lease_seconds
         self.verified: set[str] = set()
         self.keeper = LeaseKeeper(store, lease_seconds)
-        self._reserving = threading.Condition()
+        self._reserving = threading.Condition(threading.Lock())
         self._closing = False  # set by close(release=True): reserves are refused
+        self._draining = False  # set by close(): finishing reserves wake it
         self._in_flight = 0  # reserve calls running (close waits for them)
 
     def reserve(self, claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim]) -> Admission:
@@ -88,7 +102,8 @@ class RuntimeCore:
         finally:
             with self._reserving:
                 self._in_flight -= 1
-                self._reserving.notify_all()
+                if self._draining:
+                    self._reserving.notify_all()
 
     def release_admission(self, admission: Admission) -> None:
         """Release the reservation of an admission nobody will use (a cancelled step)."""
@@ -107,6 +122,7 @@ class RuntimeCore:
             # A reserve queued for a worker thread but not yet started must not slip in
             # between the drain below and the store's close: refuse it.
             self._closing = release
+            self._draining = True
             self._reserving.wait_for(lambda: self._in_flight == 0, timeout=60)
             held = self.keeper.drain()
         self.keeper.close()

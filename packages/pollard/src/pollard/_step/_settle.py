@@ -210,7 +210,9 @@ def charges(
             amount = estimates.get(meter.name, (None, False))[0]
         if amount is None:
             try:
-                amount = to_decimal(meter.charge(kind, payload, result, meta))
+                raw = meter.charge(kind, payload, result, meta)
+                # ints (most charges) skip the general conversion
+                amount = Decimal(raw) if type(raw) is int else to_decimal(raw)
             except Exception:
                 if estimates is None:
                     raise

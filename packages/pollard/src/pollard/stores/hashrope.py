@@ -172,9 +172,13 @@ class HashRopeStore(MemoryStore):
         """
         data = self.to_bytes()
         other = HashRopeStore(data, store_id=self.store_id)
-        if sorted(other._rows) != sorted(self._rows):
+        if other._node_ids() != self._node_ids():
             raise IntegrityError("the hashrope log does not rebuild the live nodes")
         return sum(1 for line in data.splitlines() if line.strip())
+
+    def _node_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._rows)
 
     # -- writes (logged) -----------------------------------------------------------------------
 
