@@ -429,6 +429,21 @@ class PostgresStore(SqlStore):
             return Admission(None, short)
         return Admission(rid if held else None, None)
 
+    def put(self, node: Node) -> bool:
+        """Store a node; True when it was new (see `pollard.Store.put`).
+
+        A new node is one round trip (the commit statement without charges); a node that is
+        already stored takes the shared path that compares identities and records a differing
+        result.
+        """
+        check_new_node(node)
+        try:
+            if self._commit(node, (), {}, (), None):
+                return True
+        except self._psycopg.OperationalError as exc:
+            raise self._lost(exc, "a write") from None
+        return super().put(node)
+
     def commit(
         self,
         node: Node,
