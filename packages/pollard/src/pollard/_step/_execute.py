@@ -43,14 +43,20 @@ def execute(
             with contextlib.ExitStack() as stack:
                 readers = [stack.enter_context(m.measure()) for m in rt.measurers]
                 raw = yield Invoke(fn, arg)
-                result = yield from _collect(kind, raw, on_delta, keep_chunks)
+                if type(raw) is dict:  # the common result: no stream to merge
+                    result = dict(raw)
+                else:
+                    result = yield from _collect(kind, raw, on_delta, keep_chunks)
                 duration = time.perf_counter() - started
             for reader in readers:
                 if isinstance(reader, Readings):
                     meta.update(reader.readings())
         else:
             raw = yield Invoke(fn, arg)
-            result = yield from _collect(kind, raw, on_delta, keep_chunks)
+            if type(raw) is dict:  # the common result: no stream to merge
+                result = dict(raw)
+            else:
+                result = yield from _collect(kind, raw, on_delta, keep_chunks)
             duration = time.perf_counter() - started
         meta["duration_s"] = round(duration, 6)
         usage = result.get("usage")
