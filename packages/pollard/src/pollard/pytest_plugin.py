@@ -22,6 +22,16 @@ import pytest
 if TYPE_CHECKING:
     from pollard._runtime._sync import Run
 
+__all__ = [
+    "MODES",
+    "pollard_mode",
+    "pollard_run",
+    "pytest_addoption",
+    "pytest_report_header",
+    "pytest_runtest_call",
+    "recording_path",
+]
+
 MODES = ("record", "hybrid", "replay")
 DEFAULT_RECORDINGS_DIR = "tests/pollard_recordings"
 _FALSY = {"", "0", "false", "no", "off"}

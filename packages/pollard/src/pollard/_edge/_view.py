@@ -16,6 +16,23 @@ from typing import Any, Protocol
 from pollard._core._amounts import plain, read_charges
 from pollard.redaction import contains_redaction, is_redacted
 
+__all__ = [
+    "LABEL_MAX",
+    "NodeLike",
+    "ViewNode",
+    "add_into",
+    "build_view",
+    "decimal_map",
+    "decimal_map_exact",
+    "decimal_map_json",
+    "format_decimal",
+    "kind_name",
+    "node_label",
+    "parse_timestamp",
+    "to_decimal",
+    "view_node",
+]
+
 LABEL_MAX = 60
 _NOTE_LABEL_KEYS = ("label", "checkpoint", "status")
 _REFUSAL_KEYS = (
