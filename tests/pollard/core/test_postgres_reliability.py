@@ -143,7 +143,7 @@ def _count_batches(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> lis
     return calls
 
 
-def test_a_budgeted_step_costs_three_round_trips(
+def test_a_budgeted_step_costs_two_round_trips(
     pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
@@ -152,7 +152,7 @@ def test_a_budgeted_step_costs_three_round_trips(
         calls = _count_batches(store, monkeypatch)
         for i in range(10):
             run.model_call({"q": i}, fn=_answer)
-        assert len(calls) == 30, calls  # reserve: read + hold; commit: one batch
+        assert len(calls) == 20, calls  # reserve: one batch; commit: one batch
         assert store.totals(run.root_id)["steps"] == 11
 
 
@@ -197,3 +197,58 @@ def test_exact_budget_holds_under_threads_with_kills(pg_dsn: str, store_id: str)
     claim = BudgetClaim(root, "steps", Decimal(12), Decimal(1))
     with PostgresStore(pg_dsn, store_id=store_id) as check:
         assert check.reserve([claim], lease_seconds=5).shortfall is not None
+
+
+def test_the_server_side_rule_agrees_with_admit(pg_dsn: str, store_id: str) -> None:
+    """Random reserve/settle/release sequences: PostgreSQL admits exactly what MemoryStore does."""
+    import random
+
+    from pollard import MemoryStore, Node
+    from pollard._core._ledger import WindowClaim, WindowEvent
+
+    from .conftest import FakeClock
+
+    rng = random.Random(13)
+    clock = FakeClock()
+    memory = MemoryStore(clock=clock)
+    with PostgresStore(pg_dsn, store_id=store_id, clock=clock) as pg:
+        root = Node.create("root", None, {"run": "agree"})
+        for store in (memory, pg):
+            store.put(root)
+        held: list[tuple[str | None, str | None]] = []
+        parent = root.id
+        for i in range(120):
+            limit = Decimal(rng.choice([3, 5, 8]))
+            amount = rng.choice([None, Decimal(0), Decimal(1), Decimal(2), Decimal("0.5")])
+            claims = [BudgetClaim(root.id, "steps", limit, amount)]
+            windows = []
+            if rng.random() < 0.3:
+                windows = [WindowClaim("k", "requests", Decimal(4), 30, rng.choice([None, 1]))]
+            a = memory.reserve(claims, windows, lease_seconds=20)
+            b = pg.reserve(claims, windows, lease_seconds=20)
+            assert a.ok == b.ok, (i, a, b)
+            if a.shortfall is not None and b.shortfall is not None:
+                assert (a.shortfall.reason, a.shortfall.remaining, a.shortfall.spent) == (
+                    b.shortfall.reason,
+                    b.shortfall.remaining,
+                    b.shortfall.spent,
+                )
+            held.append((a.reservation_id, b.reservation_id))
+            action = rng.random()
+            if action < 0.4 and held:
+                ra, rb = held.pop(rng.randrange(len(held)))
+                node = Node.create("model_call", parent, {"i": i}, result={})
+                charge = {"steps": Decimal(rng.choice([0, 1, 1, 2]))}
+                events = [WindowEvent("k", "requests", Decimal(1))]
+                memory.commit(
+                    node, scopes=[root.id], charges=charge, windows=events, reservation_id=ra
+                )
+                pg.commit(node, scopes=[root.id], charges=charge, windows=events, reservation_id=rb)
+                parent = node.id
+            elif action < 0.6 and held:
+                ra, rb = held.pop(rng.randrange(len(held)))
+                for store, rid in ((memory, ra), (pg, rb)):
+                    if rid is not None:
+                        store.release(rid)
+            clock.advance(rng.choice([0, 1, 5]))
+        assert memory.totals(root.id) == pg.totals(root.id)

@@ -22,6 +22,7 @@ from pollard._core._ledger import (
     ZERO,
     Admission,
     BudgetClaim,
+    Shortfall,
     WindowClaim,
     WindowEvent,
     active_totals,
@@ -47,6 +48,7 @@ def _lock_key(*parts: str) -> int:
 _SCHEMA_LOCK = _lock_key("pollard", "schema")
 _SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_ADMIT_TRIES = 10
 
 
 def _psycopg() -> Any:
@@ -314,8 +316,32 @@ class PostgresStore(SqlStore):
             "FROM unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS x(k, m, s, i) "
             f"JOIN {t['window_events']} e ON e.store_id = {lit} AND e.wkey = x.k AND "
             "e.meter = x.m AND e.at > (SELECT now FROM n) - x.s GROUP BY x.i",
-            "hold": f"INSERT INTO {t['reservations']} (store_id, id, expires, claims) "
-            f"VALUES ({lit}, %s, %s, %s)",
+            # The hold, written only when every claim fits: the rule of `judge` (refuse when
+            # ``settled >= limit`` or when a positive request exceeds ``limit - settled -
+            # active``), evaluated on the server so admission costs one round trip. `admit`
+            # still explains a refusal from the figures of "state".
+            "hold": f"WITH n AS (SELECT {now} AS now), "
+            "held AS (SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS meter, "
+            f"(x->>3)::numeric AS amount FROM {t['reservations']} r CROSS JOIN LATERAL "
+            f"jsonb_array_elements(r.claims::jsonb) AS x WHERE r.store_id = {lit} AND "
+            "r.expires > (SELECT now FROM n)), "
+            "c AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::numeric[]) "
+            "AS c(scope, meter, lim, req)), "
+            "w AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::float8[], "
+            "%s::numeric[]) AS w(k, m, lim, secs, req)), "
+            "figures AS (SELECT c.lim, c.req, coalesce((SELECT l.total::numeric FROM "
+            f"{t['ledger']} l WHERE l.store_id = {lit} AND l.scope = c.scope AND "
+            "l.meter = c.meter), 0) AS settled, coalesce((SELECT sum(h.amount) FROM held h "
+            "WHERE h.kind = 'b' AND h.key = c.scope AND h.meter = c.meter), 0) AS active FROM c "
+            "UNION ALL SELECT w.lim, w.req, coalesce((SELECT sum(e.amount::numeric) FROM "
+            f"{t['window_events']} e WHERE e.store_id = {lit} AND e.wkey = w.k AND "
+            "e.meter = w.m AND e.at > (SELECT now FROM n) - w.secs), 0), coalesce((SELECT "
+            "sum(h.amount) FROM held h WHERE h.kind = 'w' AND h.key = w.k AND h.meter = w.m), 0) "
+            "FROM w) "
+            f"INSERT INTO {t['reservations']} (store_id, id, expires, claims) "
+            f"SELECT {lit}, %s, (SELECT now FROM n) + %s, %s WHERE NOT EXISTS (SELECT 1 FROM "
+            "figures f WHERE NOT (f.settled < f.lim AND (f.req = 0 OR "
+            "f.req <= f.lim - f.settled - f.active))) RETURNING 1",
             # The node, its charges on every scope, its window events and the reservation's
             # release, in one statement: nothing but the node check is written for a known id.
             "commit": "WITH par AS (SELECT %s::bytea IS NULL OR EXISTS (SELECT 1 FROM "
@@ -350,9 +376,9 @@ class PostgresStore(SqlStore):
     ) -> Admission:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`).
 
-        Two round trips: one pipeline takes the scopes' advisory locks and reads every figure the
-        admission rule needs; the rule runs here (the same `admit` as every store), and a second
-        pipeline writes the hold and commits.
+        One round trip: under the scopes' advisory locks the server writes the hold when every
+        claim fits (the rule of `judge`) and returns the figures; a refusal is explained by
+        `admit` over those figures, as on every store.
         """
         if not claims and not windows:
             return Admission(None, None)
@@ -374,6 +400,30 @@ class PostgresStore(SqlStore):
         hold: bool,
         rid: str,
     ) -> Admission:
+        held = held_amounts(claims, windows) if hold else []
+        for _ in range(_ADMIT_TRIES):
+            inserted, state = self._admit_batch(claims, windows, lease_seconds, held, rid)
+            if inserted:
+                return Admission(rid, None)
+            short = self._explain(claims, windows, state)
+            if short is not None or not held:
+                return Admission(None, short)
+            # The server refused, but the figures read a moment later fit (a settlement landed
+            # in between): ask again.
+        raise PollardError(
+            f"the PostgreSQL store {self._store_id!r} could not settle a reservation",
+            hint="the ledger changed under every attempt; retry the step",
+        )
+
+    def _admit_batch(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> tuple[bool, list[Any]]:
+        """One round trip: lock the scopes, sweep, write the hold if everything fits, read."""
         scopes = sorted({c.scope for c in claims})
         wk = [w.key for w in windows]
         wm = [w.meter for w in windows]
@@ -390,44 +440,56 @@ class PostgresStore(SqlStore):
         queue.execute(self._pg["sweep"], now)
         if windows:
             queue.execute(self._pg["trim"], (wk, wm, ws, *now))
-        queue.execute(self._pg["state"], (*now, scopes, wk, wm, ws))
-        state = self._batch(queue)[-1] or []
-        # The transaction is open and the scopes are locked until the second batch commits.
-        try:
-            at = 0.0
-            reservations = []
-            totals: dict[tuple[str, str], Decimal] = {}
-            in_window: dict[int, Decimal] = {}
-            for tag, a, b, c in state:
-                if tag == "now":
-                    at = float(a)
-                elif tag == "r":
-                    reservations.append(load_held(a))
-                elif tag == "t":
-                    totals[a, b] = Decimal(c)
-                else:
-                    in_window[int(a) - 1] = Decimal(c)
-            index = {id(w): i for i, w in enumerate(windows)}
-            short = admit(
-                claims,
-                windows,
-                settled=lambda cl: totals.get((cl.scope, cl.meter), ZERO),
-                window_settled=lambda w: in_window.get(index[id(w)], ZERO),
-                active=active_totals(reservations),
-            )
-            held = held_amounts(claims, windows) if short is None and hold else []
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self._connection().execute("ROLLBACK")
-            raise
-        done = _Queue()
         if held:
-            done.execute(self._pg["hold"], (rid, at + lease_seconds, dump_held(held)))
-        done.execute("COMMIT")
-        self._batch(done)
-        if short is not None:
-            return Admission(None, short)
-        return Admission(rid if held else None, None)
+
+            def req(amount: Decimal | None) -> Decimal:
+                return amount if amount is not None and amount > 0 else ZERO
+
+            queue.execute(
+                self._pg["hold"],
+                (
+                    *now,
+                    [c.scope for c in claims],
+                    [c.meter for c in claims],
+                    [c.limit for c in claims],
+                    [req(c.amount) for c in claims],
+                    wk,
+                    wm,
+                    [w.limit for w in windows],
+                    ws,
+                    [req(w.amount) for w in windows],
+                    rid,
+                    lease_seconds,
+                    dump_held(held),
+                ),
+            )
+        queue.execute(self._pg["state"], (*now, scopes, wk, wm, ws))
+        queue.execute("COMMIT")
+        results = self._batch(queue)
+        return bool(held and results[-3]), results[-2] or []
+
+    def _explain(
+        self, claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim], state: list[Any]
+    ) -> Shortfall | None:
+        """The admission rule (`admit`, as on every store) over the figures of "state"."""
+        reservations = []
+        totals: dict[tuple[str, str], Decimal] = {}
+        in_window: dict[int, Decimal] = {}
+        for tag, a, b, c in state:
+            if tag == "r":
+                reservations.append(load_held(a))
+            elif tag == "t":
+                totals[a, b] = Decimal(c)
+            elif tag == "w":
+                in_window[int(a) - 1] = Decimal(c)
+        index = {id(w): i for i, w in enumerate(windows)}
+        return admit(
+            claims,
+            windows,
+            settled=lambda cl: totals.get((cl.scope, cl.meter), ZERO),
+            window_settled=lambda w: in_window.get(index[id(w)], ZERO),
+            active=active_totals(reservations),
+        )
 
     def put(self, node: Node) -> bool:
         """Store a node; True when it was new (see `pollard.Store.put`).
