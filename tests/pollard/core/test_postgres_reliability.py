@@ -252,3 +252,15 @@ def test_the_server_side_rule_agrees_with_admit(pg_dsn: str, store_id: str) -> N
                         store.release(rid)
             clock.advance(rng.choice([0, 1, 5]))
         assert memory.totals(root.id) == pg.totals(root.id)
+
+
+def test_steps_survive_prepared_statements_dropped_behind_the_store(
+    pg_dsn: str, store_id: str
+) -> None:
+    """As behind a pooling proxy that hands the store another server session."""
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("pooled", budget=Budget(steps=5))
+        run.model_call({"q": 0}, fn=_answer)
+        store._local.conn.execute("DEALLOCATE ALL")
+        run.model_call({"q": 1}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 2

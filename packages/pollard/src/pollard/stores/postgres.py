@@ -58,6 +58,14 @@ def _psycopg() -> Any:
         raise ImportError(_INSTALL) from exc
 
 
+def _numbered(sql: str) -> str:
+    """``%s`` placeholders as ``$1, $2, ...`` (the statements hold no other ``%``)."""
+    parts = sql.split("%s")
+    return "".join(
+        part + (f"${i}" if i < len(parts) else "") for i, part in enumerate(parts, start=1)
+    )
+
+
 class _Queue:
     """Statements collected for one `PostgresStore._batch` (a cursor stand-in for writers)."""
 
@@ -259,6 +267,35 @@ class PostgresStore(SqlStore):
         for key in self._lock_keys(keys):
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
+    def _batch_text(self, conn: Any, cur: Any, queue: _Queue) -> str:
+        """The batch as one string; the ledger statements run as server-side prepared ones.
+
+        A prepared statement is parsed and planned once per connection instead of once per
+        step. Its ``PREPARE`` leads the first batch that uses it (no extra round trip).
+        """
+        prepared: set[str] | None = getattr(self._local, "prepared", None)
+        if prepared is None or getattr(self._local, "prepared_for", None) is not conn:
+            prepared = set()
+            if getattr(self._local, "prepared_for", None) is conn:  # after a failed batch
+                rows = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+                prepared = {row[0] for row in rows}
+            self._local.prepared, self._local.prepared_for = prepared, conn
+        head: list[str] = []
+        body: list[str] = []
+        for sql, params in queue.items:
+            name = self._prepared_names.get(sql)
+            if name is None:
+                body.append(cur.mogrify(sql, params))
+                continue
+            if name not in prepared:
+                head.append(f"PREPARE {name} AS {_numbered(sql)}")
+                prepared.add(name)
+            marks = ", ".join(["%s"] * len(params))
+            body.append(
+                cur.mogrify(f"EXECUTE {name}({marks})" if params else f"EXECUTE {name}", params)
+            )
+        return "; ".join(head + body)
+
     def _batch(self, queue: _Queue) -> list[list[Any] | None]:
         """Send queued statements as one simple query (one round trip); rows per statement.
 
@@ -273,8 +310,17 @@ class PostgresStore(SqlStore):
             )
         conn = self._connection()
         cur = self._psycopg.ClientCursor(conn)
+        errors = self._psycopg.errors
         try:
-            cur.execute("; ".join(cur.mogrify(sql, params) for sql, params in queue.items))
+            try:
+                cur.execute(self._batch_text(conn, cur, queue))
+            except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement):
+                # The session lost (or already holds) a prepared statement, as behind a pooling
+                # proxy: the batch was rolled back whole, so it is sent again after a resync.
+                if conn.info.transaction_status != _IDLE:
+                    conn.execute("ROLLBACK")
+                self._local.prepared = None
+                cur.execute(self._batch_text(conn, cur, queue))
             results: list[list[Any] | None] = []
             while True:
                 results.append(cur.fetchall() if cur.description is not None else None)
@@ -284,6 +330,7 @@ class PostgresStore(SqlStore):
             self._discard()
             raise
         except BaseException:
+            self._local.prepared = None  # which PREPAREs ran is unknown: read them next time
             if not conn.closed and conn.info.transaction_status != _IDLE:
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
@@ -346,8 +393,9 @@ class PostgresStore(SqlStore):
             # release, in one statement: nothing but the node check is written for a known id.
             "commit": "WITH par AS (SELECT %s::bytea IS NULL OR EXISTS (SELECT 1 FROM "
             f"{t['nodes']} WHERE store_id = {lit} AND id = %s::bytea) AS ok), "
-            f"ins AS (INSERT INTO {t['nodes']} (store_id, {cols}) SELECT {lit}, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s WHERE (SELECT ok FROM par) ON CONFLICT DO NOTHING RETURNING 1), "
+            f"ins AS (INSERT INTO {t['nodes']} (store_id, {cols}) SELECT {lit}, %s::bytea, "
+            "%s::bytea, %s::int, %s::int, %s::text, %s::text, %s::bytea, %s::text, %s::int "
+            "WHERE (SELECT ok FROM par) ON CONFLICT DO NOTHING RETURNING 1), "
             f"led AS (INSERT INTO {t['ledger']} AS l (store_id, scope, meter, total) "
             f"SELECT {lit}, x.s, x.m, x.a FROM unnest(%s::text[], %s::text[], %s::text[]) "
             "AS x(s, m, a) WHERE EXISTS (SELECT 1 FROM ins) ON CONFLICT (store_id, scope, meter) "
@@ -361,6 +409,13 @@ class PostgresStore(SqlStore):
             "SELECT (SELECT ok FROM par), (SELECT count(*) FROM ins), "
             "(SELECT count(*) FROM led), (SELECT count(*) FROM win), (SELECT count(*) FROM rel)",
             "held": f"SELECT 1 FROM {t['reservations']} WHERE store_id = {lit} AND id = %s",
+        }
+        # Prepared per connection under names unique to this store (one connection may serve
+        # several PostgresStore objects).
+        tag = hashlib.sha256(self._store_id.encode("utf-8")).hexdigest()[:12]
+        self._prepared_names = {
+            self._pg[name]: f"pollard_{name}_{'p' if self._now_param else 's'}_{tag}"
+            for name in ("sweep", "trim", "hold", "state", "commit")
         }
 
     def _now(self) -> tuple[Any, ...]:
