@@ -274,9 +274,10 @@ class PostgresStore(SqlStore):
         step. Its ``PREPARE`` leads the first batch that uses it (no extra round trip).
         """
         prepared: set[str] | None = getattr(self._local, "prepared", None)
-        if prepared is None or getattr(self._local, "prepared_for", None) is not conn:
+        same: bool = getattr(self._local, "prepared_for", None) is conn
+        if prepared is None or not same:
             prepared = set()
-            if getattr(self._local, "prepared_for", None) is conn:  # after a failed batch
+            if same:  # after a failed batch: read what the session holds
                 rows = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
                 prepared = {row[0] for row in rows}
             self._local.prepared, self._local.prepared_for = prepared, conn
