@@ -107,8 +107,8 @@ class PostgresStore(SqlStore):
         clock: A wall clock for leases and windows instead of the server's (for tests).
 
     A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
-    never the driver's error; the next operation reconnects. A budgeted step costs three round
-    trips: two for the reservation, one for the commit.
+    never the driver's error; the next operation reconnects. A budgeted step costs two round
+    trips: one for the reservation, one for the commit.
 
     Raises:
         ImportError: Naming ``pip install "pollard[pg]"`` when psycopg is missing.
