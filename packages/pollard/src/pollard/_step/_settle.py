@@ -26,7 +26,7 @@ from pollard._core._amounts import charges_meta
 from pollard._core._ledger import ZERO, WindowEvent, to_decimal, utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._step._admission import Estimates
-from pollard._step._effects import Emit, Step, io
+from pollard._step._effects import Emit, Io, Step, io
 
 if TYPE_CHECKING:
     from pollard._step._cursor import RunState
@@ -58,23 +58,34 @@ def commit_new(
     windows: Sequence[WindowEvent] = (),
     reservation: str | None = None,
 ) -> Step:
-    """Commit ``node`` at the first free attempt >= its own; return the committed node."""
-    store = state.rt.store
-    scopes = state.scope_ids()
-    while not (
-        yield io(
-            store.commit,
-            node,
-            scopes=scopes,
-            charges=charges,
-            windows=windows,
-            reservation_id=reservation,
-        )
-    ):
+    """Commit ``node`` at the first free attempt >= its own; return the committed node.
+
+    This is the one "next attempt" loop: records of dispatches (failure and repeat notes) and a
+    call whose id holds only a dry-run record take the first attempt not stored yet.
+    """
+    while not (yield _commit(state, node, charges, windows, reservation)):
         node = _next_attempt(node)
     state.add_spent(charges)
     yield from stored(state, node)
     return node
+
+
+def _commit(
+    state: RunState,
+    node: Node,
+    charges: Mapping[str, Decimal],
+    windows: Sequence[WindowEvent],
+    reservation: str | None,
+) -> Io:
+    """The effect committing ``node`` with its charges into every scope (False: id exists)."""
+    return io(
+        state.rt.store.commit,
+        node,
+        scopes=state.scope_ids(),
+        charges=charges,
+        windows=windows,
+        reservation_id=reservation,
+    )
 
 
 def settle(
@@ -87,31 +98,20 @@ def settle(
         for meter in rt.windows
         if charges.get(meter.name, ZERO) > 0
     ]
-    scopes = state.scope_ids()
-    while not (
-        yield io(
-            rt.store.commit,
-            final,
-            scopes=scopes,
-            charges=charges,
-            windows=events,
-            reservation_id=reservation,
-        )
-    ):
+    if (yield _commit(state, final, charges, events, reservation)):
+        state.add_spent(charges)
+        yield from stored(state, final)
+    else:
         existing: Node | None = yield io(rt.store.find, final.id)
-        if existing is None:
-            continue  # dropped meanwhile (an offline gc): commit again
-        if existing.result is None and final.result is not None:
-            # A recorded dry run of this call (no result) is not the call: record the real one
-            # as the next attempt rather than hide its result.
-            final = _next_attempt(final)
-            continue
-        return (yield from _repeated(state, final, existing, charges, events, reservation))
-    state.add_spent(charges)
+        if existing is not None and (existing.result is not None or final.result is None):
+            return (yield from _repeated(state, final, existing, charges, events, reservation))
+        # A recorded dry run of this call (no result) is not the call: the real one takes the
+        # next attempt rather than hide its result. An id dropped meanwhile is free again.
+        start = final if existing is None else _next_attempt(final)
+        final = yield from commit_new(state, start, charges, events, reservation)
     state.move(final)
     if rt.mode != "record":  # only served steps consult the verified-prefix cache
         rt.verified.add(final.id)
-    yield from stored(state, final)
     return final
 
 
