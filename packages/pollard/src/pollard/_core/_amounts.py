@@ -51,8 +51,7 @@ def charges_meta(
     """
     numbers: dict[str, Number] = {}
     exact: dict[str, str] = {}
-    for name in sorted(amounts):
-        amount = amounts[name]
+    for name, amount in amounts.items():
         whole = int(amount)
         if whole == amount:
             numbers[name] = whole

@@ -60,6 +60,8 @@ class RunState:
     """
 
     __slots__ = (
+        "_scope_ids",
+        "_scopes",
         "avoided",
         "branch_counts",
         "cursor_id",
@@ -68,7 +70,6 @@ class RunState:
         "owner",
         "root_id",
         "rt",
-        "scopes",
         "spent",
     )
 
@@ -105,6 +106,20 @@ class RunState:
         return self.rt.mode
 
     @property
+    def scopes(self) -> tuple[Scope, ...]:
+        """Budget scopes, outermost first (the root scope is always first)."""
+        return self._scopes
+
+    @scopes.setter
+    def scopes(self, scopes: tuple[Scope, ...]) -> None:
+        self._scopes = scopes
+        # Charges settle into the root and every budgeted branch anchor; computed once per
+        # change of scopes rather than on every step.
+        self._scope_ids = tuple(
+            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits
+        )
+
+    @property
     def limited(self) -> bool:
         """Whether a budget or a rate window can refuse this run's steps."""
         return any(scope.limits for scope in self.scopes) or bool(self.rt.windows)
@@ -122,9 +137,9 @@ class RunState:
         self.cursor_id = node.id
         self.depth += 1
 
-    def scope_ids(self) -> list[str]:
+    def scope_ids(self) -> tuple[str, ...]:
         """The scopes a charge settles into: the root and every budgeted branch anchor."""
-        return [scope.id for i, scope in enumerate(self.scopes) if i == 0 or scope.limits]
+        return self._scope_ids
 
     def add_spent(self, charges: Mapping[str, Decimal]) -> None:
         """Count settled charges as spent by this run object."""
