@@ -24,13 +24,13 @@ from __future__ import annotations
 import copy
 import inspect
 import uuid
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pollard._core._canon import node_id, payload_digest, validate_json
 from pollard._core._node import NodeKind
-from pollard._step._effects import Effect, Invoke, io
+from pollard._step._effects import Effect, Invoke, Step, io
 from pollard.errors import ConfirmationRequired, PolicyViolation, PollardError
 from pollard.policy import Decision, PolicyContext
 from pollard.redaction import contains_redaction, redact
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from pollard.registry import ActionSpec, Registry
 
 __all__ = ["SENSITIVE_HINT", "Firewall", "bind_root", "confirm", "identity_payload", "tool_call"]
-
-Step = Generator[Effect, Any, Any]
 
 SENSITIVE_HINT = "sensitive"
 """The hint of markers that replace schema-sensitive fields."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -20,7 +20,7 @@ from pollard._core._store import Store
 from pollard._governance._firewall import Firewall
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._cursor import ARGS, PAYLOAD, RunState
-from pollard._step._effects import Effect, Emit, drive_sync, io
+from pollard._step._effects import Emit, Step, drive_sync, io
 from pollard._step._protocols import Gate, Meter
 from pollard._step._settle import DISPATCH_EVENTS
 from pollard.errors import MissingRecording, PollardError
@@ -40,8 +40,6 @@ __all__ = [
 if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import Registry
-
-Step = Generator[Effect, Any, Any]
 
 
 class ReplayMode(str, Enum):

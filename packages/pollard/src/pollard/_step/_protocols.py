@@ -9,12 +9,12 @@ firewall and hands it to the step machine, which never imports governance.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pollard._step._effects import Effect
+from pollard._step._effects import Step
 
 if TYPE_CHECKING:
     from pollard._step._cursor import RunState
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["Amount", "Annotator", "Gate", "Measurer", "Meter", "Readings", "WindowedMeter"]
 
 Amount = int | float | Decimal
-Step = Generator[Effect, Any, Any]
 
 
 @runtime_checkable
