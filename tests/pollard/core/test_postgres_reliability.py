@@ -264,3 +264,27 @@ def test_steps_survive_prepared_statements_dropped_behind_the_store(
         store._local.conn.execute("DEALLOCATE ALL")
         run.model_call({"q": 1}, fn=_answer)
         assert store.totals(run.root_id)["steps"] == 2
+
+
+def test_verify_reports_nodes_no_run_reaches_on_postgres(
+    pg_dsn: str, store_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    from pollard.cli import main
+
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("stray")
+        middle = run.note({"n": 1})
+        run.note({"n": 2})
+    spec = f"{pg_dsn}#{store_id}"
+    assert main(["verify", spec]) == 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # delete an ancestor behind pollard
+        conn.execute(
+            "DELETE FROM pollard_nodes WHERE store_id = %s AND id = %s",
+            (store_id, bytes.fromhex(middle.id)),
+        )
+    capsys.readouterr()
+    assert main(["verify", spec]) == 1
+    out = capsys.readouterr().out
+    assert "unreachable from any run" in out and middle.id in out

@@ -22,6 +22,7 @@ from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
 from pollard._edge._view import add_into, build_view, decimal_map_exact, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
+from pollard.stores._sql import SqlStore
 
 from .specs import CLIError, StoreSpec, open_store, parse_store_spec, sqlite_read_only
 from .text import amounts, render_table, render_tree
@@ -225,23 +226,16 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
-def unreachable_findings(path: Path, store: Store, checked: int) -> list[dict[str, str]]:
-    """Nodes of a SQLite store that no run root reaches: a deleted or rewritten ancestor.
+def unreachable_findings(store: SqlStore, checked: int) -> list[dict[str, str]]:
+    """Nodes of a SQL store (SQLite or PostgreSQL) that no run root reaches.
 
     ``verify`` walks the runs from their roots, so a node whose parent was deleted (or whose
-    ancestry was rewritten into a cycle) is never visited. The file is counted directly; only
-    when the counts differ are the stray nodes listed.
+    ancestry was rewritten into a cycle) is never visited. The store's nodes are counted in one
+    query; only when the counts differ are the stray nodes listed.
     """
-    connection = sqlite_read_only(path)
-    try:
-        (total,) = connection.execute("SELECT count(*) FROM nodes").fetchone()
-        if total == checked:
-            return []
-        rows = connection.execute(
-            "SELECT lower(hex(id)), lower(hex(parent)) FROM nodes ORDER BY id"
-        ).fetchall()
-    finally:
-        connection.close()
+    if store.node_count() == checked:
+        return []
+    rows = store.links()
     # Walk after listing: a node a live writer adds meanwhile is not in the list, and every
     # listed node that hangs off a run (parents are stored before children) is reached.
     reached = {node.id for root in store.roots() for node in store.walk(root.id)}
@@ -302,8 +296,8 @@ def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
     else:
         report = verify(store)
         roots = len(store.roots())
-        if spec.path is not None:
-            extra = unreachable_findings(spec.path, store, report.nodes)
+        if isinstance(store, SqlStore):
+            extra = unreachable_findings(store, report.nodes)
     findings = [finding.to_dict() for finding in report.findings] + extra
     return _verdict(args, findings, roots=roots, nodes=report.nodes)
 

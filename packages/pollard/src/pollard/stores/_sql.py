@@ -364,6 +364,8 @@ class SqlStore:
             "pair": f"SELECT id FROM {t['nodes']} WHERE {w}id IN ({q}, {q})",
             "children": f"SELECT {cols} FROM {t['nodes']} WHERE {w}parent = {q}",
             "get_many": f"SELECT {cols} FROM {t['nodes']} WHERE {w}id {many}",
+            "count": f"SELECT count(*) FROM {t['nodes']}{w0}",
+            "links": f"SELECT id, parent FROM {t['nodes']}{w0}",
             "blob_many": f"SELECT digest, value FROM {t['blobs']} WHERE {w}digest {many}",
             # UNION (not UNION ALL) stops at a cycle a damaged store may hold.
             "subtree": f"WITH RECURSIVE sub(id, parent, kind) AS (SELECT id, parent, kind FROM "
@@ -716,6 +718,21 @@ class SqlStore:
                 cache[bytes(digest).hex()] = value
                 if value.startswith("["):  # a chunk blob: its elements may hold refs
                     wanted.update(_REF_TEXT.findall(value))
+
+    def node_count(self) -> int:
+        """How many nodes the store holds (``verify`` compares it with what the runs reach)."""
+        with self._cursor() as cur:
+            cur.execute(self._sql["count"])
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def links(self) -> list[tuple[str, str | None]]:
+        """Every stored ``(node id, parent id)``, sorted by id (for ancestry checks)."""
+        with self._cursor() as cur:
+            cur.execute(self._sql["links"])
+            rows = [(bytes(i).hex(), None if p is None else bytes(p).hex()) for i, p in cur]
+        rows.sort()
+        return rows
 
     def roots(self) -> list[Node]:
         """Root nodes sorted by (run label, id)."""
