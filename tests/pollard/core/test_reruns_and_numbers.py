@@ -234,3 +234,20 @@ def test_a_responses_object_without_output_falls_back_to_output_text() -> None:
     with pytest.raises(PollardError, match="neither `output` nor `output_text`") as caught:
         normalize_response(object())
     assert caught.value.hint
+
+
+def test_the_tree_view_names_repeated_and_failed_dispatches(tmp_path: Path) -> None:
+    from pollard._edge._view import build_view
+
+    def broken(payload: Any) -> dict[str, Any]:
+        raise RuntimeError("down")
+
+    with Runtime(tmp_path / "runs.db") as rt:
+        run = rt.run("labels")
+        run.model_call({"model": "mock-1", "q": "a"}, fn=lambda p: {"text": "x"})
+        run.rollback()
+        run.model_call({"model": "mock-1", "q": "a"}, fn=lambda p: {"text": "x"})
+        with pytest.raises(RuntimeError):
+            run.model_call({"model": "mock-1", "q": "b"}, fn=broken)
+        labels = sorted(row.label for row in build_view(run.store.walk(run.root_id)))
+    assert "call_repeated model_call" in labels and "call_failed model_call" in labels

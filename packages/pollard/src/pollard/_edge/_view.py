@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
 from pollard._core._amounts import plain, read_charges
+from pollard._step._settle import DISPATCH_EVENTS
 from pollard.redaction import contains_redaction, is_redacted
 
 __all__ = [
@@ -250,6 +251,11 @@ def node_label(kind: str, payload: Any) -> str:
         return label
     if payload.get("branch") is True:
         return "branch"
+    event = payload.get("event")
+    if event in DISPATCH_EVENTS and "payload_digest" in payload:
+        # pollard's own record of a failed, cancelled or repeated dispatch (no content in it)
+        kind_of = _scalar_label(payload.get("kind")) or "call"
+        return f"{event} {kind_of}"
     for key in _NOTE_LABEL_KEYS:
         label = _scalar_label(payload.get(key))
         if label is not None:
