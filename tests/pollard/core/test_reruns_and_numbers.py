@@ -251,3 +251,30 @@ def test_the_tree_view_names_repeated_and_failed_dispatches(tmp_path: Path) -> N
             run.model_call({"model": "mock-1", "q": "b"}, fn=broken)
         labels = sorted(row.label for row in build_view(run.store.walk(run.root_id)))
     assert "call_repeated model_call" in labels and "call_failed model_call" in labels
+
+
+async def test_the_async_shell_reuses_the_node_and_replays_the_rerun(tmp_path: Path) -> None:
+    from pollard import AsyncRuntime
+
+    calls: list[Any] = []
+
+    async def model(payload: Any) -> dict[str, Any]:
+        calls.append(payload)
+        return {"text": "ok", "usage": {"input_tokens": 2, "output_tokens": 1}}
+
+    async def agent(rt: AsyncRuntime) -> list[str]:
+        run = rt.run("async")
+        first = await run.model_call({"model": "mock-1"}, fn=model)
+        run.rollback()
+        again = await run.model_call({"model": "mock-1"}, fn=model)
+        return [first.id, again.id, json.dumps(run.report())]
+
+    path = tmp_path / "async.db"
+    async with AsyncRuntime(path) as rt:
+        first, again, report = await agent(rt)
+    assert first == again and len(calls) == 2
+    spent = json.loads(report)["spent"]
+    assert (spent["steps"], spent["tokens"]) == (2, 6)  # both dispatches charged, as numbers
+    async with AsyncRuntime(path, mode="replay") as rt:
+        assert (await agent(rt))[:2] == [first, again]
+    assert len(calls) == 2
