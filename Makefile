@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install demo test check fmt bench clean
+.PHONY: help install demo test check fmt bench stress clean
 
 help:  ## List the targets.
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ fmt: $(STAMP)  ## Format and auto-fix.
 
 bench: $(STAMP)  ## Run the benchmarks; prints a table and writes bench/results/latest.json.
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+stress: $(STAMP)  ## Bounded stress campaigns (faults, SIGKILL, contention, garbage, secrets); a table.
+	$(BIN)/python -m stress $(STRESS_ARGS)
 
 clean:  ## Remove the virtual environment and caches.
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

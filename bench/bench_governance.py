@@ -13,7 +13,7 @@ from typing import Any
 
 from bench._result import Result
 from pollard import ActionSpec, Decision, PolicyContext, Registry, Runtime
-from pollard._schema import compile_schema
+from pollard._governance._schema import compile_schema
 
 CALLS = 2_000
 SCHEMA = {

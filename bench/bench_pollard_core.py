@@ -203,7 +203,7 @@ def _postgres() -> list[Result]:
             "postgres / sqlite record throughput (wall, same chain)",
             lite.wall / pg.wall,
             "x",
-            note="about 15 round trips per budgeted step to a local server",
+            note="two round trips per budgeted step (python -m bench stores has the breakdown)",
         ),
     ]
 

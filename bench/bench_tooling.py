@@ -16,7 +16,7 @@ from pathlib import Path
 from bench._result import Result
 from pollard import MemoryStore, Node, NodeKind, SQLiteStore, export_subtree, import_subtree, merge
 from pollard._cli.text import render_tree
-from pollard._view import build_view
+from pollard._edge._view import build_view
 from pollard.html import render_html
 
 STEPS = 5_000

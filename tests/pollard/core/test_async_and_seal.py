@@ -51,7 +51,7 @@ async def test_async_run_with_async_fn_stream_and_callbacks(tmp_path: Path) -> N
             assert branch.cursor_id != run.cursor_id
             with pytest.raises(BudgetExceeded):
                 await run.amodel_call({"model": "m", "i": 2}, fn=amodel)
-            assert run.report()["spent"]["steps"] == "2"
+            assert run.report()["spent"]["steps"] == 2
 
 
 async def test_async_replay_and_failures() -> None:
@@ -177,7 +177,7 @@ def test_a_failed_stream_is_closed_recorded_and_charged() -> None:
         run.model_call({"model": "m"}, fn=stream, on_delta=bad_delta)
     assert closed == ["sync"]
     note = run.store.children(run.root_id)[0]
-    assert note.payload["event"] == "call_failed" and note.meta["charges"]["steps"] == "1"
+    assert note.payload["event"] == "call_failed" and note.meta["charges"]["steps"] == 1
 
 
 async def test_a_failed_async_stream_is_closed() -> None:

@@ -83,7 +83,7 @@ def test_close_waits_for_an_operation_in_another_thread(tmp_path: Path) -> None:
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_cancel_offload import GatedStore
         from pollard import PollardError
-        from pollard._ledger import BudgetClaim
+        from pollard._core._ledger import BudgetClaim
 
         store = GatedStore({str(path)!r})
         out = {{}}

@@ -98,7 +98,7 @@ def test_threads_share_one_exact_budget_and_window(tmp_path: Path) -> None:
 def test_abandoned_reservation_frees_capacity_after_its_lease(tmp_path: Path) -> None:
     from decimal import Decimal
 
-    from pollard._ledger import BudgetClaim
+    from pollard._core._ledger import BudgetClaim
 
     from .conftest import FakeClock
 

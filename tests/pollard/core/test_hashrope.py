@@ -45,3 +45,21 @@ def test_tampered_log_is_rejected() -> None:
     forged = store.to_bytes().replace(b'"a":1', b'"a":2')
     with pytest.raises(IntegrityError):
         HashRopeStore(forged)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not json\n",
+        b"[1, 2]\n",
+        b'{"op": "put", "node": 5}\n',
+        b'{"op": "put", "node": {"kind": "note"}}\n',
+        b'{"op": "commit", "node": {}, "scopes": 1, "charges": {}}\n',
+        b'{"op": "put", "node": {"id": "x", "parent": null, "kind": [[]], "attempt": 0, '
+        b'"payload": {}, "result": null, "meta": {}}}\n',
+    ],
+)
+def test_a_malformed_log_line_is_an_integrity_error(data: bytes) -> None:
+    pytest.importorskip("hashrope")
+    with pytest.raises(IntegrityError, match="op log line 1"):
+        HashRopeStore(data)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pollard import Node, NodeKind
-from pollard._canon import (
+from pollard._core._canon import (
     canonical_bytes,
     float_text,
     json_text,
@@ -196,7 +196,7 @@ def test_changing_any_identity_field_changes_the_id(
 @settings(max_examples=100, deadline=None)
 @given(json_values)
 def test_fast_json_helpers_match_the_json_module(value: object) -> None:
-    from pollard._canon import fast_loads, make_dumps
+    from pollard._core._canon import fast_loads, make_dumps
 
     dumps = make_dumps()
     expected = json.dumps(
@@ -207,7 +207,7 @@ def test_fast_json_helpers_match_the_json_module(value: object) -> None:
 
 
 def test_fast_loads_reports_malformed_text_like_json() -> None:
-    from pollard._canon import fast_loads
+    from pollard._core._canon import fast_loads
 
     for bad in ("", "{", '{"a":1} x', "nan"):
         with pytest.raises(json.JSONDecodeError):

@@ -80,7 +80,7 @@ def test_energy_meter_charges_joules_from_the_nvml_counter() -> None:
     meter = EnergyMeter(nvml=FakeNVML())
     run = Runtime(meters=[meter]).run("gpu", budget=Budget(extra={"joules": 100}))
     node = run.model_call({"model": "local"}, fn=lambda p: {"text": "x"})
-    assert node.meta["joules"] == "2.5" and node.meta["charges"]["joules"] == "2.5"
+    assert node.meta["joules"] == "2.5" and node.meta["charges"]["joules"] == 2.5
 
 
 def test_energy_meter_errors_are_clear() -> None:
@@ -104,7 +104,7 @@ def test_tokenmaster_meter_records_state_and_advice() -> None:
         return {"text": "x", "usage": usage}
 
     node = run.model_call({"model": "anthropic:claude-sonnet-4-6"}, fn=fn)
-    assert node.meta["charges"]["tokens"] == "1350"
+    assert node.meta["charges"]["tokens"] == 1350
     record = node.meta["tokenmaster"]
     assert record["state"]["zone"] in {"green", "caution", "critical"}
     assert record["task"]["expected_remaining_turns"] == 5 and "action" in record["advice"]

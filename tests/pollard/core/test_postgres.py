@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pollard import Budget, BudgetExceeded, Node, NodeKind, PostgresStore, Runtime, WindowMeter
-from pollard._ledger import BudgetClaim
+from pollard._core._ledger import BudgetClaim
 from tests.pollard._postgres import TABLES, drop_store, fresh_schema, fresh_store_id, row_count
 
 WORKER = r"""

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pollard._canon import REDACT_DOMAIN, canonical_bytes, node_id
+from pollard._core._canon import REDACT_DOMAIN, canonical_bytes, node_id
 from pollard.redaction import contains_redaction, is_redacted, redact
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ from pollard import (
     SQLiteStore,
     Store,
     WindowMeter,
+    recompute_charges,
 )
-from pollard._canon import payload_digest
+from pollard._core._canon import payload_digest
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 
 from .conftest import FakeClock, StoreFactory
@@ -56,14 +56,14 @@ def test_refuses_once_spent_reaches_limit_and_records_refusal(store: Store) -> N
         "blocked_payload_digest": payload_digest({"model": "m", "i": 2}),
     }
     assert info.value.meter == "tokens"
-    assert run.report()["spent"]["tokens"] == "8"
+    assert run.report()["spent"]["tokens"] == 8
 
 
 def test_overshooting_actual_stands_and_later_steps_are_refused(store: Store) -> None:
     run = Runtime(store).run("t", budget=Budget(tokens=5))
     run.model_call({"model": "m"}, fn=usage_fn(2, 2))
     node = run.model_call({"model": "m", "n": 2}, fn=usage_fn(2, 2))
-    assert node.meta["charges"]["tokens"] == "4"
+    assert node.meta["charges"]["tokens"] == 4
     assert store.totals(run.root_id)["tokens"] == 8
     with pytest.raises(BudgetExceeded):
         run.model_call({"model": "m", "n": 3}, fn=usage_fn())
@@ -98,7 +98,7 @@ def test_meters_argument_never_drops_token_accounting() -> None:
     assert {"requests", "steps", "tokens"} <= names
     run = rt.run("t")
     node = run.model_call({"model": "m"}, fn=usage_fn(3, 4))
-    assert node.meta["charges"]["tokens"] == "7"
+    assert node.meta["charges"]["tokens"] == 7
 
 
 def test_budget_without_meter_is_rejected() -> None:
@@ -136,8 +136,8 @@ def test_cost_meter_is_exact_and_fails_closed() -> None:
     rt = Runtime(meters=[CostMeter(prices)])
     run = rt.run("t", budget=Budget(usd="1"))
     node = run.model_call({"model": "m"}, fn=usage_fn(1000, 100))
-    assert node.meta["charges"]["usd"] == "0.0035"
-    assert run.report()["spent"]["usd"] == "0.0035"
+    assert node.meta["charges"]["usd"] == 0.0035
+    assert run.report()["spent"]["usd"] == 0.0035
     with pytest.raises(ValueError, match="no price"):
         run.model_call({"model": "unknown"}, fn=usage_fn())
 
@@ -155,21 +155,29 @@ def test_failed_dispatch_is_recorded_and_charged(store: Store) -> None:
     notes = [n for n in store.children(run.root_id) if n.kind is NodeKind.NOTE]
     assert len(notes) == 2  # two dispatches, two records
     assert {n.payload["event"] for n in notes} == {"call_failed"}
-    assert all(n.meta["charges"]["steps"] == "1" for n in notes)
+    assert all(n.meta["charges"]["steps"] == 1 for n in notes)
     assert store.totals(run.root_id)["steps"] == 2
     assert run.cursor_id == run.root_id
 
 
-def test_duplicate_dispatch_in_record_mode_gets_next_attempt(store: Store) -> None:
+def test_a_repeated_dispatch_in_record_mode_is_the_same_node_and_still_charged(
+    store: Store,
+) -> None:
     rt = Runtime(store)
     run = rt.run("t")
     fn = usage_fn()
     first = run.model_call({"model": "m"}, fn=fn)
     run.rollback()
     second = run.model_call({"model": "m"}, fn=fn)
-    assert len(fn.calls) == 2
-    assert (first.attempt, second.attempt) == (0, 1) and first.id != second.id
-    assert store.totals(run.root_id)["tokens"] == 8
+    assert len(fn.calls) == 2  # record mode executes every dispatch
+    assert second.id == first.id and second.attempt == 0 and run.cursor_id == first.id
+    assert store.totals(run.root_id)["tokens"] == 8  # both dispatches are charged
+    assert run.report()["spent"]["tokens"] == 8
+    repeats = [n for n in store.children(run.root_id) if n.payload.get("event") == "call_repeated"]
+    assert len(repeats) == 1 and repeats[0].payload["node"] == first.id
+    assert repeats[0].meta["charges"]["tokens"] == 4
+    audit = recompute_charges(store, run.root_id)  # the tree accounts for every dispatch
+    assert (audit["steps"], audit["tokens"]) == ("2", "8")
 
 
 def test_hybrid_serves_and_persists_avoided(store: Store) -> None:
@@ -180,7 +188,7 @@ def test_hybrid_serves_and_persists_avoided(store: Store) -> None:
     assert len(fn.calls) == 1
     # Avoided equals what the recorded step was charged (seconds included, when it took any).
     assert run.report()["avoided"] == node.meta["charges"]
-    assert run.report()["avoided"]["steps"] == "1" and run.report()["avoided"]["tokens"] == "4"
+    assert run.report()["avoided"]["steps"] == 1 and run.report()["avoided"]["tokens"] == 4
     assert run.report()["spent"] == {}
     assert store.get(node.id).meta["avoided"] == run.report()["avoided"]
     new = run.model_call({"model": "m", "next": True}, fn=fn)
@@ -203,7 +211,7 @@ def test_replay_never_calls_fn_never_writes_and_explains_misses(tmp_path: Path) 
         run.note({"status": "start"})
         node = run.model_call({"model": "m", "messages": ["hello"], "temperature": 0.2}, fn=never)
         assert node.result["text"] == "ok"
-        assert run.report()["avoided"]["tokens"] == "4" and run.report()["spent"] == {}
+        assert run.report()["avoided"]["tokens"] == 4 and run.report()["spent"] == {}
         run.rollback()
         with pytest.raises(MissingRecording) as info:
             run.model_call({"model": "m", "messages": ["bye"], "temperature": 0.2}, fn=never)
@@ -288,7 +296,7 @@ def test_streaming_forwards_keeps_and_reemits_chunks() -> None:
     run = rt.run("t")
     node = run.model_call({"model": "m"}, fn=stream, on_delta=seen.append, keep_chunks=True)
     assert node.result["text"] == "Hello" and len(node.result["chunks"]) == 3
-    assert node.meta["charges"]["tokens"] == "3" and len(seen) == 3
+    assert node.meta["charges"]["tokens"] == 3 and len(seen) == 3
     replayed: list[Any] = []
     again = Runtime(rt.store, mode="replay").run("t")
     again.model_call({"model": "m"}, fn=stream, on_delta=replayed.append, keep_chunks=True)
@@ -323,8 +331,8 @@ def test_report_uses_exact_decimal_strings() -> None:
     run = rt.run("t")
     for _ in range(3):
         run.model_call({"model": "m", "i": _}, fn=usage_fn(1, 1))
-    assert run.report()["spent"]["usd"] == "0.0000009"
-    assert Decimal(run.report()["total"]["usd"]) == Decimal("0.0000009")
+    assert run.report()["spent"]["usd"] == 0.0000009
+    assert run.report(exact=True)["total"]["usd"] == "0.0000009"
 
 
 def test_an_inline_runtime_stays_open_while_its_run_is_used(tmp_path: Path) -> None:
@@ -342,7 +350,7 @@ def test_an_inline_runtime_stays_open_while_its_run_is_used(tmp_path: Path) -> N
 
 
 def test_recorded_dry_run_is_served_only_to_dry_runs_and_replay() -> None:
-    from pollard._effects import drive_sync
+    from pollard._step._effects import drive_sync
 
     rt = Runtime()
     run = rt.run("dry")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pollard import Budget, BudgetExceeded, MemoryStore, Node, Runtime, SQLiteStore, seal, verify
-from pollard._ledger import to_decimal
+from pollard._core._ledger import to_decimal
 
 
 @pytest.mark.slow

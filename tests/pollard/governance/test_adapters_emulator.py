@@ -45,13 +45,13 @@ def test_responses_through_model_call_plain_and_streaming() -> None:
         emu.assert_consumed()
     call = first.result["tool_calls"][0]
     assert call["name"] == "lookup" and call["arguments"] == {"number": "INV-7"}
-    assert first.meta["charges"]["tokens"] == "46"
+    assert first.meta["charges"]["tokens"] == 46
     assert second.result["text"] == "Paid in full."
     assert "".join(d["delta"]["text"] for d in deltas if "delta" in d) == "Paid in full."
     usage = second.result["usage"]
     assert usage["input_tokens"] == 50 and usage["cache_read_tokens"] == 32
     assert usage["output_tokens"] == 4 and usage["reasoning_tokens"] == 2
-    assert second.meta["charges"]["tokens"] == "54"  # settled once, from the provider's usage
+    assert second.meta["charges"]["tokens"] == 54  # settled once, from the provider's usage
 
 
 def test_chat_completions_streaming_against_the_local_wire() -> None:

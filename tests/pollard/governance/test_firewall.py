@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pollard import Budget, Runtime
-from pollard._canon import payload_digest
+from pollard._core._canon import payload_digest
 from pollard.errors import BudgetExceeded, ConfirmationRequired, PolicyViolation
 from pollard.policy import Decision
 from pollard.registry import ActionSpec, Registry

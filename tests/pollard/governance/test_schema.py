@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pollard._schema import compile_schema, strip_keywords
+from pollard._governance._schema import compile_schema, strip_keywords
 from pollard.errors import UnsupportedSchema
 from pollard.registry import ActionSpec
 

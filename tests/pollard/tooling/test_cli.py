@@ -115,8 +115,8 @@ def test_show_payloads_and_json(sample_db: tuple[Path, Sample]) -> None:
     assert data["root_id"] == smp.root
     nodes = {n["id"]: n for n in data["nodes"]}
     assert len(nodes) == 8 and "payload" not in nodes[smp.model]
-    assert nodes[smp.model]["charges"] == {"steps": "1", "tokens": "60", "usd": "0.0031"}
-    assert nodes[smp.left]["avoided"] == {"tokens": "75"}
+    assert nodes[smp.model]["charges"] == {"steps": 1, "tokens": 60, "usd": 0.0031}
+    assert nodes[smp.left]["avoided"] == {"tokens": 75}
     assert nodes[smp.refusal]["refusal"]["reason"] == "budget"
     assert nodes[smp.refusal]["refusal"]["remaining"] == "-35"
     assert nodes[smp.pruned]["pruned"] is True and nodes[smp.tool]["redacted"] is True
@@ -173,16 +173,21 @@ def test_report_sums_spent_and_avoided(
         "nodes": 8,
         "refusals": 1,
         "pruned": 1,
-        "spent": {"steps": "4", "tokens": "135", "usd": "0.0031"},
-        "avoided": {"tokens": "75"},
+        "spent": {"steps": 4, "tokens": 135, "usd": 0.0031},
+        "avoided": {"tokens": 75},
         "ledger": {},  # the sample was written node by node, outside any budget scope
+        "exact": {  # the audit form: exact decimal texts
+            "spent": {"steps": "4", "tokens": "135", "usd": "0.0031"},
+            "avoided": {"tokens": "75"},
+            "ledger": {},
+        },
     }
     text = pollard("report", path, smp.root).out
     assert "spent     steps=4 tokens=135 usd=0.0031" in text
     recorded, root = recorded_db
     data = pollard("report", recorded, root, "--json").json()
-    assert data["spent"]["tokens"] == "5" and data["spent"]["steps"] == "1"
-    assert data["ledger"]["tokens"] == "5"  # the runtime settles into the run's totals
+    assert data["spent"]["tokens"] == 5 and data["spent"]["steps"] == 1
+    assert data["ledger"]["tokens"] == 5  # the runtime settles into the run's totals
 
 
 def test_verify_passes_then_reports_tampering_with_exit_1(sample_db: tuple[Path, Sample]) -> None:

@@ -55,7 +55,7 @@ def test_merge_into_postgres_then_inspect_it(
         digest = seal(store, smp.root).digest
     assert pollard("seal", target, smp.root, env=env).out.strip() == digest
     report = pollard("report", target, "triage", "--json", env=env).json()
-    assert report["ledger"]["tokens"] == "135"  # merged charges settle into the PG ledger
+    assert report["ledger"]["tokens"] == 135  # merged charges settle into the PG ledger
 
     exported = tmp_path / "pg.json"
     assert pollard("export", target, "triage", exported, env=env).code == 0

@@ -53,7 +53,14 @@ def test_python_examples_in_the_docs_run(page: str, expected: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["pollard.html", "pollard._merge", "pollard._gc", "pollard._transfer", "pollard.otel"]
+    "module",
+    [
+        "pollard.html",
+        "pollard._edge._merge",
+        "pollard._edge._gc",
+        "pollard._edge._transfer",
+        "pollard.otel",
+    ],
 )
 def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pollard import IntegrityError, MemoryStore, Node, NodeKind, SQLiteStore
-from pollard._merge import merge, union_meta
+from pollard._edge._merge import merge, union_meta
 
 from ._cli import tamper
 from ._trees import build_sample

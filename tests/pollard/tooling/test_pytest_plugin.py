@@ -81,16 +81,30 @@ def test_a_replay_miss_fails_with_the_missing_recording_message(
 
 def test_replay_without_any_recording_fails_and_creates_nothing(agent: pytest.Pytester) -> None:
     result = run(agent, "--pollard-mode=replay")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*MissingRecording: *not recorded*"])
+    result.assert_outcomes(failed=1)  # the test fails; the fixture does not error
+    result.stdout.fnmatch_lines(
+        ["*MissingRecording: *not recorded*", "*record it with --pollard-mode=record*"]
+    )
     assert not (agent.path / "tests" / "pollard_recordings").exists()
+
+
+def test_a_test_missing_from_an_existing_recording_fails_not_errors(
+    agent: pytest.Pytester,
+) -> None:
+    run(agent, "--pollard-mode=record").assert_outcomes(passed=1)
+    agent.makepyfile(
+        test_agent=AGENT_TEST + "\n\ndef test_new(pollard_run):\n    pollard_run.note({'n': 1})\n"
+    )
+    result = run(agent, "--pollard-mode=replay")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*_ test_new _*", "MissingRecording: *test_new*not recorded*"])
 
 
 def test_ci_defaults_to_replay_and_local_runs_to_hybrid(
     agent: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CI", "true")
-    run(agent).assert_outcomes(errors=1)  # nothing recorded yet: replay misses
+    run(agent).assert_outcomes(failed=1)  # nothing recorded yet: replay misses
     monkeypatch.setenv("CI", "")
     run(agent).assert_outcomes(passed=1)  # hybrid records
     monkeypatch.setenv("CI", "1")

@@ -41,7 +41,7 @@ def test_pg_env_reads_the_dsn_from_the_environment(monkeypatch: pytest.MonkeyPat
     assert (spec.kind, spec.env_var, spec.store_id) == ("postgres", "POLLARD_PG_DSN", "team")
     assert spec.label == "pg-env:POLLARD_PG_DSN#team"
     monkeypatch.delenv("POLLARD_PG_DSN", raising=False)
-    with pytest.raises(CLIError, match="POLLARD_PG_DSN is not set"):
+    with pytest.raises(ValueError, match="POLLARD_PG_DSN is not set"):
         spec.dsn()
     monkeypatch.setenv("POLLARD_PG_DSN", DSN)
     assert spec.dsn() == DSN
@@ -87,3 +87,19 @@ def test_driver_messages_are_scrubbed_of_the_dsn_and_password(dsn: str, secret: 
     message = f"connection failed for {dsn}: password {secret} rejected"
     scrubbed = _scrub(message, dsn)
     assert secret not in scrubbed and dsn not in scrubbed
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("mysql://db/x", "unsupported store URL scheme 'mysql'"), (DSN + "#", "empty store id")],
+)
+def test_runtime_and_cli_share_one_parser(text: str, message: str, tmp_path: Path) -> None:
+    from pollard import Runtime
+    from pollard.cli import main
+
+    with pytest.raises(ValueError, match=message):
+        Runtime(text)
+    with pytest.raises(CLIError, match=message):
+        parse_store_spec(text)
+    assert main(["runs", text]) == 2  # refused, never taken for a SQLite file name
+    assert not Path("mysql:").exists()

@@ -25,7 +25,7 @@ from pollard import (
     seal,
 )
 from pollard._cli.text import render_tree
-from pollard._view import build_view
+from pollard._edge._view import build_view
 from pollard.html import render_html
 
 from ._trees import build_sample

@@ -16,7 +16,7 @@ from pollard import (
     Runtime,
 )
 from pollard._cli.text import render_tree
-from pollard._view import build_view, format_decimal, node_label
+from pollard._edge._view import build_view, format_decimal, node_label
 
 SPEC = ActionSpec(
     "send",

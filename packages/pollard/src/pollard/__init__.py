@@ -28,29 +28,30 @@ from .errors import PollardError as PollardError
 from .errors import UnsupportedSchema as UnsupportedSchema
 
 if _typing.TYPE_CHECKING:
-    from ._async import AsyncRun as AsyncRun
-    from ._async import AsyncRuntime as AsyncRuntime
-    from ._budget import Budget as Budget
-    from ._gc import GCReport as GCReport
-    from ._gc import gc as gc
-    from ._merge import MergeReport as MergeReport
-    from ._merge import merge as merge
-    from ._node import Node as Node
-    from ._node import NodeKind as NodeKind
-    from ._runtime import ReplayMode as ReplayMode
-    from ._runtime import Run as Run
-    from ._runtime import Runtime as Runtime
-    from ._seal import SealReport as SealReport
-    from ._seal import VerifyFinding as VerifyFinding
-    from ._seal import VerifyReport as VerifyReport
-    from ._seal import recompute_charges as recompute_charges
-    from ._seal import seal as seal
-    from ._seal import verify as verify
-    from ._store import Store as Store
-    from ._transfer import ExportReport as ExportReport
-    from ._transfer import ImportReport as ImportReport
-    from ._transfer import export_subtree as export_subtree
-    from ._transfer import import_subtree as import_subtree
+    from pollard._core._budget import Budget as Budget
+    from pollard._core._node import Node as Node
+    from pollard._core._node import NodeKind as NodeKind
+    from pollard._core._store import Store as Store
+    from pollard._edge._gc import GCReport as GCReport
+    from pollard._edge._gc import gc as gc
+    from pollard._edge._merge import MergeReport as MergeReport
+    from pollard._edge._merge import merge as merge
+    from pollard._edge._seal import SealReport as SealReport
+    from pollard._edge._seal import VerifyFinding as VerifyFinding
+    from pollard._edge._seal import VerifyReport as VerifyReport
+    from pollard._edge._seal import recompute_charges as recompute_charges
+    from pollard._edge._seal import seal as seal
+    from pollard._edge._seal import verify as verify
+    from pollard._edge._transfer import ExportReport as ExportReport
+    from pollard._edge._transfer import ImportReport as ImportReport
+    from pollard._edge._transfer import export_subtree as export_subtree
+    from pollard._edge._transfer import import_subtree as import_subtree
+    from pollard._runtime._async import AsyncRun as AsyncRun
+    from pollard._runtime._async import AsyncRuntime as AsyncRuntime
+    from pollard._runtime._sync import ReplayMode as ReplayMode
+    from pollard._runtime._sync import Run as Run
+    from pollard._runtime._sync import Runtime as Runtime
+
     from .meters import WindowMeter as WindowMeter
     from .policy import Decision as Decision
     from .policy import Policy as Policy
@@ -66,40 +67,40 @@ if _typing.TYPE_CHECKING:
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
 # To add a lazily loaded export: add it here, to the TYPE_CHECKING block and to __all__ (sorted).
 _LAZY: dict[str, str] = {
-    "AsyncRun": "pollard._async",
-    "AsyncRuntime": "pollard._async",
-    "SealReport": "pollard._seal",
-    "VerifyReport": "pollard._seal",
-    "VerifyFinding": "pollard._seal",
-    "recompute_charges": "pollard._seal",
-    "seal": "pollard._seal",
-    "verify": "pollard._seal",
+    "AsyncRun": "pollard._runtime._async",
+    "AsyncRuntime": "pollard._runtime._async",
+    "SealReport": "pollard._edge._seal",
+    "VerifyReport": "pollard._edge._seal",
+    "VerifyFinding": "pollard._edge._seal",
+    "recompute_charges": "pollard._edge._seal",
+    "seal": "pollard._edge._seal",
+    "verify": "pollard._edge._seal",
     "ActionSpec": "pollard.registry",
-    "Budget": "pollard._budget",
+    "Budget": "pollard._core._budget",
     "Decision": "pollard.policy",
     "HashRopeStore": "pollard.stores.hashrope",
     "MemoryStore": "pollard.stores.memory",
-    "Node": "pollard._node",
-    "NodeKind": "pollard._node",
+    "Node": "pollard._core._node",
+    "NodeKind": "pollard._core._node",
     "Policy": "pollard.policy",
     "PolicyContext": "pollard.policy",
     "PostgresStore": "pollard.stores.postgres",
     "Registry": "pollard.registry",
-    "ReplayMode": "pollard._runtime",
-    "Run": "pollard._runtime",
-    "Runtime": "pollard._runtime",
+    "ReplayMode": "pollard._runtime._sync",
+    "Run": "pollard._runtime._sync",
+    "Runtime": "pollard._runtime._sync",
     "SQLiteStore": "pollard.stores.sqlite",
-    "Store": "pollard._store",
+    "Store": "pollard._core._store",
     "WindowMeter": "pollard.meters",
     "redact": "pollard.redaction",
-    "ExportReport": "pollard._transfer",
-    "GCReport": "pollard._gc",
-    "ImportReport": "pollard._transfer",
-    "MergeReport": "pollard._merge",
-    "export_subtree": "pollard._transfer",
-    "gc": "pollard._gc",
-    "import_subtree": "pollard._transfer",
-    "merge": "pollard._merge",
+    "ExportReport": "pollard._edge._transfer",
+    "GCReport": "pollard._edge._gc",
+    "ImportReport": "pollard._edge._transfer",
+    "MergeReport": "pollard._edge._merge",
+    "export_subtree": "pollard._edge._transfer",
+    "gc": "pollard._edge._gc",
+    "import_subtree": "pollard._edge._transfer",
+    "merge": "pollard._edge._merge",
 }
 
 __all__ = [

@@ -27,12 +27,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ._manifest import ManifestStore
-from ._node import Node
-from ._seal import seal
-from ._store import Store
+from pollard._core._node import Node
+from pollard._core._store import Store
+from pollard._edge._manifest import ManifestStore
+from pollard._edge._seal import seal
+from pollard._edge._view import ViewNode, add_into, build_view, format_decimal
+
 from ._version import __version__
-from ._view import ViewNode, add_into, build_view, format_decimal
 from .errors import IntegrityError
 
 __all__ = ["render_html", "write_html"]

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ._store import Store
-from ._view import (
+from pollard._core._store import Store
+from pollard._edge._view import (
     ViewNode,
     format_decimal,
     kind_name,

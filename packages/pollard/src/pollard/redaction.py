@@ -16,7 +16,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from pollard._canon import REDACT_DOMAIN, JsonValue, canonical_bytes
+from pollard._core._canon import REDACT_DOMAIN, JsonValue, canonical_bytes
 
 __all__ = ["REDACTED_KEY", "contains_redaction", "is_redacted", "redact"]
 

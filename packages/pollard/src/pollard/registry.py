@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._canon import canonical_bytes
-from ._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
+from pollard._core._canon import canonical_bytes
+from pollard._governance._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
 
 __all__ = ["SPEC_DOMAIN", "ActionSpec", "Registry"]
 

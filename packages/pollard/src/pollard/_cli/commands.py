@@ -13,15 +13,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pollard._canon import is_hex64
-from pollard._gc import gc
-from pollard._merge import merge
-from pollard._seal import seal, verify
-from pollard._store import Store
-from pollard._transfer import export_subtree, read_subtree, write_subtree
-from pollard._view import add_into, build_view, decimal_map_json
+from pollard._core._canon import is_hex64
+from pollard._core._store import Store
+from pollard._edge._gc import gc
+from pollard._edge._merge import merge
+from pollard._edge._seal import seal, verify
+from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
+from pollard._edge._view import add_into, build_view, decimal_map_exact, decimal_map_json
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
+from pollard.stores._sql import SqlStore
 
 from .specs import CLIError, StoreSpec, open_store, parse_store_spec, sqlite_read_only
 from .text import amounts, render_table, render_tree
@@ -208,6 +209,12 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
                 "spent": decimal_map_json(spent),
                 "avoided": decimal_map_json(avoided),
                 "ledger": decimal_map_json(ledger),
+                # Numbers above are for reading and summing; these exact texts are for audits.
+                "exact": {
+                    "spent": decimal_map_exact(spent),
+                    "avoided": decimal_map_exact(avoided),
+                    "ledger": decimal_map_exact(ledger),
+                },
             }
         )
     else:
@@ -219,23 +226,16 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
-def unreachable_findings(path: Path, store: Store, checked: int) -> list[dict[str, str]]:
-    """Nodes of a SQLite store that no run root reaches: a deleted or rewritten ancestor.
+def unreachable_findings(store: SqlStore, checked: int) -> list[dict[str, str]]:
+    """Nodes of a SQL store (SQLite or PostgreSQL) that no run root reaches.
 
     ``verify`` walks the runs from their roots, so a node whose parent was deleted (or whose
-    ancestry was rewritten into a cycle) is never visited. The file is counted directly; only
-    when the counts differ are the stray nodes listed.
+    ancestry was rewritten into a cycle) is never visited. The store's nodes are counted in one
+    query; only when the counts differ are the stray nodes listed.
     """
-    connection = sqlite_read_only(path)
-    try:
-        (total,) = connection.execute("SELECT count(*) FROM nodes").fetchone()
-        if total == checked:
-            return []
-        rows = connection.execute(
-            "SELECT lower(hex(id)), lower(hex(parent)) FROM nodes ORDER BY id"
-        ).fetchall()
-    finally:
-        connection.close()
+    if store.node_count() == checked:
+        return []
+    rows = store.links()
     # Walk after listing: a node a live writer adds meanwhile is not in the list, and every
     # listed node that hangs off a run (parents are stored before children) is reached.
     reached = {node.id for root in store.roots() for node in store.walk(root.id)}
@@ -262,9 +262,33 @@ def unreachable_findings(path: Path, store: Store, checked: int) -> list[dict[st
     return findings
 
 
+def sqlite_findings(path: Path) -> list[dict[str, str]]:
+    """SQLite's own ``integrity_check`` of a store file: damaged pages, broken indexes."""
+    connection = sqlite_read_only(path)
+    try:
+        rows = connection.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        rows = [(str(exc),)]
+    finally:
+        connection.close()
+    return [
+        {"node_id": "", "message": f"the SQLite file is damaged: {message}"}
+        for (message,) in rows
+        if message != "ok"
+    ]
+
+
 def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
-    spec, store = _open(stack, args.store)
+    try:
+        spec, store = _open(stack, args.store)
+    except IntegrityError as exc:  # a damaged SQLite file is a finding, not a crash
+        damaged = [{"node_id": "", "message": str(exc)}]
+        return _verdict(args, damaged, roots=0, nodes=0)
     extra: list[dict[str, str]] = []
+    if spec.path is not None:
+        extra = sqlite_findings(spec.path)
+        if extra:  # walking damaged pages would only repeat (or crash on) what SQLite found
+            return _verdict(args, extra, roots=0, nodes=0)
     if args.root:
         root_id = resolve_root(store, args.root)
         report = verify(store, root_id, subtree=True)
@@ -272,17 +296,23 @@ def cmd_verify(args: argparse.Namespace, stack: ExitStack) -> int:
     else:
         report = verify(store)
         roots = len(store.roots())
-        if spec.path is not None:
-            extra = unreachable_findings(spec.path, store, report.nodes)
+        if isinstance(store, SqlStore):
+            extra = unreachable_findings(store, report.nodes)
     findings = [finding.to_dict() for finding in report.findings] + extra
-    ok = report.ok and not extra
+    return _verdict(args, findings, roots=roots, nodes=report.nodes)
+
+
+def _verdict(
+    args: argparse.Namespace, findings: list[dict[str, str]], *, roots: int, nodes: int
+) -> int:
+    ok = not findings
     if args.json:
-        _json({"ok": ok, "roots": roots, "nodes": report.nodes, "findings": findings})
+        _json({"ok": ok, "roots": roots, "nodes": nodes, "findings": findings})
     else:
         for finding in findings:
-            _out(f"{finding['node_id']}: {finding['message']}")
+            _out(f"{finding['node_id'] or 'store'}: {finding['message']}")
         verdict = "ok" if ok else f"{len(findings)} finding(s)"
-        _out(f"verified {report.nodes} node(s) in {roots} run(s): {verdict}")
+        _out(f"verified {nodes} node(s) in {roots} run(s): {verdict}")
     return 0 if ok else 1
 
 
@@ -426,6 +456,13 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     except IntegrityError as exc:
         sys.stderr.write(f"pollard: integrity: {_message(exc)}\n")
+        return 1
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError:  # locked, read-only, misuse: input errors
+            sys.stderr.write(f"pollard: {_message(exc)}\n")
+            return 2
+        # "database disk image is malformed": the file was damaged behind pollard's back.
+        sys.stderr.write(f"pollard: integrity: the SQLite file is damaged: {_message(exc)}\n")
         return 1
     except json.JSONDecodeError as exc:
         # Files are parsed with their own messages; this is a stored row that is not JSON,

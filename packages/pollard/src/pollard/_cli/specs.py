@@ -14,16 +14,18 @@ A DSN is never printed: every spec has a display ``label`` that omits credential
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PG_SCHEMES = ("postgresql://", "postgres://")
+from pollard.errors import IntegrityError, PollardError
+from pollard.stores._spec import StoreSpec
+from pollard.stores._spec import parse_store_spec as _parse
+
+__all__ = ["CLIError", "StoreSpec", "open_store", "parse_store_spec", "sqlite_read_only"]
+
 _PG_MODULE = "pollard.stores.postgres"
 
 
@@ -31,48 +33,8 @@ class CLIError(Exception):
     """A usage or input error: the CLI prints ``pollard: <message>`` and exits with 2."""
 
 
-@dataclass(frozen=True)
-class StoreSpec:
-    """A parsed store spec.
-
-    Attributes:
-        kind: ``"sqlite"`` or ``"postgres"``.
-        label: What the CLI prints for this store; never contains a DSN.
-        path: The SQLite file, for ``kind == "sqlite"``.
-        store_id: The logical PostgreSQL store id, for ``kind == "postgres"``.
-        env_var: The environment variable holding the DSN, for ``pg-env:`` specs.
-    """
-
-    kind: str
-    label: str
-    path: Path | None = None
-    store_id: str = ""
-    env_var: str | None = None
-    _dsn: str | None = field(default=None, repr=False, compare=False)
-
-    def dsn(self) -> str:
-        """Return the PostgreSQL DSN (from the spec or the environment); never print it."""
-        if self.env_var is not None:
-            value = os.environ.get(self.env_var, "")
-            if not value:
-                raise CLIError(f"environment variable {self.env_var} is not set or empty")
-            return value
-        if self._dsn is None:
-            raise CLIError(f"{self.label} is not a PostgreSQL store spec")
-        return self._dsn
-
-
-def _split_store_id(text: str, what: str) -> tuple[str, str]:
-    target, sep, store_id = text.rpartition("#")
-    if not sep:
-        return text, "default"
-    if not store_id:
-        raise CLIError(f"empty store id after '#' in {what}")
-    return target, store_id
-
-
 def parse_store_spec(text: str) -> StoreSpec:
-    """Parse one store spec from the command line.
+    """Parse one store spec from the command line (``pollard.stores._spec``, plus ``pg-env:``).
 
     Args:
         text: The argument as typed.
@@ -83,21 +45,17 @@ def parse_store_spec(text: str) -> StoreSpec:
     Raises:
         CLIError: The spec is malformed (the message never contains a DSN).
     """
-    if not text:
-        raise CLIError("empty store spec")
-    if text.startswith("pg-env:"):
-        var, store_id = _split_store_id(text[len("pg-env:") :], "a pg-env: store spec")
-        if not _ENV_NAME.match(var):
-            raise CLIError(f"pg-env: needs an environment variable name, got {var!r}")
-        return StoreSpec(
-            kind="postgres", label=f"pg-env:{var}#{store_id}", store_id=store_id, env_var=var
-        )
-    if text.startswith(_PG_SCHEMES):
-        dsn, store_id = _split_store_id(text, "a postgresql:// store spec")
-        return StoreSpec(
-            kind="postgres", label=f"postgresql#{store_id}", store_id=store_id, _dsn=dsn
-        )
-    return StoreSpec(kind="sqlite", label=text, path=Path(text))
+    try:
+        return _parse(text, env=True)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _dsn(spec: StoreSpec) -> str:
+    try:
+        return spec.dsn()
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _postgres_class() -> Any:
@@ -135,9 +93,13 @@ def _scrub(message: str, dsn: str) -> str:
 
 
 def sqlite_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection to a SQLite file (never creates or changes it)."""
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    return sqlite3.connect(uri, uri=True)
+    """A read-only connection to a SQLite file (never creates or changes it, nor side files)."""
+    from pollard.stores.sqlite import read_only_uri
+
+    return sqlite3.connect(read_only_uri(path), uri=True)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _require_pollard_file(spec: StoreSpec) -> None:
@@ -145,7 +107,8 @@ def _require_pollard_file(spec: StoreSpec) -> None:
 
     Opening a store for writing creates pollard's tables, so ``gc`` on another application's
     database (or an empty file) would write into it; reading commands would fail later with a
-    bare ``no such table``.
+    bare ``no such table``. A file with SQLite's header whose pages do not read is damage, an
+    integrity error (exit 1), not an input error.
     """
     assert spec.path is not None
     try:
@@ -156,10 +119,21 @@ def _require_pollard_file(spec: StoreSpec) -> None:
             ).fetchone()
         finally:
             connection.close()
-    except sqlite3.Error as exc:
+    except sqlite3.DatabaseError as exc:
+        if is_sqlite_file(spec.path) and not isinstance(exc, sqlite3.OperationalError):
+            raise IntegrityError(f"{spec.label} is a damaged SQLite file: {exc}") from None
         raise CLIError(f"cannot open {spec.label}: {exc}") from None
     if found is None:
         raise CLIError(f"{spec.label} is not a pollard store (it has no pollard tables)")
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """Whether ``path`` starts with SQLite's file header."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) -> Any:
@@ -167,21 +141,27 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
 
     Args:
         spec: A parsed spec.
-        create: Whether a missing SQLite file may be created (destinations of ``merge`` and
-            ``import``); reading commands refuse a missing file instead of creating an empty one.
-        write: Whether the command writes; a SQLite store is otherwise opened read-only.
+        create: Whether a missing store may be created (destinations of ``merge`` and
+            ``import``); reading commands refuse a missing SQLite file or PostgreSQL store id
+            instead of creating an empty one.
+        write: Whether the command writes; a store is otherwise opened read-only.
 
     Returns:
         An open store; the caller closes it.
 
     Raises:
-        CLIError: The store cannot be opened (missing file, not a database, bad DSN, ...).
+        CLIError: The store cannot be opened (missing file or store id, not a database, bad
+            DSN, ...).
+        IntegrityError: The SQLite file is damaged.
     """
     if spec.kind == "postgres":
         cls = _postgres_class()
-        dsn = spec.dsn()
+        dsn = _dsn(spec)
         try:
-            return cls(dsn, store_id=spec.store_id)
+            return cls(dsn, store_id=spec.store_id, read_only=not (write or create))
+        except PollardError as exc:
+            hint = f" ({_scrub(exc.hint, dsn)})" if exc.hint else ""
+            raise CLIError(f"cannot open {spec.label}: {_scrub(str(exc), dsn)}{hint}") from None
         except Exception as exc:  # the driver's message may echo the DSN: scrub it
             raise CLIError(
                 f"cannot open {spec.label}: {_scrub(str(exc), dsn) or type(exc).__name__}"
@@ -191,7 +171,7 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
     if path.is_dir():
         raise CLIError(f"{spec.label} is a directory, not a store file")
     if not create and not path.exists():
-        raise CLIError(f"no such store: {spec.label}")
+        raise CLIError(f"no such store: {spec.label} (reading never creates a store)")
     if create and not path.parent.exists():
         raise CLIError(f"directory does not exist: {path.parent}")
     if not create:
@@ -200,5 +180,9 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
 
     try:
         return SQLiteStore(path, read_only=not (write or create))
+    except sqlite3.DatabaseError as exc:
+        if is_sqlite_file(path) and not isinstance(exc, sqlite3.OperationalError):
+            raise IntegrityError(f"{spec.label} is a damaged SQLite file: {exc}") from None
+        raise CLIError(f"cannot open {spec.label}: {exc}") from None
     except Exception as exc:
         raise CLIError(f"cannot open {spec.label}: {exc}") from None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from pollard._view import ViewNode, format_decimal
+from pollard._edge._view import ViewNode, format_decimal
 
 ASCII = ("|-- ", "`-- ", "|   ", "    ")
 UNICODE = ("├── ", "└── ", "│   ", "    ")

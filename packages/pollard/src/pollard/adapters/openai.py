@@ -108,10 +108,40 @@ def _result(
 
 
 def normalize_response(response: object) -> Result:
-    """Normalize a Responses API response (an SDK object or its wire dict)."""
+    """Normalize a Responses API response (an SDK object or its wire dict).
+
+    The text comes from ``response.output``. An object without ``output`` (a wrapper, a proxy,
+    an SDK version that moved it) is read through its ``model_dump()``, then its ``output_text``;
+    one with none of these is an error, never an empty answer.
+
+    Raises:
+        PollardError: If the response has neither ``output`` nor ``output_text``.
+    """
+    output = get(response, "output")
+    source: object = response
+    if output is None:
+        dump = getattr(response, "model_dump", None)
+        dumped = dump() if callable(dump) and not isinstance(response, type) else None
+        if isinstance(dumped, Mapping) and dumped.get("output") is not None:
+            source, output = dumped, dumped["output"]
+        else:
+            text = get(response, "output_text")
+            if text is None and isinstance(dumped, Mapping):
+                text = dumped.get("output_text")
+            if not isinstance(text, str):
+                raise PollardError(
+                    f"the Responses API result ({type(response).__name__}) has neither "
+                    "`output` nor `output_text`, so it holds no answer to record",
+                    hint="pass fn=make_responses_fn(client) the object client.responses.create() "
+                    "returns, or a dict with an 'output' list",
+                )
+            usage = get(response, "usage")
+            if usage is None and isinstance(dumped, Mapping):
+                usage = dumped.get("usage")
+            return _result(text, [], usage, get(response, "status"), response)
     texts: list[str] = []
     tool_calls: list[dict[str, Any]] = []
-    for item in get(response, "output", []):
+    for item in output:
         kind = get(item, "type")
         if kind == "message":
             for part in get(item, "content", []):
@@ -125,9 +155,9 @@ def normalize_response(response: object) -> Result:
                     "arguments": parse_arguments(get(item, "arguments")),
                 }
             )
-    details = get(response, "incomplete_details")
-    stop = get(details, "reason") or get(response, "status")
-    return _result("".join(texts), tool_calls, get(response, "usage"), stop, response)
+    details = get(source, "incomplete_details")
+    stop = get(details, "reason") or get(source, "status")
+    return _result("".join(texts), tool_calls, get(source, "usage"), stop, response)
 
 
 def _response_events(events: Iterator[Any], pieces: list[str]) -> Iterator[dict[str, Any]]:

@@ -51,7 +51,7 @@ Example:
     ...         answers = await governed_run_many(run, ["Q1?", "Q2?"], config=config)
     ...         return answers.status, run.report()["spent"]["steps"]
     >>> asyncio.run(main())
-    ('ok', '2')
+    ('ok', 2)
 """
 
 from __future__ import annotations
@@ -85,14 +85,13 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in every
         'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
     ) from exc
 
-from pollard._async import AsyncRun
-from pollard._canon import canonical_bytes
-from pollard._core import RunState
-from pollard._runtime import Run
+from pollard._core._canon import canonical_bytes
+from pollard._runtime._async import AsyncRun, async_view, fork
+from pollard._runtime._sync import Run, run_state
 from pollard.errors import BudgetExceeded, PollardError
 
 if TYPE_CHECKING:
-    from pollard._node import Node
+    from pollard._core._node import Node
     from pollux import ResponseSchemaInput, ToolChoice, ToolDeclaration
 
 __all__ = [
@@ -279,12 +278,10 @@ def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -
 
 def _check_run(run: object, function: str) -> AsyncRun:
     """The async view of ``run``: an `AsyncRun` as is, a sync `Run` driven on this event loop."""
-    if isinstance(run, AsyncRun):
-        return run
-    if isinstance(run, Run):
-        # The same cursor and accounting, driven by the async shell; store I/O stays inline,
-        # on the caller's thread, as the sync runtime expects.
-        return AsyncRun(run._state, False)
+    if isinstance(run, (AsyncRun, Run)):
+        # A sync Run keeps its cursor and accounting, driven by the async shell with store I/O
+        # inline, on the caller's thread, as the sync runtime expects.
+        return async_view(run)
     raise TypeError(
         f"{function}() needs a pollard run (from Runtime(...).run() or AsyncRuntime(...).run()), "
         f"got {type(run).__name__}"
@@ -806,10 +803,7 @@ async def governed_run_many(
     # prompt order, while the admitted provider calls overlap: a budget that runs out refuses
     # the last prompts, the same ones on every run.
     # Without limits nothing can be refused, and replay only looks up: no ordering needed.
-    state = run._state
-    ordered = state.mode != "replay" and (
-        any(scope.limits for scope in state.scopes) or bool(state.rt.windows)
-    )
+    ordered = run.mode != "replay" and run_state(run).limited
     admission = asyncio.Lock()
 
     async def one(index: int) -> tuple[Output, str | None]:
@@ -830,16 +824,16 @@ async def governed_run_many(
         async with slots:
             if ordered:
                 await admission.acquire()
-            fork = _fork(run)
+            forked = fork(run)
             try:
-                answer = await _step(fork, payloads[index], call, requirements, attempts[index])
+                answer = await _step(forked, payloads[index], call, requirements, attempts[index])
             except BudgetExceeded as exc:
                 return _refused(exc), exc.refusal_id
             except _ERRORS_PER_PROMPT as exc:
                 return error_output(exc), None
             finally:
                 admit()
-            return answer, fork.cursor_id
+            return answer, forked.cursor_id
 
     results = await _gather([one(index) for index in range(len(texts))])
     await run.note({"pollux": "run_many", "calls": [node_id for _, node_id in results]})
@@ -847,21 +841,6 @@ async def governed_run_many(
         outputs=tuple(answer for answer, _ in results),
         prompt_indexes=tuple(range(len(texts))),
     )
-
-
-def _fork(run: AsyncRun) -> AsyncRun:
-    """A second cursor at ``run``'s cursor that reports into ``run`` (no anchor node).
-
-    Concurrent steps on one cursor would race for it (each step moves it); each prompt gets its
-    own, so every prompt's node is a child of the same node and refusals land next to it.
-    """
-    state = run._state
-    child = RunState(
-        state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
-    )
-    child.spent = state.spent  # shared: the fan-out's charges are this run's charges
-    child.avoided = state.avoided
-    return AsyncRun(child, run._offload)
 
 
 def _refused(error: BudgetExceeded) -> Output:

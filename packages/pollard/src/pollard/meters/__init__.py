@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
-from pollard._canon import canonical_bytes
-from pollard._ledger import to_decimal
+from pollard._core._canon import canonical_bytes
+from pollard._core._ledger import to_decimal
+from pollard._step._protocols import Meter
 from pollard.meters._energy import EnergyMeter
 from pollard.meters._tokenmaster import TokenmasterMeter
 
@@ -62,21 +63,6 @@ _TOKEN_FIELDS = (
 
 
 @runtime_checkable
-class Meter(Protocol):
-    """What the runtime needs from a meter."""
-
-    name: str
-
-    def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
-        """Return the actual charge of a finished step (``result`` is None for failed steps)."""
-        ...
-
-    def precheck_estimate(self, kind: str, payload: Any) -> Amount | None:
-        """Return the charge expected before the step runs, or None when unknown."""
-        ...
-
-
-@runtime_checkable
 class TokenEstimator(Protocol):
     """Estimates the input tokens of a model-call payload before it is sent."""
 
@@ -110,11 +96,13 @@ def token_usage(result: Any) -> dict[str, int] | None:
     usage = result.get("usage")
     if not isinstance(usage, Mapping):
         return None
-    fields = {
-        key: value
-        for key in _TOKEN_FIELDS
-        if isinstance(value := usage.get(key), int) and not isinstance(value, bool)
-    }
+    fields: dict[str, int] = {}
+    for key in _TOKEN_FIELDS:
+        value = usage.get(key)
+        if value is not None and (
+            type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+        ):
+            fields[key] = value
     return fields
 
 
@@ -166,6 +154,8 @@ class WallClockMeter:
     def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
         """Return the measured duration (microsecond resolution)."""
         duration = meta.get("duration_s")
+        if type(duration) is float:  # the common case: the runtime's own measurement
+            return Decimal(repr(round(duration, 6)))
         if isinstance(duration, (int, float)) and not isinstance(duration, bool):
             return Decimal(repr(round(float(duration), 6)))
         return 0

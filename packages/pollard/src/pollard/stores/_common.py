@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pollard._canon import make_dumps
-from pollard._node import Node
+from pollard._core._canon import make_dumps
+from pollard._core._node import Node
 from pollard.errors import IntegrityError
 
 __all__ = ["check_new_node", "collision", "conflict_patch", "meta_text", "sorted_roots"]

@@ -34,16 +34,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pollard._canon import fast_loads, make_dumps
-from pollard._ledger import (
+from pollard._core._canon import fast_loads, make_dumps
+from pollard._core._ledger import (
     ZERO,
     Admission,
     BudgetClaim,
+    Held,
     WindowClaim,
     WindowEvent,
-    judge,
+    active_totals,
+    admit,
+    held_amounts,
 )
-from pollard._node import Node, NodeKind, trusted_node
+from pollard._core._node import Node, NodeKind, trusted_node
 from pollard.errors import IntegrityError
 from pollard.stores._common import (
     check_new_node,
@@ -87,6 +90,8 @@ class Dialect:
     for_update: str = ""
     # Run first in the schema transaction (serialises concurrent first-use DDL).
     schema_lock: str = ""
+    # ``= ANY(array)`` takes a list parameter; otherwise ``IN (?, ...)`` is expanded per call.
+    array_params: bool = False
 
 
 _STORE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -107,6 +112,9 @@ def check_store_id(store_id: str) -> str:
 
 
 CHUNK_KEY = "__pollard_chunks"
+WALK_BATCH = 256  # nodes per read while walking
+# A ref inside stored (compact, sorted) JSON text; a user string holding this text is escaped.
+_REF_TEXT = re.compile(r'"__pollard_ref":"([0-9a-f]{64})"')
 CHUNK = 16  # list elements per shared chunk
 _CHUNK_DOMAIN = b"pollard/v1:chunk\n"
 
@@ -284,6 +292,16 @@ def _rehydrate(value: Any, load: Callable[[str], str]) -> Any:
     return root[0]
 
 
+def dump_held(held: Sequence[Held]) -> str:
+    """A reservation's held amounts as stored: ``[[kind, key, meter, "amount"], ...]``."""
+    return json.dumps([[kind, key, meter, str(amount)] for kind, key, meter, amount in held])
+
+
+def load_held(text: str) -> list[Held]:
+    """The held amounts of a stored reservation (see `dump_held`)."""
+    return [(kind, key, meter, Decimal(amount)) for kind, key, meter, amount in json.loads(text)]
+
+
 def _kind_of(code: Any, node_id: Any) -> NodeKind:
     kind = _CODE_KIND.get(code)
     if kind is None:
@@ -339,11 +357,21 @@ class SqlStore:
             )
         self._ns = (w, c, v)
         cols = "id, parent, kind, attempt, payload, result, result_digest, meta, interned"
+        many = f"= ANY({q})" if d.array_params else "IN (?)"  # SQLite: expanded per call
         self._sql = {
             "get": f"SELECT {cols} FROM {t['nodes']} WHERE {w}id = {q}",
             "exists": f"SELECT 1 FROM {t['nodes']} WHERE {w}id = {q}",
             "pair": f"SELECT id FROM {t['nodes']} WHERE {w}id IN ({q}, {q})",
             "children": f"SELECT {cols} FROM {t['nodes']} WHERE {w}parent = {q}",
+            "get_many": f"SELECT {cols} FROM {t['nodes']} WHERE {w}id {many}",
+            "count": f"SELECT count(*) FROM {t['nodes']}{w0}",
+            "links": f"SELECT id, parent FROM {t['nodes']}{w0}",
+            "blob_many": f"SELECT digest, value FROM {t['blobs']} WHERE {w}digest {many}",
+            # UNION (not UNION ALL) stops at a cycle a damaged store may hold.
+            "subtree": f"WITH RECURSIVE sub(id, parent, kind) AS (SELECT id, parent, kind FROM "
+            f"{t['nodes']} WHERE {w}id = {q} UNION SELECT n.id, n.parent, n.kind FROM "
+            f"{t['nodes']} n JOIN sub ON {w.replace('store_id', 'n.store_id')}n.parent = sub.id) "
+            "SELECT id, parent, kind FROM sub",
             "roots": f"SELECT {cols} FROM {t['nodes']} WHERE {w}parent IS NULL",
             "insert": f"INSERT INTO {t['nodes']} ({c}{cols}) VALUES "
             f"({v}{q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}) ON CONFLICT DO NOTHING",
@@ -394,6 +422,9 @@ class SqlStore:
         finally:
             cur.close()
 
+    def _check_open(self) -> None:
+        """Raise `PollardError` when the store was closed (backends override)."""
+
     def _lock_ledger(self, cursor: Any, keys: Sequence[str]) -> None:
         """Serialise ledger writers for ``keys`` (SQLite: the write transaction already does)."""
 
@@ -441,12 +472,13 @@ class SqlStore:
         """The logical ledger namespace."""
         return self._store_id
 
-    def _row_node(self, row: Sequence[Any], cur: Any) -> Node:
+    def _row_node(self, row: Sequence[Any], cur: Any, cache: dict[str, str] | None = None) -> Node:
         node_id, parent, kind, attempt, payload_text, r_text, digest, meta, interned = row
         payload = fast_loads(payload_text)
         result = None if r_text is None else fast_loads(r_text)
         if interned:
-            cache: dict[str, str] = {}
+            if cache is None:
+                cache = {}
 
             def load(digest: str) -> str:
                 if digest not in cache:
@@ -608,18 +640,99 @@ class SqlStore:
         return node
 
     def walk(self, root_id: str) -> Iterator[Node]:
-        """Iterative preorder over the subtree at ``root_id`` (KeyError if missing)."""
-        stack = [self.get(root_id)]
-        while stack:
-            node = stack.pop()
-            yield node
-            # One read per node, never held across the yield: the consumer may pause (or
-            # close the store) between nodes.
+        """Preorder over the subtree at ``root_id`` (KeyError if missing), in set-based reads.
+
+        One recursive query reads the subtree's shape (ids, parents, kinds); the nodes are then
+        read in batches of `WALK_BATCH` ids, each batch with its interned blobs, so a walk costs
+        ``2 + n / WALK_BATCH`` queries instead of one per node. No cursor is held across a
+        yield: the consumer may pause (or close the store) between nodes. A node deleted after
+        the shape was read is skipped.
+        """
+        try:
+            start = bytes.fromhex(root_id)
+        except (ValueError, TypeError):
+            raise KeyError(root_id) from None
+        with self._cursor() as cur:
+            cur.execute(self._sql["subtree"], (start,))
+            shape = [(bytes(i), None if p is None else bytes(p), k) for i, p, k in cur.fetchall()]
+        if not any(node_id == start for node_id, _, _ in shape):
+            raise KeyError(root_id)
+        kids: dict[bytes, list[tuple[str, bytes]]] = {}
+        for node_id, parent, code in shape:
+            if parent is not None and node_id != start:
+                kids.setdefault(parent, []).append((_kind_of(code, node_id).value, node_id))
+        order: list[bytes] = []
+        seen: set[bytes] = set()
+        stack = [start]
+        while stack:  # iterative preorder; ``seen`` guards a damaged store's cycles
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            order.append(current)
+            below = kids.get(current)
+            if below:
+                below.sort(reverse=True)
+                stack.extend(node_id for _, node_id in below)
+        cache: dict[str, str] = {}
+        for first in range(0, len(order), WALK_BATCH):
+            batch = order[first : first + WALK_BATCH]
             with self._cursor() as cur:
-                cur.execute(self._sql["children"], (bytes.fromhex(node.id),))
-                kids = [self._row_node(row, cur) for row in cur.fetchall()]
-            kids.sort(key=lambda n: (n.kind.value, n.id), reverse=True)
-            stack.extend(kids)
+                rows = self._rows(cur, batch)
+                self._prefetch(cur, rows.values(), cache)
+                nodes = [self._row_node(rows[k], cur, cache) for k in batch if k in rows]
+            for node in nodes:
+                self._check_open()  # a store closed during a paused walk refuses to go on
+                yield node
+
+    def _rows(self, cur: Any, keys: Sequence[bytes]) -> dict[bytes, Sequence[Any]]:
+        """Full rows for many ids in one query, by id."""
+        if self.dialect.array_params:
+            cur.execute(self._sql["get_many"], (list(keys),))
+        else:
+            marks = ", ".join([self.dialect.param] * len(keys))
+            cur.execute(self._sql["get_many"].replace("(?)", f"({marks})"), tuple(keys))
+        return {bytes(row[0]): row for row in cur.fetchall()}
+
+    def _prefetch(self, cur: Any, rows: Iterable[Sequence[Any]], cache: dict[str, str]) -> None:
+        """Load every blob the interned ``rows`` reference (and chunk blobs' own refs) at once."""
+        wanted: set[str] = set()
+        for row in rows:
+            interned = row[8]
+            if interned & _PAYLOAD_INTERNED:
+                wanted.update(_REF_TEXT.findall(row[4]))
+            if interned & _RESULT_INTERNED and row[5] is not None:
+                wanted.update(_REF_TEXT.findall(row[5]))
+        while wanted:
+            missing = sorted(wanted - cache.keys())
+            if not missing:
+                return
+            keys = [bytes.fromhex(d) for d in missing]
+            if self.dialect.array_params:
+                cur.execute(self._sql["blob_many"], (keys,))
+            else:
+                marks = ", ".join([self.dialect.param] * len(keys))
+                cur.execute(self._sql["blob_many"].replace("(?)", f"({marks})"), tuple(keys))
+            wanted = set()
+            for digest, value in cur.fetchall():
+                cache[bytes(digest).hex()] = value
+                if value.startswith("["):  # a chunk blob: its elements may hold refs
+                    wanted.update(_REF_TEXT.findall(value))
+
+    def node_count(self) -> int:
+        """How many nodes the store holds (``verify`` compares it with what the runs reach)."""
+        with self._cursor() as cur:
+            cur.execute(self._sql["count"])
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def links(self) -> list[tuple[str, str | None]]:
+        """Every stored ``(node id, parent id)``, sorted by id (for ancestry checks)."""
+        with self._cursor() as cur:
+            cur.execute(self._sql["links"])
+            rows = [(bytes(i).hex(), None if p is None else bytes(p).hex()) for i, p in cur]
+        rows.sort()
+        return rows
 
     def roots(self) -> list[Node]:
         """Root nodes sorted by (run label, id)."""
@@ -690,50 +803,38 @@ class SqlStore:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
         if not claims and not windows:
             return Admission(None, None)
-        held_budget = [
-            ["b", c.scope, c.meter, str(c.amount)]
-            for c in claims
-            if c.amount is not None and c.amount > 0
-        ]
-        held_window = [
-            ["w", w.key, w.meter, str(w.amount)]
-            for w in windows
-            if w.amount is not None and w.amount > 0
-        ]
         with self._transaction() as cur:
             keys = sorted({c.scope for c in claims} | {w.key for w in windows})
             self._lock_ledger(cur, keys)
             now = self._clock()
             cur.execute(self._sql["sweep"], (now,))
-            active: dict[tuple[str, str, str], Decimal] = {}
             cur.execute(self._sql["active"])
-            for (text,) in cur.fetchall():
-                for kind, key, meter, amount in json.loads(text):
-                    slot = (kind, key, meter)
-                    active[slot] = active.get(slot, ZERO) + Decimal(amount)
+            active = active_totals(load_held(text) for (text,) in cur.fetchall())
             totals: dict[str, dict[str, Decimal]] = {}
-            for claim in claims:
-                if claim.scope not in totals:
-                    totals[claim.scope] = self._totals(cur, claim.scope)
-                settled = totals[claim.scope].get(claim.meter, ZERO)
-                short = judge(claim, settled, active.get(("b", claim.scope, claim.meter), ZERO))
-                if short is not None:
-                    return Admission(None, short)
+            for scope in {c.scope for c in claims}:
+                totals[scope] = self._totals(cur, scope)
+            in_window: dict[tuple[str, str, float], Decimal] = {}
             for window in windows:
                 cutoff = now - window.window_seconds
                 cur.execute(self._sql["window_trim"], (window.key, window.meter, cutoff))
                 cur.execute(self._sql["window_sum"], (window.key, window.meter, cutoff))
-                settled = sum((Decimal(row[0]) for row in cur.fetchall()), ZERO)
-                short = judge(window, settled, active.get(("w", window.key, window.meter), ZERO))
-                if short is not None:
-                    return Admission(None, short)
-            if not hold or not (held_budget or held_window):
+                in_window[window.key, window.meter, window.window_seconds] = sum(
+                    (Decimal(row[0]) for row in cur.fetchall()), ZERO
+                )
+            short = admit(
+                claims,
+                windows,
+                settled=lambda c: totals[c.scope].get(c.meter, ZERO),
+                window_settled=lambda w: in_window[w.key, w.meter, w.window_seconds],
+                active=active,
+            )
+            if short is not None:
+                return Admission(None, short)
+            held = held_amounts(claims, windows)
+            if not hold or not held:
                 return Admission(None, None)
             rid = uuid.uuid4().hex
-            cur.execute(
-                self._sql["hold"],
-                (rid, now + lease_seconds, json.dumps(held_budget + held_window)),
-            )
+            cur.execute(self._sql["hold"], (rid, now + lease_seconds, dump_held(held)))
             return Admission(rid, None)
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:

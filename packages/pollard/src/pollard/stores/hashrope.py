@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from pollard._ledger import WindowEvent
-from pollard._node import Node
+from pollard._core._ledger import WindowEvent
+from pollard._core._node import Node
 from pollard.errors import IntegrityError
 from pollard.stores.memory import MemoryStore
 
@@ -90,13 +90,34 @@ class HashRopeStore(MemoryStore):
         self._rope: Any = None
         self._replaying = True
         try:
-            for line in bytes(data).splitlines():
+            for number, line in enumerate(bytes(data).splitlines(), start=1):
                 if line.strip():
-                    self._apply(json.loads(line))
+                    self._load_line(number, line)
         finally:
             self._replaying = False
         if data:
             self._rope = hr.rope_from_bytes(bytes(data), self._hash)
+
+    def _load_line(self, number: int, line: bytes) -> None:
+        """Apply one logged operation; a line that is not one is an `IntegrityError`."""
+        try:
+            op = json.loads(line)
+            if not isinstance(op, dict):
+                raise TypeError("an operation is a JSON object")
+            self._apply(op)
+        except IntegrityError:
+            raise
+        except (
+            ArithmeticError,
+            AttributeError,
+            KeyError,
+            TypeError,
+            UnicodeError,
+            ValueError,
+        ) as exc:
+            raise IntegrityError(
+                f"op log line {number} is not a valid operation ({type(exc).__name__}: {exc})"
+            ) from None
 
     # -- log -----------------------------------------------------------------------------------
 
@@ -151,9 +172,13 @@ class HashRopeStore(MemoryStore):
         """
         data = self.to_bytes()
         other = HashRopeStore(data, store_id=self.store_id)
-        if sorted(other._rows) != sorted(self._rows):
+        if other._node_ids() != self._node_ids():
             raise IntegrityError("the hashrope log does not rebuild the live nodes")
         return sum(1 for line in data.splitlines() if line.strip())
+
+    def _node_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._rows)
 
     # -- writes (logged) -----------------------------------------------------------------------
 

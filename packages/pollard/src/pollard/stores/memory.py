@@ -8,21 +8,24 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pollard._canon import fast_loads
-from pollard._ledger import (
+from pollard._core._canon import fast_loads
+from pollard._core._ledger import (
     ZERO,
     Admission,
     BudgetClaim,
+    Held,
     WindowClaim,
     WindowEvent,
+    active_totals,
     add_charges,
-    judge,
+    admit,
+    held_amounts,
 )
-from pollard._node import Node, NodeKind, trusted_node
+from pollard._core._node import Node, NodeKind, trusted_node
 
 from ._common import check_new_node, collision, conflict_patch, meta_text, sorted_roots
 
@@ -45,8 +48,7 @@ class _Row:
 @dataclass(slots=True)
 class _Reservation:
     expires: float
-    budget: list[tuple[str, str, Decimal]] = field(default_factory=list)
-    window: list[tuple[str, str, Decimal]] = field(default_factory=list)
+    held: list[Held]
 
 
 class MemoryStore:
@@ -270,36 +272,20 @@ class MemoryStore:
         with self._lock:
             now = self._clock()
             self._sweep(now)
-            active_budget: dict[tuple[str, str], Decimal] = {}
-            active_window: dict[tuple[str, str], Decimal] = {}
-            for res in self._reservations.values():
-                for scope, meter, amount in res.budget:
-                    active_budget[scope, meter] = active_budget.get((scope, meter), ZERO) + amount
-                for key, meter, amount in res.window:
-                    active_window[key, meter] = active_window.get((key, meter), ZERO) + amount
-            for claim in claims:
-                settled = self._totals.get(claim.scope, {}).get(claim.meter, ZERO)
-                short = judge(claim, settled, active_budget.get((claim.scope, claim.meter), ZERO))
-                if short is not None:
-                    return Admission(None, short)
-            for window in windows:
-                settled = self._window_sum(window.key, window.meter, window.window_seconds, now)
-                short = judge(window, settled, active_window.get((window.key, window.meter), ZERO))
-                if short is not None:
-                    return Admission(None, short)
-            held = _Reservation(now + lease_seconds)
-            held.budget = [
-                (c.scope, c.meter, c.amount)
-                for c in claims
-                if c.amount is not None and c.amount > 0
-            ]
-            held.window = [
-                (w.key, w.meter, w.amount) for w in windows if w.amount is not None and w.amount > 0
-            ]
-            if not hold or not (held.budget or held.window):
+            short = admit(
+                claims,
+                windows,
+                settled=lambda c: self._totals.get(c.scope, {}).get(c.meter, ZERO),
+                window_settled=lambda w: self._window_sum(w.key, w.meter, w.window_seconds, now),
+                active=active_totals(res.held for res in self._reservations.values()),
+            )
+            if short is not None:
+                return Admission(None, short)
+            held = held_amounts(claims, windows)
+            if not hold or not held:
                 return Admission(None, None)
             rid = f"r{next(self._counter)}"
-            self._reservations[rid] = held
+            self._reservations[rid] = _Reservation(now + lease_seconds, held)
             return Admission(rid, None)
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:

@@ -6,16 +6,33 @@ by ``import pollard``.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import hashlib
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any
 
+from pollard._core._ledger import (
+    ZERO,
+    Admission,
+    BudgetClaim,
+    Shortfall,
+    WindowClaim,
+    WindowEvent,
+    active_totals,
+    admit,
+    held_amounts,
+)
+from pollard._core._node import Node
 from pollard.errors import PollardError
-from pollard.stores._sql import Dialect, SqlStore, check_store_id
+from pollard.stores._common import check_new_node
+from pollard.stores._sql import Dialect, SqlStore, check_store_id, dump_held, load_held
 
 __all__ = ["PostgresStore"]
 
@@ -29,6 +46,9 @@ def _lock_key(*parts: str) -> int:
 
 
 _SCHEMA_LOCK = _lock_key("pollard", "schema")
+_SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_ADMIT_TRIES = 10
 
 
 def _psycopg() -> Any:
@@ -36,6 +56,27 @@ def _psycopg() -> Any:
         return importlib.import_module("psycopg")
     except ImportError as exc:
         raise ImportError(_INSTALL) from exc
+
+
+def _numbered(sql: str) -> str:
+    """``%s`` placeholders as ``$1, $2, ...`` (the statements hold no other ``%``)."""
+    parts = sql.split("%s")
+    return "".join(
+        part + (f"${i}" if i < len(parts) else "") for i, part in enumerate(parts, start=1)
+    )
+
+
+class _Queue:
+    """Statements collected for one `PostgresStore._batch` (a cursor stand-in for writers)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Sequence[Any]]] = []
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.items.append((sql, params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.items.extend((sql, row) for row in rows)
 
 
 class PostgresStore(SqlStore):
@@ -60,11 +101,20 @@ class PostgresStore(SqlStore):
         store_id: The logical store: 1-128 letters, digits, ``_``, ``.``, ``:`` or ``-``.
         intern_payloads: Intern strings of at least ``intern_threshold`` UTF-8 bytes.
         intern_threshold: The interning threshold in bytes.
+        read_only: Open an existing store for reading only: nothing is created (the tables and
+            ``store_id`` must exist, else `PollardError` names what is missing) and writes raise
+            `PollardError`.
         clock: A wall clock for leases and windows instead of the server's (for tests).
+
+    A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
+    never the driver's error; the next operation reconnects. A budgeted step costs two round
+    trips: one for the reservation, one for the commit.
 
     Raises:
         ImportError: Naming ``pip install "pollard[pg]"`` when psycopg is missing.
         ValueError: If ``store_id`` is not a valid store id.
+        PollardError: If the server cannot be reached, or ``read_only`` and the store does not
+            exist.
 
     Example:
         Share one step budget between every worker of a team::
@@ -85,6 +135,7 @@ class PostgresStore(SqlStore):
         namespaced=True,
         for_update=" FOR UPDATE",
         schema_lock=f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})",
+        array_params=True,
     )
 
     def __init__(
@@ -94,6 +145,7 @@ class PostgresStore(SqlStore):
         store_id: str = "default",
         intern_payloads: bool = True,
         intern_threshold: int = 1024,
+        read_only: bool = False,
         clock: Callable[[], float] | None = None,
     ) -> None:
         check_store_id(store_id)
@@ -105,11 +157,14 @@ class PostgresStore(SqlStore):
             clock=self._server_clock if clock is None else clock,
         )
         self._conninfo = conninfo
+        self.read_only = read_only
+        self._fixed_clock = clock
         self._local = threading.local()
         self._connections: list[tuple[int, Any]] = []  # (process id, connection)
         self._lock = threading.Lock()
         self._closed = False
         self._tables_exist = False
+        self._prepare_statements()
         try:
             self._init_schema()
         except BaseException:
@@ -128,40 +183,506 @@ class PostgresStore(SqlStore):
                     f"the PostgreSQL store {self._store_id!r} is closed",
                     hint="open a new PostgresStore",
                 )
-            conn = self._psycopg.connect(self._conninfo, autocommit=True)
+            try:
+                conn = self._psycopg.connect(self._conninfo, autocommit=True)
+            except self._psycopg.OperationalError as exc:
+                raise self._lost(exc, "connect") from None
             pid = os.getpid()
             with self._lock:
                 self._connections.append((pid, conn))
             self._local.conn, self._local.pid = conn, pid
         return conn
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is closed",
+                hint="open a new PostgresStore",
+            )
+
+    def _discard(self) -> None:
+        """Forget this thread's connection after a failure (the next operation reconnects)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._lock:
+                self._connections = [(p, c) for p, c in self._connections if c is not conn]
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _lost(self, exc: BaseException, during: str, hint: str = "") -> PollardError:
+        """The pollard error for a failed connection (the driver's message, never the DSN)."""
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return PollardError(
+            f"lost the connection to the PostgreSQL store {self._store_id!r} during {during}: "
+            f"{detail}",
+            hint=hint
+            or "the server restarted or the network dropped; nothing is held by this operation. "
+            "The next store operation reconnects, so retrying the step is safe",
+        )
+
+    @contextmanager
+    def _guard(self, during: str) -> Iterator[None]:
+        """Turn a lost connection into a `PollardError` and drop the broken connection."""
+        try:
+            yield
+        except self._psycopg.OperationalError as exc:
+            self._discard()
+            raise self._lost(exc, during) from None
+
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
-        conn = self._connection()
-        with conn.transaction(), conn.cursor() as cur:
-            yield cur
+        if self.read_only:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is open read-only",
+                hint="open it without read_only=True to record",
+            )
+        with self._guard("a write"):
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                yield cur
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        with self._guard("a read"):
+            conn = self._connection()
+            with conn.cursor() as cur:
+                yield cur
 
     def _server_clock(self) -> float:
         # Runs on the calling thread's connection, so inside a transaction it sees that clock.
-        row = self._connection().execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        with self._guard("a clock read"):
+            row = (
+                self._connection()
+                .execute("SELECT extract(epoch FROM clock_timestamp())")
+                .fetchone()
+            )
         return float(row[0])
+
+    def _lock_keys(self, keys: Iterable[str]) -> list[int]:
+        return sorted({_lock_key("pollard", "ledger", self._store_id, k) for k in keys})
 
     def _lock_ledger(self, cursor: Any, keys: Sequence[str]) -> None:
         # One transaction-scoped advisory lock per (store, scope), taken in a global order.
-        for key in sorted({_lock_key("pollard", "ledger", self._store_id, k) for k in keys}):
+        for key in self._lock_keys(keys):
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    def _batch_text(self, conn: Any, cur: Any, queue: _Queue) -> str:
+        """The batch as one string; the ledger statements run as server-side prepared ones.
+
+        A prepared statement is parsed and planned once per connection instead of once per
+        step. Its ``PREPARE`` leads the first batch that uses it (no extra round trip).
+        """
+        prepared: set[str] | None = getattr(self._local, "prepared", None)
+        same: bool = getattr(self._local, "prepared_for", None) is conn
+        if prepared is None or not same:
+            prepared = set()
+            if same:  # after a failed batch: read what the session holds
+                rows = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+                prepared = {row[0] for row in rows}
+            self._local.prepared, self._local.prepared_for = prepared, conn
+        head: list[str] = []
+        body: list[str] = []
+        for sql, params in queue.items:
+            name = self._prepared_names.get(sql)
+            if name is None:
+                body.append(cur.mogrify(sql, params))
+                continue
+            if name not in prepared:
+                head.append(f"PREPARE {name} AS {_numbered(sql)}")
+                prepared.add(name)
+            marks = ", ".join(["%s"] * len(params))
+            body.append(
+                cur.mogrify(f"EXECUTE {name}({marks})" if params else f"EXECUTE {name}", params)
+            )
+        return "; ".join(head + body)
+
+    def _batch(self, queue: _Queue) -> list[list[Any] | None]:
+        """Send queued statements as one simple query (one round trip); rows per statement.
+
+        Parameters are bound client-side by psycopg (its literal quoting), so several
+        statements, ``BEGIN`` to ``COMMIT``, travel in one message. A failed statement aborts
+        the rest; an open transaction is then rolled back.
+        """
+        if self.read_only:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is open read-only",
+                hint="open it without read_only=True to record",
+            )
+        conn = self._connection()
+        cur = self._psycopg.ClientCursor(conn)
+        errors = self._psycopg.errors
+        try:
+            try:
+                cur.execute(self._batch_text(conn, cur, queue))
+            except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement):
+                # The session lost (or already holds) a prepared statement, as behind a pooling
+                # proxy: the batch was rolled back whole, so it is sent again after a resync.
+                if conn.info.transaction_status != _IDLE:
+                    conn.execute("ROLLBACK")
+                self._local.prepared = None
+                cur.execute(self._batch_text(conn, cur, queue))
+            results: list[list[Any] | None] = []
+            while True:
+                results.append(cur.fetchall() if cur.description is not None else None)
+                if not cur.nextset():
+                    return results
+        except self._psycopg.OperationalError:
+            self._discard()
+            raise
+        except BaseException:
+            self._local.prepared = None  # which PREPAREs ran is unknown: read them next time
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                cur.close()
+
+    # -- one-round-trip ledger operations ------------------------------------------------------
+
+    def _prepare_statements(self) -> None:
+        t = self._t
+        lit = f"'{self._store_id}'"
+        now = "%s::float8" if self._fixed_clock is not None else _SERVER_NOW
+        self._now_param = self._fixed_clock is not None
+        cols = "id, parent, kind, attempt, payload, result, result_digest, meta, interned"
+        self._pg = {
+            "sweep": f"DELETE FROM {t['reservations']} WHERE store_id = {lit} AND expires <= {now}",
+            "trim": f"DELETE FROM {t['window_events']} e USING unnest(%s::text[], %s::text[], "
+            f"%s::float8[]) AS x(k, m, s) WHERE e.store_id = {lit} AND e.wkey = x.k AND "
+            f"e.meter = x.m AND e.at <= {now} - x.s",
+            # Everything the admission rule reads, in one statement (one snapshot).
+            "state": f"WITH n AS (SELECT {now} AS now) "
+            "SELECT 'now', (SELECT now FROM n)::text, NULL, NULL "
+            f"UNION ALL SELECT 'r', claims, NULL, NULL FROM {t['reservations']} "
+            f"WHERE store_id = {lit} AND expires > (SELECT now FROM n) "
+            f"UNION ALL SELECT 't', scope, meter, total FROM {t['ledger']} "
+            f"WHERE store_id = {lit} AND scope = ANY(%s::text[]) "
+            "UNION ALL SELECT 'w', x.i::text, NULL, sum(e.amount::numeric)::text "
+            "FROM unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS x(k, m, s, i) "
+            f"JOIN {t['window_events']} e ON e.store_id = {lit} AND e.wkey = x.k AND "
+            "e.meter = x.m AND e.at > (SELECT now FROM n) - x.s GROUP BY x.i",
+            # The hold, written only when every claim fits: the rule of `judge` (refuse when
+            # ``settled >= limit`` or when a positive request exceeds ``limit - settled -
+            # active``), evaluated on the server so admission costs one round trip. `admit`
+            # still explains a refusal from the figures of "state".
+            "hold": f"WITH n AS (SELECT {now} AS now), "
+            "held AS (SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS meter, "
+            f"(x->>3)::numeric AS amount FROM {t['reservations']} r CROSS JOIN LATERAL "
+            f"jsonb_array_elements(r.claims::jsonb) AS x WHERE r.store_id = {lit} AND "
+            "r.expires > (SELECT now FROM n)), "
+            "c AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::numeric[]) "
+            "AS c(scope, meter, lim, req)), "
+            "w AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::float8[], "
+            "%s::numeric[]) AS w(k, m, lim, secs, req)), "
+            "figures AS (SELECT c.lim, c.req, coalesce((SELECT l.total::numeric FROM "
+            f"{t['ledger']} l WHERE l.store_id = {lit} AND l.scope = c.scope AND "
+            "l.meter = c.meter), 0) AS settled, coalesce((SELECT sum(h.amount) FROM held h "
+            "WHERE h.kind = 'b' AND h.key = c.scope AND h.meter = c.meter), 0) AS active FROM c "
+            "UNION ALL SELECT w.lim, w.req, coalesce((SELECT sum(e.amount::numeric) FROM "
+            f"{t['window_events']} e WHERE e.store_id = {lit} AND e.wkey = w.k AND "
+            "e.meter = w.m AND e.at > (SELECT now FROM n) - w.secs), 0), coalesce((SELECT "
+            "sum(h.amount) FROM held h WHERE h.kind = 'w' AND h.key = w.k AND h.meter = w.m), 0) "
+            "FROM w) "
+            f"INSERT INTO {t['reservations']} (store_id, id, expires, claims) "
+            f"SELECT {lit}, %s, (SELECT now FROM n) + %s, %s WHERE NOT EXISTS (SELECT 1 FROM "
+            "figures f WHERE NOT (f.settled < f.lim AND (f.req = 0 OR "
+            "f.req <= f.lim - f.settled - f.active))) RETURNING 1",
+            # The node, its charges on every scope, its window events and the reservation's
+            # release, in one statement: nothing but the node check is written for a known id.
+            "commit": "WITH par AS (SELECT %s::bytea IS NULL OR EXISTS (SELECT 1 FROM "
+            f"{t['nodes']} WHERE store_id = {lit} AND id = %s::bytea) AS ok), "
+            f"ins AS (INSERT INTO {t['nodes']} (store_id, {cols}) SELECT {lit}, %s::bytea, "
+            "%s::bytea, %s::int, %s::int, %s::text, %s::text, %s::bytea, %s::text, %s::int "
+            "WHERE (SELECT ok FROM par) ON CONFLICT DO NOTHING RETURNING 1), "
+            f"led AS (INSERT INTO {t['ledger']} AS l (store_id, scope, meter, total) "
+            f"SELECT {lit}, x.s, x.m, x.a FROM unnest(%s::text[], %s::text[], %s::text[]) "
+            "AS x(s, m, a) WHERE EXISTS (SELECT 1 FROM ins) ON CONFLICT (store_id, scope, meter) "
+            "DO UPDATE SET total = (l.total::numeric + excluded.total::numeric)::text "
+            "RETURNING 1), "
+            f"win AS (INSERT INTO {t['window_events']} (store_id, wkey, meter, at, amount) "
+            f"SELECT {lit}, x.k, x.m, {now}, x.a FROM unnest(%s::text[], %s::text[], "
+            "%s::text[]) AS x(k, m, a) WHERE EXISTS (SELECT 1 FROM ins) RETURNING 1), "
+            f"rel AS (DELETE FROM {t['reservations']} WHERE store_id = {lit} AND id = %s "
+            "AND EXISTS (SELECT 1 FROM ins) RETURNING 1) "
+            "SELECT (SELECT ok FROM par), (SELECT count(*) FROM ins), "
+            "(SELECT count(*) FROM led), (SELECT count(*) FROM win), (SELECT count(*) FROM rel)",
+            "held": f"SELECT 1 FROM {t['reservations']} WHERE store_id = {lit} AND id = %s",
+        }
+        # Prepared per connection under names unique to this store (one connection may serve
+        # several PostgresStore objects).
+        tag = hashlib.sha256(self._store_id.encode("utf-8")).hexdigest()[:12]
+        self._prepared_names = {
+            self._pg[name]: f"pollard_{name}_{'p' if self._now_param else 's'}_{tag}"
+            for name in ("sweep", "trim", "hold", "state", "commit")
+        }
+
+    def _now(self) -> tuple[Any, ...]:
+        return (self._clock(),) if self._now_param else ()
+
+    def reserve(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim] = (),
+        *,
+        lease_seconds: float,
+        hold: bool = True,
+    ) -> Admission:
+        """Atomically check claims and hold their positive amounts (see `pollard.Store`).
+
+        One round trip: under the scopes' advisory locks the server writes the hold when every
+        claim fits (the rule of `judge`) and returns the figures; a refusal is explained by
+        `admit` over those figures, as on every store.
+        """
+        if not claims and not windows:
+            return Admission(None, None)
+        rid = uuid.uuid4().hex
+        try:
+            return self._reserve(claims, windows, lease_seconds, hold, rid)
+        except self._psycopg.OperationalError as exc:
+            # The hold may have been committed just before the connection went: release it by
+            # its id on a fresh connection when the server answers again.
+            with contextlib.suppress(Exception):
+                self.release(rid)
+            raise self._lost(exc, "a reservation") from None
+
+    def _reserve(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        hold: bool,
+        rid: str,
+    ) -> Admission:
+        held = held_amounts(claims, windows) if hold else []
+        for _ in range(_ADMIT_TRIES):
+            inserted, state = self._admit_batch(claims, windows, lease_seconds, held, rid)
+            if inserted:
+                return Admission(rid, None)
+            short = self._explain(claims, windows, state)
+            if short is not None or not held:
+                return Admission(None, short)
+            # The server refused, but the figures read a moment later fit (a settlement landed
+            # in between): ask again.
+        raise PollardError(
+            f"the PostgreSQL store {self._store_id!r} could not settle a reservation",
+            hint="the ledger changed under every attempt; retry the step",
+        )
+
+    def _admit_batch(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> tuple[bool, list[Any]]:
+        """One round trip: lock the scopes, sweep, write the hold if everything fits, read."""
+        scopes = sorted({c.scope for c in claims})
+        wk = [w.key for w in windows]
+        wm = [w.meter for w in windows]
+        ws = [float(w.window_seconds) for w in windows]
+        now = self._now()
+        queue = _Queue()
+        # A hold is not flushed to disk before it is acknowledged (the settlement that ends it
+        # is): a clean restart keeps it, only a server crash within the WAL writer's delay
+        # (about 200 ms) can lose it. That saves one of the two disk flushes of a step.
+        queue.execute("BEGIN")
+        queue.execute("SET LOCAL synchronous_commit = off")
+        for key in self._lock_keys([*scopes, *wk]):
+            queue.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+        queue.execute(self._pg["sweep"], now)
+        if windows:
+            queue.execute(self._pg["trim"], (wk, wm, ws, *now))
+        if held:
+
+            def req(amount: Decimal | None) -> Decimal:
+                return amount if amount is not None and amount > 0 else ZERO
+
+            queue.execute(
+                self._pg["hold"],
+                (
+                    *now,
+                    [c.scope for c in claims],
+                    [c.meter for c in claims],
+                    [c.limit for c in claims],
+                    [req(c.amount) for c in claims],
+                    wk,
+                    wm,
+                    [w.limit for w in windows],
+                    ws,
+                    [req(w.amount) for w in windows],
+                    rid,
+                    lease_seconds,
+                    dump_held(held),
+                ),
+            )
+        queue.execute(self._pg["state"], (*now, scopes, wk, wm, ws))
+        queue.execute("COMMIT")
+        results = self._batch(queue)
+        return bool(held and results[-3]), results[-2] or []
+
+    def _explain(
+        self, claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim], state: list[Any]
+    ) -> Shortfall | None:
+        """The admission rule (`admit`, as on every store) over the figures of "state"."""
+        reservations = []
+        totals: dict[tuple[str, str], Decimal] = {}
+        in_window: dict[int, Decimal] = {}
+        for tag, a, b, c in state:
+            if tag == "r":
+                reservations.append(load_held(a))
+            elif tag == "t":
+                totals[a, b] = Decimal(c)
+            elif tag == "w":
+                in_window[int(a) - 1] = Decimal(c)
+        index = {id(w): i for i, w in enumerate(windows)}
+        return admit(
+            claims,
+            windows,
+            settled=lambda cl: totals.get((cl.scope, cl.meter), ZERO),
+            window_settled=lambda w: in_window.get(index[id(w)], ZERO),
+            active=active_totals(reservations),
+        )
+
+    def put(self, node: Node) -> bool:
+        """Store a node; True when it was new (see `pollard.Store.put`).
+
+        A new node is one round trip (the commit statement without charges); a node that is
+        already stored takes the shared path that compares identities and records a differing
+        result.
+        """
+        check_new_node(node)
+        try:
+            if self._commit(node, (), {}, (), None):
+                return True
+        except self._psycopg.OperationalError as exc:
+            raise self._lost(exc, "a write") from None
+        return super().put(node)
+
+    def commit(
+        self,
+        node: Node,
+        *,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent] = (),
+        reservation_id: str | None = None,
+    ) -> bool:
+        """Insert a node and settle its charges in one round trip; False if the id exists.
+
+        When the connection is lost, the store reconnects once: a commit that landed (the node
+        is stored and its reservation gone) returns True, one that did not is sent again, so
+        a dispatch is charged exactly once. If the server does not answer, `PollardError`
+        says so and the reservation stays held until its lease ends (the budget still counts
+        it).
+        """
+        check_new_node(node)
+        try:
+            return self._commit(node, scopes, charges, windows, reservation_id)
+        except self._psycopg.OperationalError as first:
+            try:
+                with self._cursor() as cur:
+                    if self._exists(cur, node.id):
+                        if reservation_id is None:
+                            return True
+                        cur.execute(self._pg["held"], (reservation_id,))
+                        if cur.fetchone() is None:
+                            return True  # landed: the commit released its reservation
+                return self._commit(node, scopes, charges, windows, reservation_id)
+            except (self._psycopg.OperationalError, PollardError):
+                raise self._lost(
+                    first,
+                    "a commit",
+                    hint="the server restarted or the network dropped and did not answer a "
+                    "reconnect: the step ran but is not recorded. Its reservation stays held "
+                    "until its lease ends, so the budget still counts it",
+                ) from None
+
+    def _commit(
+        self,
+        node: Node,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent],
+        reservation_id: str | None,
+    ) -> bool:
+        parent = None if node.parent is None else bytes.fromhex(node.parent)
+        unique = list(dict.fromkeys(scopes))
+        rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
+        events = [(e.key, e.meter, str(e.amount)) for e in windows]
+        now = self._now()
+        queue = _Queue()
+        # No ledger lock: a reservation reads every figure in one statement (one snapshot), so
+        # it sees this commit's node, charges and release all or not at all, which is the order
+        # reserve-then-commit. Concurrent commits on one scope meet only on its total's row.
+        queue.execute("BEGIN")
+        encoded = self._encode(node, queue)
+        queue.execute(
+            self._pg["commit"],
+            (
+                parent,
+                parent,
+                *encoded,
+                [r[0] for r in rows],
+                [r[1] for r in rows],
+                [r[2] for r in rows],
+                *now,
+                [e[0] for e in events],
+                [e[1] for e in events],
+                [e[2] for e in events],
+                reservation_id,
+            ),
+        )
+        queue.execute("COMMIT")
+        result = self._batch(queue)[-2]
+        row = result[0] if result else None
+        assert row is not None
+        parent_ok, inserted = row[0], row[1]
+        if not inserted and not parent_ok:
+            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+        return bool(inserted)
 
     # -- schema --------------------------------------------------------------------------------
 
     def _init_schema(self) -> None:
-        conn = self._connection()
-        names = list(self._t.values())
-        row = conn.execute(
-            "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name", (names,)
-        ).fetchone()
+        with self._guard("opening the store"):
+            conn = self._connection()
+            names = list(self._t.values())
+            row = conn.execute(
+                "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name", (names,)
+            ).fetchone()
         # An existing schema needs no DDL, so a role without CREATE privilege can open it.
         self._tables_exist = row is not None and row[0] == len(names)
+        if self.read_only:
+            self._check_readable()
+            return
         super()._init_schema()
+
+    def _check_readable(self) -> None:
+        """A read-only open never creates anything: the tables and the store id must exist."""
+        if not self._tables_exist:
+            raise PollardError(
+                "no pollard store in this PostgreSQL database (its pollard_* tables do not exist)",
+                hint="check the database name in the DSN (a DSN without one means libpq's "
+                "default database); reading never creates a store",
+            )
+        with self._cursor() as cur:
+            cur.execute(self._sql["kv_get"], ("schema_version",))
+            if cur.fetchone() is not None:
+                return
+            cur.execute(f"SELECT DISTINCT store_id FROM {self._t['kv']} LIMIT 100000")
+            known = sorted(r[0] for r in cur.fetchall())
+        close = difflib.get_close_matches(self._store_id, known, n=3, cutoff=0.6)
+        if close:
+            hint = f"did you mean {', '.join(map(repr, close))}? ({len(known)} store id(s) here)"
+        elif known:
+            hint = f"this database holds {len(known)} other store id(s); reading never creates one"
+        else:
+            hint = "this database has no pollard stores yet; reading never creates one"
+        raise PollardError(f"no store {self._store_id!r} in this PostgreSQL database", hint=hint)
 
     def _schema(self) -> list[str]:
         return [] if self._tables_exist else super()._schema()

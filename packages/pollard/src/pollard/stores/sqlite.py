@@ -14,7 +14,23 @@ from typing import Any
 from pollard.errors import PollardError
 from pollard.stores._sql import Dialect, SqlStore
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStore", "read_only_uri"]
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI that opens ``path`` read-only without creating ``-wal``/``-shm`` files beside it.
+
+    SQLite opens a WAL database read-only by creating its shared-memory and log files, which
+    leaves empty side files next to a store that was only read. When no log or journal exists,
+    every committed write is in the main file and no writer is attached, so the file is opened
+    ``immutable`` (no side files, no locks); otherwise a writer is (or was) there and its log
+    must be read, so the usual ``mode=ro`` is used.
+    """
+    base = path.resolve()
+    uri = f"{base.as_uri()}?mode=ro"
+    if not any(Path(f"{base}{suffix}").exists() for suffix in ("-wal", "-journal")):
+        uri += "&immutable=1"
+    return uri
 
 
 class SQLiteStore(SqlStore):
@@ -30,7 +46,8 @@ class SQLiteStore(SqlStore):
         store_id: The logical ledger namespace (informational for SQLite: one file is one store).
         intern_payloads: Intern strings of at least ``intern_threshold`` UTF-8 bytes.
         intern_threshold: The interning threshold in bytes.
-        read_only: Open without write access (used for replay); writes raise `PollardError`.
+        read_only: Open without write access (used for replay); writes raise `PollardError`. A
+            read-only store never creates the file or ``-wal``/``-shm`` files beside it.
         clock: The wall clock for leases and windows (injectable for tests).
 
     Example:
@@ -83,8 +100,9 @@ class SQLiteStore(SqlStore):
         # each connection is used by the thread that opened it, and close() never closes one
         # while an operation is running on it (see _use).
         if self.read_only:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                read_only_uri(self.path), uri=True, isolation_level=None, check_same_thread=False
+            )
         else:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
@@ -98,6 +116,10 @@ class SQLiteStore(SqlStore):
             hint="open a new SQLiteStore (or Runtime) on the file; a closed store refuses "
             "new operations",
         )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

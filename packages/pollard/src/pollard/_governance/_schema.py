@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import UnsupportedSchema
+from pollard.errors import UnsupportedSchema
 
 __all__ = [
     "ANNOTATIONS",

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ._canon import json_text
-from ._ledger import to_decimal
-from ._node import Node, NodeKind
-from ._store import Store
-from .errors import IntegrityError
+from pollard._core._amounts import read_charges
+from pollard._core._canon import json_text
+from pollard._core._node import Node, NodeKind
+from pollard._core._store import Store
+from pollard.errors import IntegrityError
 
-__all__ = ["MergeReport", "merge"]
+__all__ = ["MergeReport", "ScopeTracker", "merge", "node_charges"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,18 +100,9 @@ def union_meta(
     return merged, conflicts
 
 
-def _charges(meta: Mapping[str, Any]) -> dict[str, Decimal]:
-    raw = meta.get("charges")
-    out: dict[str, Decimal] = {}
-    if isinstance(raw, Mapping):
-        for meter, amount in raw.items():
-            try:
-                value = to_decimal(amount)
-            except (TypeError, ValueError):
-                continue
-            if value:
-                out[str(meter)] = value
-    return out
+def node_charges(meta: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The non-zero charges recorded in a node's meta, exact (what its commit settles)."""
+    return {meter: value for meter, value in read_charges(meta).items() if value}
 
 
 class ScopeTracker:
@@ -198,7 +189,7 @@ def merge(dst: Store, src: Store, *, replay: bool = False) -> MergeReport:
         # someone else since pass 1 is treated as existing, never written twice or overwritten.
         stored = dst.find(node.id) if node.id in present else None
         if stored is None:
-            if dst.commit(node, scopes=scopes, charges=_charges(node.meta)):
+            if dst.commit(node, scopes=scopes, charges=node_charges(node.meta)):
                 copied += 1
                 continue
             stored = dst.get(node.id)

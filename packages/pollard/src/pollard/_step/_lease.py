@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._store import Store
+    from pollard._core._store import Store
 
 __all__ = ["LeaseKeeper"]
 

@@ -69,7 +69,10 @@ class Invoke(Effect):
     arg: Any
 
     def run_sync(self) -> Any:
-        return _no_awaitable(self.fn(self.arg), "the step function")
+        value = self.fn(self.arg)
+        if type(value) is dict:  # the common result: certainly not awaitable
+            return value
+        return _no_awaitable(value, "the step function")
 
     async def run_async(self, offload: bool) -> Any:
         value = self.fn(self.arg)
@@ -253,9 +256,18 @@ def _warn_undo(exc: BaseException | None) -> None:
     )
 
 
-def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Step:
-    """Yield one store operation and return its value (``yield Io(...)`` does the same)."""
-    return (yield Io(fn, args, kwargs or None))
+def io(
+    fn: Callable[..., Any],
+    *args: Any,
+    undo: Callable[[Any], Any] | None = None,
+    **kwargs: Any,
+) -> Io:
+    """Build the effect of one store operation, to be yielded (the step machine's one idiom).
+
+    For example ``found = yield io(store.find, node_id)``. ``undo`` (see
+    `Io`) is the cleanup for a value a cancelled step will never see.
+    """
+    return Io(fn, args, kwargs or None, undo)
 
 
 def drive_sync(gen: Step) -> Any:
@@ -269,9 +281,13 @@ def drive_sync(gen: Step) -> Any:
             return stop.value
         value, error = None, None
         try:
-            if type(effect) is Io:  # the common case, without a method call
+            if type(effect) is Io:  # the common cases, without a method call
                 kwargs = effect.kwargs
                 value = effect.fn(*effect.args, **kwargs) if kwargs else effect.fn(*effect.args)
+            elif type(effect) is Invoke:
+                value = effect.fn(effect.arg)
+                if type(value) is not dict:
+                    value = _no_awaitable(value, "the step function")
             else:
                 value = effect.run_sync()
         except BaseException as exc:

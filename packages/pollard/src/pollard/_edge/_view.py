@@ -13,7 +13,26 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
-from .redaction import contains_redaction, is_redacted
+from pollard._core._amounts import plain, read_charges
+from pollard._step._settle import DISPATCH_EVENTS
+from pollard.redaction import contains_redaction, is_redacted
+
+__all__ = [
+    "LABEL_MAX",
+    "NodeLike",
+    "ViewNode",
+    "add_into",
+    "build_view",
+    "decimal_map",
+    "decimal_map_exact",
+    "decimal_map_json",
+    "format_decimal",
+    "kind_name",
+    "node_label",
+    "parse_timestamp",
+    "to_decimal",
+    "view_node",
+]
 
 LABEL_MAX = 60
 _NOTE_LABEL_KEYS = ("label", "checkpoint", "status")
@@ -171,8 +190,16 @@ def format_decimal(value: Decimal) -> str:
     return text
 
 
-def decimal_map_json(values: Mapping[str, Decimal]) -> dict[str, str]:
-    """Decimals as exact strings for JSON output (money is never a float)."""
+def decimal_map_json(values: Mapping[str, Decimal]) -> dict[str, int | float]:
+    """Amounts as plain JSON numbers (an int when integral, else a float), keys in order.
+
+    The exact form for audits is `decimal_map_exact` (the CLI prints it under ``"exact"``).
+    """
+    return {key: plain(value) for key, value in values.items()}
+
+
+def decimal_map_exact(values: Mapping[str, Decimal]) -> dict[str, str]:
+    """Amounts as exact decimal strings (the audit form of `decimal_map_json`)."""
     return {key: format_decimal(value) for key, value in values.items()}
 
 
@@ -224,6 +251,11 @@ def node_label(kind: str, payload: Any) -> str:
         return label
     if payload.get("branch") is True:
         return "branch"
+    event = payload.get("event")
+    if event in DISPATCH_EVENTS and "payload_digest" in payload:
+        # pollard's own record of a failed, cancelled or repeated dispatch (no content in it)
+        kind_of = _scalar_label(payload.get("kind")) or "call"
+        return f"{event} {kind_of}"
     for key in _NOTE_LABEL_KEYS:
         label = _scalar_label(payload.get(key))
         if label is not None:
@@ -272,8 +304,8 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
         attempt=node.attempt,
         depth=depth,
         label=node_label(kind, node.payload),
-        charges=decimal_map(meta.get("charges")),
-        avoided=decimal_map(meta.get("avoided")),
+        charges=dict(sorted(read_charges(meta).items())),
+        avoided=dict(sorted(read_charges(meta, "avoided").items())),
         refusal=_refusal(kind, node.payload),
         pruned=meta.get("pruned") is True,
         redacted=contains_redaction(node.payload),

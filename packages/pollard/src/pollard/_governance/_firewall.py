@@ -1,7 +1,7 @@
 """The registered branch of ``tool_call`` and ``confirm``: the registry firewall as core steps.
 
-Both entry points are generators driven by the sync or the async shell (see ``pollard._core``), so
-the firewall exists once for ``Run`` and ``AsyncRun``. The order of a registered call:
+Both entry points are generators driven by the sync or the async shell (see ``pollard._step``),
+so the firewall exists once for ``Run`` and ``AsyncRun``. The order of a registered call:
 
 1. resolve the name (and version) in the registry; 2. redact sensitive fields; 3. validate the
 arguments; 4. in hybrid/replay, serve a recorded call without asking policies again; 5. policies
@@ -24,24 +24,23 @@ from __future__ import annotations
 import copy
 import inspect
 import uuid
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ._canon import node_id, payload_digest, validate_json
-from ._core import Effect, Invoke, io
-from ._node import NodeKind
-from .errors import ConfirmationRequired, PolicyViolation, PollardError
-from .policy import Decision, PolicyContext
-from .redaction import contains_redaction, redact
+from pollard._core._canon import node_id, payload_digest, validate_json
+from pollard._core._node import NodeKind
+from pollard._step._effects import Effect, Invoke, Step, io
+from pollard.errors import ConfirmationRequired, PolicyViolation, PollardError
+from pollard.policy import Decision, PolicyContext
+from pollard.redaction import contains_redaction, redact
 
 if TYPE_CHECKING:
-    from ._core import RunState
-    from .registry import ActionSpec, Registry
+    from pollard._step._cursor import RunState
+    from pollard.policy import Policy
+    from pollard.registry import ActionSpec, Registry
 
-__all__ = ["SENSITIVE_HINT", "bind_root", "confirm", "identity_payload", "tool_call"]
-
-Step = Generator[Effect, Any, Any]
+__all__ = ["SENSITIVE_HINT", "Firewall", "bind_root", "confirm", "identity_payload", "tool_call"]
 
 SENSITIVE_HINT = "sensitive"
 """The hint of markers that replace schema-sensitive fields."""
@@ -118,6 +117,7 @@ def _refusal_payload(
 
 
 def _refuse(
+    fw: Firewall,
     state: RunState,
     rule: str,
     detail: str,
@@ -130,7 +130,7 @@ def _refuse(
     error: Callable[[str], PollardError] | None = None,
 ) -> Step:
     """Record a policy refusal under the cursor and raise (the generator never returns)."""
-    registry = state.rt.registry
+    registry = fw.registry
     payload = _refusal_payload(rule, detail, blocked, tool=tool, version=version, spec=spec)
     payload.update(extra or {})
 
@@ -145,6 +145,7 @@ def _refuse(
 
 
 def tool_call(
+    fw: Firewall,
     state: RunState,
     name: str,
     args: Mapping[str, Any],
@@ -153,7 +154,7 @@ def tool_call(
     attempt: int = 0,
 ) -> Step:
     """Resolve, validate, redact, ask policies and run one registered tool call."""
-    registry: Registry = state.rt.registry
+    registry: Registry = fw.registry
     if not isinstance(name, str):
         raise TypeError(f"tool_call name must be a str, got {type(name).__name__}")
     if version is not None and not isinstance(version, str):
@@ -171,6 +172,7 @@ def tool_call(
         shown = name + (f"@{version}" if version is not None else "")
         return (
             yield from _refuse(
+                fw,
                 state,
                 "unknown_action",
                 f"unknown registered action: {shown}",
@@ -184,6 +186,7 @@ def tool_call(
     if version is not None and version != spec.version:
         return (
             yield from _refuse(
+                fw,
                 state,
                 "version_mismatch",
                 f"version mismatch for {name}: requested {version}, registered {spec.version}",
@@ -197,6 +200,7 @@ def tool_call(
     if finding is not None:
         return (
             yield from _refuse(
+                fw,
                 state,
                 "invalid_args",
                 f"schema validation failed: {finding}",
@@ -206,15 +210,17 @@ def tool_call(
                 spec=spec,
             )
         )
-    return (yield from _admit(state, spec, original, payload, attempt, confirmed=False))
+    return (yield from _admit(fw, state, spec, original, payload, attempt, confirmed=False))
 
 
-def _decide(state: RunState, spec: ActionSpec, original: dict[str, Any], confirmed: bool) -> Step:
+def _decide(
+    fw: Firewall, state: RunState, spec: ActionSpec, original: dict[str, Any], confirmed: bool
+) -> Step:
     """Run the policies; return ``(decision, policy name)``: the first DENY, else any CONFIRM."""
-    policies = state.rt.policies
+    policies = fw.policies
     if not policies:
         return Decision.ALLOW, None
-    report = yield from io(state.report)
+    report = yield io(state.report, exact=True)
     counters = {name: Decimal(value) for name, value in report["total"].items()}
     verdict: tuple[Decision, str | None] = (Decision.ALLOW, None)
     for policy in policies:
@@ -248,6 +254,7 @@ def _policy_name(policy: object) -> str:
 
 
 def _admit(
+    fw: Firewall,
     state: RunState,
     spec: ActionSpec,
     original: dict[str, Any],
@@ -257,7 +264,7 @@ def _admit(
     confirmed: bool,
 ) -> Step:
     rt = state.rt
-    meta = {"registry_digest": rt.registry.registry_digest}
+    meta = {"registry_digest": fw.registry.registry_digest}
     dry = bool(rt.dry_run and spec.side_effects)
     # A dry-run record has its own identity, so it is never served as (or collides with) the
     # real call recorded later.
@@ -269,10 +276,11 @@ def _admit(
             if dry:
                 return (yield from state.record_dry_run(_TOOL, step_payload, attempt=attempt))
             return (yield from state.step(_TOOL, payload, _unreachable, None, attempt=attempt))
-    decision, who = yield from _decide(state, spec, original, confirmed)
+    decision, who = yield from _decide(fw, state, spec, original, confirmed)
     if decision is Decision.DENY:
         return (
             yield from _refuse(
+                fw,
                 state,
                 "denied",
                 f"denied by policy {who}",
@@ -287,7 +295,7 @@ def _admit(
         detail = f"confirmation required by policy {who}"
 
         def hold(refusal_id: str) -> PollardError:
-            rt.pending[refusal_id] = pending
+            fw.pending[refusal_id] = pending
             return ConfirmationRequired(
                 f"tool_call {spec.name}@{spec.version} needs confirmation (policy {who}); "
                 f"resume token {refusal_id}",
@@ -308,13 +316,14 @@ def _admit(
         )
         while True:
             candidate = node_id(NodeKind.REFUSAL.value, state.cursor_id, {**base, **extra})
-            existing = yield from io(rt.store.find, candidate)
+            existing = yield io(rt.store.find, candidate)
             status = existing.meta.get("confirmation") if existing is not None else None
             if not (isinstance(status, Mapping) and status.get("status") == "confirmed"):
                 break
             extra["request"] = int(extra.get("request", 0)) + 1
         return (
             yield from _refuse(
+                fw,
                 state,
                 "confirmation_required",
                 detail,
@@ -332,6 +341,7 @@ def _admit(
     if handler is None:  # checked after policies and dry run: a dry run needs no handler
         return (
             yield from _refuse(
+                fw,
                 state,
                 "no_handler",
                 "registered action has no handler",
@@ -368,13 +378,15 @@ def _bad_token(token: object, why: str) -> ValueError:
     return ValueError(f"cannot confirm {token!r}: {why}")
 
 
-def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = None) -> Step:
+def confirm(
+    fw: Firewall, state: RunState, token: str, *, args: Mapping[str, Any] | None = None
+) -> Step:
     """Execute the registered call held by a confirmation refusal (see the module docstring)."""
     rt = state.rt
-    registry: Registry = rt.registry
+    registry: Registry = fw.registry
     if not isinstance(token, str):
         raise TypeError(f"a confirmation token is a str, got {type(token).__name__}")
-    refusal = yield from io(rt.store.find, token)
+    refusal = yield io(rt.store.find, token)
     if (
         refusal is None
         or refusal.kind is not NodeKind.REFUSAL
@@ -384,11 +396,11 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
         raise _bad_token(token, "it is not a pending confirmation in this store")
     parent = refusal.parent
     assert parent is not None
-    chain = yield from io(state.ancestors, parent)  # ValueError when it is another run's
+    chain = yield io(state.ancestors, parent)  # ValueError when it is another run's
     recorded = refusal.payload
     status = refusal.meta.get("confirmation")
     if isinstance(status, Mapping) and status.get("status") == "confirmed":
-        node = yield from io(rt.store.get, str(status["node_id"]))
+        node = yield io(rt.store.get, str(status["node_id"]))
         state.cursor_id, state.depth = node.id, len(chain)
         return node
     # The confirmed call belongs where the call was asked, not under the refusal.
@@ -398,6 +410,7 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
     if spec is None or spec.version != version or spec.spec_digest != recorded.get("spec_digest"):
         return (
             yield from _refuse(
+                fw,
                 state,
                 "spec_changed",
                 f"the action {name}@{version} changed or left the registry since confirmation "
@@ -407,7 +420,7 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
                 version=version if isinstance(version, str) else None,
             )
         )
-    original = _confirmed_args(state, spec, token, recorded, args)
+    original = _confirmed_args(fw, state, spec, token, recorded, args)
     payload = identity_payload(spec, recorded["args"])
     attempt = recorded.get("attempt", 0)
     if rt.mode != "replay":
@@ -416,6 +429,7 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
             return done
     try:
         node = yield from _admit(
+            fw,
             state,
             spec,
             original,
@@ -429,19 +443,19 @@ def confirm(state: RunState, token: str, *, args: Mapping[str, Any] | None = Non
         if rt.mode != "replay":
             # Nothing was confirmed (a refusal, a failed or cancelled handler, whose node is
             # recorded): open the next round, so a deliberate retry can claim it again.
-            yield from io(
+            yield io(
                 rt.store.update_meta,
                 token,
                 {"confirmation": {"status": "retry", "round": _round(status) + 1}},
             )
         raise
     if rt.mode != "replay":
-        yield from io(
+        yield io(
             rt.store.update_meta,
             token,
             {"confirmation": {"status": "confirmed", "node_id": node.id}},
         )
-    rt.pending.pop(token, None)
+    fw.pending.pop(token, None)
     return node
 
 
@@ -459,13 +473,13 @@ def _claim(state: RunState, token: str, status: object, depth: int) -> Step:
     """
     rt = state.rt
     owner = uuid.uuid4().hex
-    winner = yield from io(rt.store.claim, f"confirm:{token}:{_round(status)}", owner)
+    winner = yield io(rt.store.claim, f"confirm:{token}:{_round(status)}", owner)
     if winner == owner:
         return None
-    current = yield from io(rt.store.get, token)
+    current = yield io(rt.store.get, token)
     after = current.meta.get("confirmation")
     if isinstance(after, Mapping) and after.get("status") == "confirmed":
-        node = yield from io(rt.store.get, str(after["node_id"]))
+        node = yield io(rt.store.get, str(after["node_id"]))
         state.cursor_id, state.depth = node.id, depth
         return node
     raise PollardError(
@@ -476,6 +490,7 @@ def _claim(state: RunState, token: str, status: object, depth: int) -> Step:
 
 
 def _confirmed_args(
+    fw: Firewall,
     state: RunState,
     spec: ActionSpec,
     token: str,
@@ -483,11 +498,11 @@ def _confirmed_args(
     given: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """Return the original arguments of a pending call, checked against the recorded ones."""
-    registry: Registry = state.rt.registry
+    registry: Registry = fw.registry
     if given is not None:
         original = _checked_args(given)
-    elif token in state.rt.pending:
-        original = copy.deepcopy(state.rt.pending[token])
+    elif token in fw.pending:
+        original = copy.deepcopy(fw.pending[token])
     elif not contains_redaction(recorded.get("args")):
         original = copy.deepcopy(dict(recorded["args"]))
     else:
@@ -507,7 +522,7 @@ def _confirmed_args(
 # -- root binding ----------------------------------------------------------------------------------
 
 
-def bind_root(state: RunState) -> None:
+def bind_root(fw: Firewall, state: RunState) -> None:
     """Record the registry digest in the run root's meta (audit only; never in an identity).
 
     Called once per run by the shell, as a plain call. A run resumed under another registry keeps
@@ -515,9 +530,9 @@ def bind_root(state: RunState) -> None:
     notes above). Replay writes nothing.
     """
     rt = state.rt
-    if rt.registry is None or rt.mode == "replay":
+    if fw.registry is None or rt.mode == "replay":
         return
-    digest = rt.registry.registry_digest
+    digest = fw.registry.registry_digest
     root = rt.store.get(state.root_id)
     seen = root.meta.get("registry_digests")
     history = [d for d in seen if isinstance(d, str)] if isinstance(seen, list) else []
@@ -526,3 +541,48 @@ def bind_root(state: RunState) -> None:
     if digest not in history:
         history.append(digest)
     rt.store.update_meta(state.root_id, {"registry_digest": digest, "registry_digests": history})
+
+
+# -- the gate --------------------------------------------------------------------------------------
+
+
+class Firewall:
+    """The registry firewall as the step machine's `Gate` (built by the runtime shells).
+
+    Args:
+        registry: The action registry calls resolve against.
+        policies: The policies asked, in order, before a registered call runs.
+
+    Attributes:
+        pending: Original arguments of calls held for confirmation by this process, by token
+            (sensitive originals never reach the store).
+    """
+
+    def __init__(self, registry: Registry, policies: Sequence[Policy]) -> None:
+        self._registry = registry
+        self._policies = tuple(policies)
+        self.pending: dict[str, Any] = {}
+
+    @property
+    def registry(self) -> Registry:
+        """The action registry."""
+        return self._registry
+
+    @property
+    def policies(self) -> tuple[Policy, ...]:
+        """The policies, in order."""
+        return self._policies
+
+    def tool_call(
+        self, state: RunState, name: str, args: Any, *, version: str | None, attempt: int
+    ) -> Step:
+        """Resolve, validate, redact, ask policies and run one registered tool call."""
+        return tool_call(self, state, name, args, version=version, attempt=attempt)
+
+    def confirm(self, state: RunState, token: str, *, args: Any = None) -> Step:
+        """Run a call a policy held for confirmation."""
+        return confirm(self, state, token, args=args)
+
+    def bind_root(self, state: RunState) -> None:
+        """Record the registry digest on the run root."""
+        bind_root(self, state)

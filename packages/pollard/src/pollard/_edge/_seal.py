@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from ._canon import SEAL_DOMAIN, canonical_bytes
-from ._ledger import decimal_text, to_decimal
-from ._node import Node
-from ._store import Store
-from .errors import IntegrityError
+from pollard._core._amounts import read_charges
+from pollard._core._canon import SEAL_DOMAIN, canonical_bytes
+from pollard._core._ledger import ZERO, decimal_text
+from pollard._core._node import Node
+from pollard._core._store import Store
+from pollard.errors import IntegrityError
 
 __all__ = [
     "SealEntry",
@@ -225,8 +227,8 @@ def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
     Raises:
         KeyError: If ``root_id`` is not stored.
     """
-    totals: dict[str, Any] = {}
+    totals: dict[str, Decimal] = {}
     for node in store.walk(root_id):
-        for meter, amount in (node.meta.get("charges") or {}).items():
-            totals[meter] = totals.get(meter, 0) + to_decimal(amount)
+        for meter, amount in read_charges(node.meta).items():
+            totals[meter] = totals.get(meter, ZERO) + amount
     return {meter: decimal_text(v) for meter, v in sorted(totals.items()) if v}

@@ -1,31 +1,52 @@
-"""``Runtime`` and ``Run``: the synchronous shell over the step core (`pollard._core`)."""
+"""``Runtime`` and ``Run``: the synchronous shell over the step machine (`pollard._step`).
+
+The shells are the front door: they open the store, choose the default meters and, with a
+registry, build the governance gate (`Firewall`) that the step machine is handed.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
-import re
 import weakref
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from enum import Enum
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ._budget import Budget
-from ._core import ARGS, PAYLOAD, Effect, Emit, RunState, RuntimeCore, Scope, drive_sync, io
-from ._ledger import utc_now_iso
-from ._node import Node, NodeKind
-from ._store import Store
-from .errors import MissingRecording, PollardError
+from pollard._core._budget import Budget
+from pollard._core._ledger import utc_now_iso
+from pollard._core._node import Node, NodeKind
+from pollard._core._store import Store
+from pollard._governance._firewall import Firewall
+from pollard._step._context import RuntimeCore, Scope
+from pollard._step._cursor import ARGS, PAYLOAD, RunState
+from pollard._step._effects import Emit, Step, drive_sync, io
+from pollard._step._protocols import Gate, Meter
+from pollard._step._settle import DISPATCH_EVENTS
+from pollard.errors import MissingRecording, PollardError
 
-__all__ = ["ReplayMode", "Run", "Runtime"]
+__all__ = [
+    "ReplayMode",
+    "Run",
+    "RunView",
+    "Runtime",
+    "RuntimeBase",
+    "branch_state",
+    "check_limits",
+    "run_state",
+    "tool_step",
+]
 
-Step = Generator[Effect, Any, Any]
+if TYPE_CHECKING:
+    from pollard.policy import Policy
+    from pollard.registry import Registry
 
 
 class ReplayMode(str, Enum):
     """How a runtime treats recorded steps.
 
-    * ``RECORD``: always execute and record (a repeated identical call gets the next attempt).
+    * ``RECORD``: always execute and record. An identical call under the same parent is the
+      same node: a repeat runs and is charged, and the recorded node stands.
     * ``HYBRID``: serve a recorded result when the step's id exists; otherwise execute and record.
     * ``REPLAY``: never call your function and never write; a missing step raises
       `MissingRecording`.
@@ -46,8 +67,8 @@ def _mode(value: str | ReplayMode) -> str:
         raise ValueError(f"mode must be 'record', 'hybrid' or 'replay', got {value!r}") from None
 
 
-def _default_meters(meters: Iterable[Any] | None) -> list[Any]:
-    from .meters import DepthMeter, StepMeter, TokenMeter, WallClockMeter
+def _default_meters(meters: Iterable[Meter] | None) -> list[Meter]:
+    from pollard.meters import DepthMeter, StepMeter, TokenMeter, WallClockMeter
 
     if meters is None:
         return [StepMeter(), DepthMeter(), WallClockMeter(), TokenMeter()]
@@ -71,36 +92,17 @@ def _default_meters(meters: Iterable[Any] | None) -> list[Any]:
     return chosen
 
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
 def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tuple[Store, bool]:
     if store is None:
-        from .stores.memory import MemoryStore
+        from pollard.stores.memory import MemoryStore
 
         return MemoryStore(), True
-    if isinstance(store, str) and _URL.match(store):
-        scheme = store.split(":", 1)[0].lower()
-        if scheme in ("postgresql", "postgres"):
-            from .stores.postgres import PostgresStore
-
-            # As on the command line, ``#store_id`` after the DSN names the logical store.
-            dsn, sep, store_id = store.rpartition("#")
-            if not sep:
-                dsn, store_id = store, "default"
-            elif not store_id:
-                raise ValueError("empty store id after '#' in a postgresql:// store")
-            # Opened like a path: closed with the runtime; replay still never writes.
-            return PostgresStore(dsn, store_id=store_id), True
-        raise ValueError(
-            f"unsupported store URL scheme {scheme!r}: pass a SQLite file path, a "
-            "postgresql:// DSN, a Store instance, or None for a MemoryStore"
-        )
     if isinstance(store, (str, os.PathLike)):
-        from .stores.sqlite import SQLiteStore
+        from pollard.stores._spec import open_spec, parse_store_spec
 
-        # Replay never writes, so a path is opened read-only for it.
-        return SQLiteStore(store, read_only=mode == "replay"), True
+        # One parser for paths and ``postgresql://...#store_id`` (the command line's too). A
+        # store opened from a spec is closed with the runtime; replay opens it read-only.
+        return open_spec(parse_store_spec(store), read_only=mode == "replay"), True
     for method in ("put", "get", "commit", "reserve", "totals"):
         if not callable(getattr(store, method, None)):
             raise TypeError(
@@ -110,14 +112,16 @@ def _open_store(store: Store | str | os.PathLike[str] | None, mode: str) -> tupl
     return store, False
 
 
-class _RuntimeBase:
+class RuntimeBase:
+    """What `Runtime` and `AsyncRuntime` share: construction, properties, opening runs."""
+
     def __init__(
         self,
         store: Store | str | os.PathLike[str] | None = None,
         *,
-        meters: Iterable[Any] | None = None,
-        registry: Any = None,
-        policies: Sequence[Any] | None = None,
+        meters: Iterable[Meter] | None = None,
+        registry: Registry | None = None,
+        policies: Sequence[Policy] | None = None,
         dry_run: bool = False,
         mode: str | ReplayMode = "record",
         on_node: Callable[[Node], Any] | None = None,
@@ -129,14 +133,26 @@ class _RuntimeBase:
             raise TypeError("on_node must be callable")
         chosen_meters = _default_meters(meters)
         mode_value = _mode(mode)
-        opened, owned = _open_store(store, mode_value)
+        self._policies: tuple[Policy, ...] = tuple(policies or ())
+        gate: Gate | None = None
+        if registry is not None:
+            gate = Firewall(registry, self._policies)
+        self._unrecorded = _unrecorded_path(store, mode_value)
+        if self._unrecorded is not None:
+            from pollard.stores.memory import MemoryStore
+
+            # Nothing to replay and nothing to create: an empty store makes run() raise
+            # MissingRecording, as for a store that lacks the run.
+            opened: Store = MemoryStore()
+            owned = True
+        else:
+            opened, owned = _open_store(store, mode_value)
         self._owned = owned
         self._core = RuntimeCore(
             opened,
             meters=chosen_meters,
             mode=mode_value,
-            registry=registry,
-            policies=tuple(policies or ()),
+            gate=gate,
             dry_run=bool(dry_run),
             on_node=on_node,
             lease_seconds=float(reservation_lease_seconds),
@@ -154,19 +170,20 @@ class _RuntimeBase:
         return self._core.mode
 
     @property
-    def meters(self) -> tuple[Any, ...]:
+    def meters(self) -> tuple[Meter, ...]:
         """The meters in use (including the always-present steps and tokens meters)."""
         return tuple(self._core.meters)
 
     @property
-    def registry(self) -> Any:
+    def registry(self) -> Registry | None:
         """The action registry, or None."""
-        return self._core.registry
+        gate = self._core.gate
+        return None if gate is None else cast("Registry", gate.registry)
 
     @property
-    def policies(self) -> tuple[Any, ...]:
+    def policies(self) -> tuple[Policy, ...]:
         """The policies applied to registered tool calls."""
-        return self._core.policies
+        return self._policies
 
     @property
     def dry_run(self) -> bool:
@@ -177,54 +194,42 @@ class _RuntimeBase:
         """Stop the lease keeper and close the store if this runtime opened it (idempotent)."""
         self._finalizer()
 
-    def _check_budget(self, budget: Budget | None) -> dict[str, Any]:
-        if budget is None:
-            return {}
-        if not isinstance(budget, Budget):
-            raise TypeError(f"budget must be a pollard.Budget, not {type(budget).__name__}")
-        limits = budget.limits()
-        unknown = sorted(set(limits) - set(self._core.meter_names) - {"depth"})
-        if unknown:
-            raise ValueError(
-                f"Budget limits {unknown} have no meter: add a meter with that name "
-                "(for example CostMeter for usd, WallClockMeter for seconds)"
-            )
-        return limits
-
     def _open(self, label: str, budget: Budget | None, attempt: int) -> Step:
         if not isinstance(label, str) or not label:
             raise ValueError("a run label must be a non-empty str")
-        limits = self._check_budget(budget)
         core = self._core
+        limits = check_limits(core.meter_names, budget)
         root = Node.create(NodeKind.ROOT, None, {"run": label}, attempt=attempt)
-        found: Node | None = yield from io(core.store.find, root.id)
+        found: Node | None = yield io(core.store.find, root.id)
         if found is None:
             if core.mode == "replay":
+                where = (
+                    "this store"
+                    if self._unrecorded is None
+                    else f"{self._unrecorded!r}: no store exists at that path"
+                )
                 raise MissingRecording(
-                    f"replay: run {label!r} (attempt {attempt}) is not recorded in this store",
+                    f"replay: run {label!r} (attempt {attempt}) is not recorded in {where}",
                     root.id,
                     f"root run={label}",
                 )
             root = root.with_meta({"created_at": utc_now_iso()})
-            if (yield from io(core.store.put, root)) and core.on_node is not None:
+            if (yield io(core.store.put, root)) and core.on_node is not None:
                 yield Emit(core.on_node, root, swallow=True)
         else:
-            yield from io(core.verify_ancestry, found)
+            yield io(core.verify_ancestry, found)
         state = RunState(core, label, root.id, root.id, 0, (Scope(root.id, limits),))
         state.owner = self
-        if core.registry is not None:
-            governance = _governance()
-            bind = getattr(governance, "bind_root", None)
-            if bind is not None:
-                bind(state)
+        if core.gate is not None:
+            core.gate.bind_root(state)
         return state
 
     def _resume(self, label: str, budget: Budget | None, attempt: int) -> Step:
         root_id = Node.create(NodeKind.ROOT, None, {"run": label}, attempt=attempt).id
-        if not (yield from io(self._core.store.exists, root_id)):
+        if not (yield io(self._core.store.exists, root_id)):
             raise KeyError(f"run {label!r} (attempt {attempt}) is not in the store")
         state: RunState = yield from self._open(label, budget, attempt)
-        leaf, depth = yield from io(_deepest_leaf, self._core.store, root_id)
+        leaf, depth = yield io(_deepest_leaf, self._core.store, root_id)
         state.cursor_id, state.depth = leaf, depth
         return state
 
@@ -239,30 +244,58 @@ def _close(core: RuntimeCore, store: Store | None) -> None:
         store.close()
 
 
+def _unrecorded_path(store: object, mode: str) -> str | None:
+    """In replay, a SQLite path where no file exists (replay never creates one), else None."""
+    if mode != "replay" or not isinstance(store, (str, os.PathLike)):
+        return None
+    text = os.fspath(store)
+    if "://" in text or text == ":memory:" or os.path.exists(text):
+        return None
+    return text
+
+
+def _on_path(node: Node) -> bool:
+    """Whether the cursor can stand on ``node``: not pruned, not a note about a dispatch."""
+    if node.pruned:
+        return False
+    payload = node.payload
+    return not (
+        node.kind is NodeKind.NOTE
+        and isinstance(payload, dict)
+        and payload.get("event") in DISPATCH_EVENTS
+        and "payload_digest" in payload
+    )
+
+
 def _deepest_leaf(store: Store, root_id: str) -> tuple[str, int]:
-    """The deepest leaf that is not pruned (ties: smallest id), by one iterative walk."""
+    """The deepest leaf the cursor can stand on (ties: smallest id), by one iterative walk."""
     best = (0, root_id)
     stack = [(root_id, 0)]
     while stack:
         node_id, depth = stack.pop()
-        kids = [child for child in store.children(node_id) if not child.pruned]
+        kids = [child for child in store.children(node_id) if _on_path(child)]
         if not kids and (depth > best[0] or (depth == best[0] and node_id < best[1])):
             best = (depth, node_id)
         stack.extend((child.id, depth + 1) for child in kids)
     return best[1], best[0]
 
 
-def _governance() -> Any:
-    try:
-        return importlib.import_module("pollard._governance")
-    except ImportError as exc:  # pragma: no cover - present in every full build
+def gate_of(state: RunState, what: str) -> Gate:
+    """The runtime's governance gate, or a `PollardError` saying ``what`` needs a registry."""
+    gate = state.rt.gate
+    if gate is None:
         raise PollardError(
-            "registered tool calls need pollard's governance module, which is missing",
-            hint="reinstall pollard",
-        ) from exc
+            f"{what} needs a runtime with a registry", hint="pass registry= to the Runtime"
+        )
+    return gate
 
 
-class Runtime(_RuntimeBase):
+def run_state(run: RunView) -> RunState:
+    """The cursor behind a `Run` or `AsyncRun` (for edge code driving steps itself)."""
+    return run._state
+
+
+class Runtime(RuntimeBase):
     """Runs governed execution trees: budgets before steps, record/hybrid/replay, audit nodes.
 
     Args:
@@ -324,7 +357,7 @@ class Runtime(_RuntimeBase):
         self.close()
 
 
-class _RunView:
+class RunView:
     """What `Run` and `AsyncRun` share: the cursor's properties and the moves that need no step.
 
     Both shells hold one `RunState`; only the step methods differ (plain calls vs coroutines).
@@ -403,18 +436,24 @@ class _RunView:
         """
         return _prune(self._state)
 
-    def report(self) -> dict[str, dict[str, str]]:
-        """Charges as exact decimal strings by meter.
+    def report(self, *, exact: bool = False) -> dict[str, dict[str, Any]]:
+        """Charges by meter, as plain numbers (``json.dumps(run.report())`` works).
+
+        Amounts are an ``int`` when integral, else a ``float``; the ledger itself stays exact.
+
+        Args:
+            exact: Give exact decimal strings instead (``"0.0000125"``), the audit form that
+                `recompute_charges` also returns.
 
         Returns:
             ``{"spent": ..., "avoided": ..., "total": ...}``: ``spent`` settled through this run
             object, ``avoided`` served from recordings instead, ``total`` the root scope's ledger
             (every process and session that used this run label).
         """
-        return self._state.report()
+        return self._state.report(exact=exact)
 
 
-class Run(_RunView):
+class Run(RunView):
     """A cursor in a run's tree; steps attach to the cursor and move it.
 
     Created by `Runtime.run`, `Runtime.resume` and `Run.branch`. A ``with`` block is optional
@@ -511,15 +550,14 @@ class Run(_RunView):
             ConfirmationRequired: When a policy asks for confirmation.
             TypeError: Without a registry and without ``fn``.
         """
-        if self._state.rt.registry is not None:
-            return _drive(
-                _governance().tool_call(self._state, name, args, version=version, attempt=attempt)
-            )
+        gate = self._state.rt.gate
+        if gate is not None:
+            return _drive(gate.tool_call(self._state, name, args, version=version, attempt=attempt))
         if not callable(fn):
             raise TypeError(
                 "tool_call without a registry needs fn=, the function that runs the tool"
             )
-        return _drive(self._state.step(*_tool_step(name, args, fn, version), attempt=attempt))
+        return _drive(self._state.step(*tool_step(name, args, fn, version), attempt=attempt))
 
     def confirm(self, token: str, *, args: Any = None) -> Node:
         """Execute a tool call a policy held for confirmation (``error.resume_token``).
@@ -537,11 +575,8 @@ class Run(_RunView):
             ValueError: When the token is not a pending confirmation of this run, or sensitive
                 arguments are needed and missing or different.
         """
-        if self._state.rt.registry is None:
-            raise PollardError(
-                "confirm() needs a runtime with a registry", hint="pass registry= to the Runtime"
-            )
-        return _drive(_governance().confirm(self._state, token, args=args))
+        gate = gate_of(self._state, "confirm()")
+        return _drive(gate.confirm(self._state, token, args=args))
 
     def note(self, payload: Any, *, attempt: int = 0) -> Node:
         """Record a plain note under the cursor and move onto it (identical notes are reused)."""
@@ -561,13 +596,10 @@ class Run(_RunView):
         Returns:
             A `Run` positioned on the anchor.
         """
-        return Run(drive_sync(_branch(self._state, attempt, budget, self._check_budget)))
-
-    def _check_budget(self, budget: Budget | None) -> dict[str, Any]:
-        return _check_limits(self._state, budget)
+        return Run(drive_sync(branch_state(self._state, attempt, budget)))
 
 
-def _tool_step(
+def tool_step(
     name: str, args: Any, fn: Callable[[Any], Any], version: str | None
 ) -> tuple[NodeKind, dict[str, Any], Callable[[Any], Any], Any]:
     if not isinstance(name, str) or not name:
@@ -578,25 +610,25 @@ def _tool_step(
     return NodeKind.TOOL_CALL, payload, fn, ARGS
 
 
-def _check_limits(state: RunState, budget: Budget | None) -> dict[str, Any]:
+def check_limits(meter_names: frozenset[str], budget: Budget | None) -> dict[str, Decimal]:
+    """The limits of ``budget`` (none for None), each of which must have a meter."""
     if budget is None:
         return {}
     if not isinstance(budget, Budget):
         raise TypeError(f"budget must be a pollard.Budget, not {type(budget).__name__}")
     limits = budget.limits()
-    unknown = sorted(set(limits) - set(state.rt.meter_names) - {"depth"})
+    unknown = sorted(set(limits) - meter_names - {"depth"})
     if unknown:
-        raise ValueError(f"Budget limits {unknown} have no meter with that name")
+        raise ValueError(
+            f"Budget limits {unknown} have no meter: add a meter with that name "
+            "(for example CostMeter for usd, WallClockMeter for seconds)"
+        )
     return limits
 
 
-def _branch(
-    state: RunState,
-    attempt: int,
-    budget: Budget | None,
-    check: Callable[[Budget | None], dict[str, Any]],
-) -> Step:
-    limits = check(budget)
+def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
+    """Write a branch anchor under the cursor and return a new cursor on it."""
+    limits = check_limits(state.rt.meter_names, budget)
     offset = state.branch_counts.get(state.cursor_id, 0)
     state.branch_counts[state.cursor_id] = offset + 1
     child = RunState(

@@ -34,7 +34,7 @@ Maintenance methods (offline by contract: no runtime should be writing)
         Drop expired reservations and old window events, delete unreferenced interned blobs, and
         reclaim space where the backend can. Returns the number of blobs removed.
 
-Ledger methods (see `pollard._ledger` for the admission rule)
+Ledger methods (see `pollard._core._ledger` for the admission rule)
     ``reserve(claims, windows=(), *, lease_seconds, hold=True) -> Admission``
         Atomically apply the admission rule to every claim and, when all pass and ``hold`` is
         True, record one reservation holding every positive amount until ``expires = now + lease``.
@@ -69,8 +69,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
-from ._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
-from ._node import Node
+from pollard._core._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
+from pollard._core._node import Node
 
 __all__ = ["Store"]
 

@@ -1,31 +1,36 @@
-"""``AsyncRuntime`` and ``AsyncRun``: the asynchronous shell over the same step core."""
+"""``AsyncRuntime`` and ``AsyncRun``: the asynchronous shell over the same step machine."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ._budget import Budget
-from ._core import ARGS, PAYLOAD, RunState
-from ._effects import Step, drive_async, drive_sync
-from ._node import Node, NodeKind
-from ._runtime import (
+from pollard._core._budget import Budget
+from pollard._core._node import Node, NodeKind
+from pollard._core._store import Store
+from pollard._runtime._sync import (
     ReplayMode,
-    _branch,
-    _check_limits,
-    _governance,
-    _RuntimeBase,
-    _RunView,
-    _tool_step,
+    Run,
+    RuntimeBase,
+    RunView,
+    branch_state,
+    gate_of,
+    run_state,
+    tool_step,
 )
-from ._store import Store
-from .errors import PollardError
+from pollard._step._cursor import ARGS, PAYLOAD, RunState
+from pollard._step._effects import Step, drive_async, drive_sync
+from pollard._step._protocols import Meter
 
-__all__ = ["AsyncRun", "AsyncRuntime"]
+if TYPE_CHECKING:
+    from pollard.policy import Policy
+    from pollard.registry import Registry
+
+__all__ = ["AsyncRun", "AsyncRuntime", "async_view", "fork"]
 
 
-class AsyncRuntime(_RuntimeBase):
+class AsyncRuntime(RuntimeBase):
     """The asynchronous `Runtime`: async step functions, async streams and async callbacks.
 
     It takes the same arguments as `Runtime` plus ``offload_store_io``. The step logic is the
@@ -59,9 +64,9 @@ class AsyncRuntime(_RuntimeBase):
         self,
         store: Store | str | os.PathLike[str] | None = None,
         *,
-        meters: Iterable[Any] | None = None,
-        registry: Any = None,
-        policies: Sequence[Any] | None = None,
+        meters: Iterable[Meter] | None = None,
+        registry: Registry | None = None,
+        policies: Sequence[Policy] | None = None,
         dry_run: bool = False,
         mode: str | ReplayMode = "record",
         on_node: Callable[[Node], Any] | None = None,
@@ -79,7 +84,7 @@ class AsyncRuntime(_RuntimeBase):
             reservation_lease_seconds=reservation_lease_seconds,
         )
         if offload_store_io is None:
-            from .stores.memory import MemoryStore
+            from pollard.stores.memory import MemoryStore
 
             offload_store_io = not isinstance(self._core.store, MemoryStore)
         self.offload_store_io = offload_store_io
@@ -105,7 +110,7 @@ class AsyncRuntime(_RuntimeBase):
         self.close()
 
 
-class AsyncRun(_RunView):
+class AsyncRun(RunView):
     """The asynchronous `Run`: the same cursor operations with awaitable steps.
 
     ``model_call``, ``tool_call``, ``note``, ``confirm`` and ``branch`` are coroutines (also
@@ -167,24 +172,22 @@ class AsyncRun(_RunView):
         attempt: int = 0,
     ) -> Node:
         """Run a tool call as one governed step; see `Run.tool_call`."""
-        if self._state.rt.registry is not None:
+        gate = self._state.rt.gate
+        if gate is not None:
             return await self._drive(
-                _governance().tool_call(self._state, name, args, version=version, attempt=attempt)
+                gate.tool_call(self._state, name, args, version=version, attempt=attempt)
             )
         if not callable(fn):
             raise TypeError(
                 "tool_call without a registry needs fn=, the function that runs the tool"
             )
-        kind, payload, call, _ = _tool_step(name, args, fn, version)
+        kind, payload, call, _ = tool_step(name, args, fn, version)
         return await self._drive(self._state.step(kind, payload, call, ARGS, attempt=attempt))
 
     async def confirm(self, token: str, *, args: Any = None) -> Node:
         """Execute a call held for confirmation; see `Run.confirm` (``args`` as there)."""
-        if self._state.rt.registry is None:
-            raise PollardError(
-                "confirm() needs a runtime with a registry", hint="pass registry= to the Runtime"
-            )
-        return await self._drive(_governance().confirm(self._state, token, args=args))
+        gate = gate_of(self._state, "confirm()")
+        return await self._drive(gate.confirm(self._state, token, args=args))
 
     async def note(self, payload: Any, *, attempt: int = 0) -> Node:
         """Record a plain note; see `Run.note`."""
@@ -192,10 +195,7 @@ class AsyncRun(_RunView):
 
     async def branch(self, *, attempt: int = 0, budget: Budget | None = None) -> AsyncRun:
         """Create an alternate child cursor; see `Run.branch`."""
-        state = await drive_async(
-            _branch(self._state, attempt, budget, lambda b: _check_limits(self._state, b)),
-            self._offload,
-        )
+        state = await drive_async(branch_state(self._state, attempt, budget), self._offload)
         return AsyncRun(state, self._offload)
 
     amodel_call = model_call
@@ -203,3 +203,22 @@ class AsyncRun(_RunView):
     aconfirm = confirm
     anote = note
     abranch = branch
+
+
+def async_view(run: Run | AsyncRun) -> AsyncRun:
+    """The async view of a run: an `AsyncRun` as is, or a sync `Run`'s cursor, async-driven.
+
+    A sync run's store I/O stays inline, on the caller's thread, as the sync runtime expects.
+    """
+    if isinstance(run, AsyncRun):
+        return run
+    return AsyncRun(run_state(run), False)
+
+
+def fork(run: AsyncRun) -> AsyncRun:
+    """A second cursor at ``run``'s cursor that reports into ``run`` (no anchor node).
+
+    Concurrent steps on one cursor would race for it (each step moves it); a fan-out gives each
+    call its own fork, so every call's node is a child of the same node.
+    """
+    return AsyncRun(run_state(run).fork(), run._offload)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -32,7 +32,10 @@ __all__ = [
     "Shortfall",
     "WindowClaim",
     "WindowEvent",
+    "active_totals",
+    "admit",
     "decimal_text",
+    "held_amounts",
     "judge",
     "to_decimal",
     "utc_now_iso",
@@ -234,6 +237,67 @@ def judge(claim: BudgetClaim | WindowClaim, settled: Decimal, active: Decimal) -
             settled,
             claim.approximate,
         )
+    return None
+
+
+# One amount a reservation holds: ("b", scope, meter, amount) or ("w", key, meter, amount).
+Held = tuple[str, str, str, Decimal]
+
+
+def held_amounts(claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim]) -> list[Held]:
+    """The positive amounts a reservation for these claims holds (the same on every store)."""
+    held: list[Held] = [
+        ("b", c.scope, c.meter, c.amount) for c in claims if c.amount is not None and c.amount > 0
+    ]
+    held += [
+        ("w", w.key, w.meter, w.amount) for w in windows if w.amount is not None and w.amount > 0
+    ]
+    return held
+
+
+def active_totals(reservations: Iterable[Iterable[Held]]) -> dict[tuple[str, str, str], Decimal]:
+    """Sum the unexpired reservations' held amounts per ``(kind, key, meter)``."""
+    active: dict[tuple[str, str, str], Decimal] = {}
+    for held in reservations:
+        for kind, key, meter, amount in held:
+            slot = (kind, key, meter)
+            active[slot] = active.get(slot, ZERO) + amount
+    return active
+
+
+def admit(
+    claims: Sequence[BudgetClaim],
+    windows: Sequence[WindowClaim],
+    *,
+    settled: Callable[[BudgetClaim], Decimal],
+    window_settled: Callable[[WindowClaim], Decimal],
+    active: Mapping[tuple[str, str, str], Decimal],
+) -> Shortfall | None:
+    """The admission rule over one request, as every store applies it (memory and SQL alike).
+
+    Budget claims are judged first, then windows, each against its settled amount and the
+    unexpired reservations on the same ``(scope or key, meter)``.
+
+    Args:
+        claims: The budget claims.
+        windows: The window claims.
+        settled: The settled total of a claim's scope and meter.
+        window_settled: The amount settled inside a window claim's window.
+        active: Unexpired held amounts from `active_totals`.
+
+    Returns:
+        The first shortfall, or ``None`` when every claim fits (then hold `held_amounts`).
+    """
+    for claim in claims:
+        short = judge(claim, settled(claim), active.get(("b", claim.scope, claim.meter), ZERO))
+        if short is not None:
+            return short
+    for window in windows:
+        short = judge(
+            window, window_settled(window), active.get(("w", window.key, window.meter), ZERO)
+        )
+        if short is not None:
+            return short
     return None
 
 

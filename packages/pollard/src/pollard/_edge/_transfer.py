@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._canon import is_hex64, json_text
-from ._manifest import ManifestStore
-from ._merge import ScopeTracker, _charges
-from ._node import Node
-from ._seal import seal
-from ._store import Store
-from ._version import __version__
-from .errors import IntegrityError
+from pollard._core._canon import is_hex64, json_text
+from pollard._core._node import Node
+from pollard._core._store import Store
+from pollard._edge._manifest import ManifestStore
+from pollard._edge._merge import ScopeTracker, node_charges
+from pollard._edge._seal import seal
+from pollard._version import __version__
+from pollard.errors import IntegrityError
 
 __all__ = ["ExportReport", "ImportReport", "export_subtree", "import_subtree"]
 
@@ -330,7 +330,7 @@ def write_subtree(store: Store, root_id: str, nodes: Sequence[Node], digest: str
     for node in nodes:
         scopes = tracker.scopes(node, base)
         if node.id not in present and store.commit(
-            node, scopes=scopes, charges=_charges(node.meta)
+            node, scopes=scopes, charges=node_charges(node.meta)
         ):
             imported += 1
     return ImportReport(root_id, imported, len(nodes) - imported, digest)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ._canon import (
+from pollard._core._canon import (
     JsonValue,
     fast_loads,
     identity_bytes,
@@ -16,7 +16,7 @@ from ._canon import (
     result_digest,
     result_text,
 )
-from .errors import IntegrityError
+from pollard.errors import IntegrityError
 
 __all__ = ["Node", "NodeKind"]
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
-from ._node import Node
+from pollard._core._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
+from pollard._core._node import Node
 
 __all__ = ["ManifestStore"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._seal import seal
-from ._store import Store
+from pollard._core._store import Store
+from pollard._edge._seal import seal
 
 __all__ = ["GCReport", "gc"]
 

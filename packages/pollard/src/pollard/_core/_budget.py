@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
 
-from ._ledger import to_decimal
+from pollard._core._ledger import to_decimal
 
 __all__ = ["Budget"]
 

@@ -1,0 +1,175 @@
+"""Admission: may this step run? Depth, estimates, one atomic reserve, and recorded refusals.
+
+Every limit is checked by one store call (`RuntimeCore.reserve`), which applies the ledger's
+admission rule to every scope and window at once; a refusal is data (a recorded node) and then an
+exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Generator, Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from pollard._core._amounts import plain
+from pollard._core._ledger import (
+    ZERO,
+    Admission,
+    BudgetClaim,
+    Shortfall,
+    WindowClaim,
+    decimal_text,
+    to_decimal,
+    utc_now_iso,
+)
+from pollard._core._node import Node, NodeKind
+from pollard._step._effects import Effect, Emit, Step, io
+from pollard.errors import BudgetExceeded, MissingRecording, PollardError
+
+if TYPE_CHECKING:
+    from pollard._step._cursor import RunState
+
+__all__ = ["Estimates", "admit", "check_depth", "precheck", "refuse"]
+
+Estimates = dict[str, tuple[Decimal | None, bool]]
+"""Precheck estimates by meter: ``(amount or None, whether approximate)``."""
+
+
+def admit(state: RunState, node: Node) -> Step:
+    """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``."""
+    rt = state.rt
+    yield from check_depth(state, node)
+    estimates = _estimates(state, node.kind.value, node.payload)
+    claims, windows = _claims(state, estimates)
+    if not (claims or windows):
+        return estimates, None
+    # If the step is cancelled while an offloaded reserve runs, the driver waits for it and
+    # hands the admission to ``undo``, so no reservation outlives the step.
+    admission: Admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
+    if admission.shortfall is not None:
+        yield from _refuse_budget(state, admission.shortfall, node)
+    return estimates, admission.reservation_id
+
+
+def precheck(state: RunState, node: Node) -> Step:
+    """Check depth and every limit without holding anything (for records that run nothing)."""
+    yield from check_depth(state, node)
+    claims, windows = _claims(state, _estimates(state, node.kind.value, node.payload))
+    if claims or windows:
+        admission: Admission = yield io(
+            state.rt.store.reserve,
+            claims,
+            windows,
+            lease_seconds=state.rt.lease_seconds,
+            hold=False,
+        )
+        if admission.shortfall is not None:
+            yield from _refuse_budget(state, admission.shortfall, node)
+
+
+def check_depth(state: RunState, node: Node) -> Step:
+    """Refuse (record and raise) when one more level would pass a scope's depth limit."""
+    for scope in state.scopes:
+        limit = scope.depth
+        if limit is not None and state.depth + 1 > limit:
+            short = Shortfall(
+                "budget",
+                scope.id,
+                "depth",
+                Decimal(1),
+                limit - state.depth,
+                limit,
+                Decimal(state.depth),
+            )
+            yield from _refuse_budget(state, short, node)
+
+
+def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:
+    estimates: Estimates = {}
+    for meter, approx in state.rt.estimating:
+        raw = meter.precheck_estimate(kind, payload)
+        estimates[meter.name] = (None if raw is None else to_decimal(raw), approx)
+    return estimates
+
+
+def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], list[WindowClaim]]:
+    none = (None, False)
+    claims = [
+        BudgetClaim(scope.id, name, limit, *estimates.get(name, none))
+        for scope in state.scopes
+        for name, limit in scope.metered
+    ]
+    windows = [
+        WindowClaim(
+            meter.key(state.root_id),
+            meter.name,
+            meter.limit,
+            meter.window_seconds,
+            *estimates.get(meter.name, none),
+        )
+        for meter in state.rt.windows
+    ]
+    return claims, windows
+
+
+def _refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
+    kind = node.kind.value
+    remaining = short.remaining if short.remaining > 0 else ZERO
+    # The refusal payload is identity: amounts stay exact text there, so ids never depend on
+    # float formatting; the meta (not identity) carries plain numbers.
+    payload: dict[str, Any] = {
+        "reason": short.reason,
+        "meter": short.meter,
+        "requested": decimal_text(short.requested),
+        "remaining": decimal_text(remaining),
+        "blocked_kind": kind,
+        "blocked_payload_digest": hashlib.sha256(node.canonical_payload or b"").hexdigest(),
+    }
+    if short.approximate and short.requested > 0:
+        payload["estimated"] = "true"
+    if short.window_seconds is not None:
+        seconds = short.window_seconds
+        payload["window_seconds"] = (
+            int(seconds) if float(seconds).is_integer() else decimal_text(to_decimal(seconds))
+        )
+    meta = {"limit": plain(short.limit), "spent": plain(short.spent), "scope": short.scope}
+    what = "window" if short.reason == "window" else "budget"
+    message = (
+        f"{short.meter} {what} refused a {kind}: requested {payload['requested']}, "
+        f"remaining {payload['remaining']} of {decimal_text(short.limit)}"
+    )
+
+    def error(refusal_id: str) -> PollardError:
+        return BudgetExceeded(message, refusal_id, meter=short.meter, reason=short.reason)
+
+    yield from refuse(state, payload, error, meta=meta)
+
+
+def refuse(
+    state: RunState,
+    payload: Mapping[str, Any],
+    error: Callable[[str], PollardError],
+    *,
+    meta: Mapping[str, Any] | None = None,
+) -> Generator[Effect, Any, NoReturn]:
+    """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``."""
+    rt = state.rt
+    node = Node.create(
+        NodeKind.REFUSAL,
+        state.cursor_id,
+        dict(payload),
+        meta={"created_at": utc_now_iso(), **(meta or {})},
+    )
+    if rt.mode == "replay" and not (yield io(rt.store.exists, node.id)):
+        shown = ", ".join(f"{key}={payload[key]}" for key in sorted(payload) if key != "detail")
+        digest = hashlib.sha256(node.canonical_payload or b"").hexdigest()
+        raise MissingRecording(
+            f"replay: the recorded run has no refusal {node.id} at this point (payload {shown})",
+            node.id,
+            f"refusal digest={digest}",
+        )
+    if rt.mode != "replay" and (yield io(rt.store.put, node)) and rt.on_node is not None:
+        yield Emit(rt.on_node, node, swallow=True)
+    state.move(node)
+    raise error(node.id)

@@ -1,0 +1,150 @@
+"""What every run of one runtime shares: store, typed meters, mode, gate, caches, reservations."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from pollard._core._ledger import Admission, BudgetClaim, WindowClaim
+from pollard._core._node import Node
+from pollard._step._lease import LeaseKeeper
+from pollard._step._protocols import Annotator, Gate, Measurer, Meter, WindowedMeter
+from pollard.errors import IntegrityError, PollardError
+
+if TYPE_CHECKING:
+    from pollard._core._store import Store
+
+__all__ = ["RuntimeCore", "Scope"]
+
+
+@dataclass(slots=True)
+class Scope:
+    """A budget scope: the node it is anchored at and its limits (treat as immutable).
+
+    Attributes:
+        id: The anchor node id (the run root or a branch anchor).
+        limits: The limits by meter, including ``depth``.
+        metered: The ledger-checked limits (all but ``depth``), sorted by meter.
+        depth: The depth limit, or None.
+    """
+
+    id: str
+    limits: dict[str, Decimal]
+    metered: tuple[tuple[str, Decimal], ...] = field(init=False)
+    depth: Decimal | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metered = tuple(sorted(i for i in self.limits.items() if i[0] != "depth"))
+        self.depth = self.limits.get("depth")
+
+
+class RuntimeCore:
+    """What every run of one runtime shares.
+
+    Meters are classified once here, so a step iterates typed lists and never probes a meter.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        meters: Sequence[Meter],
+        mode: str,
+        gate: Gate | None,
+        dry_run: bool,
+        on_node: Callable[[Node], Any] | None,
+        lease_seconds: float,
+    ) -> None:
+        self.store = store
+        self.meters: list[Meter] = list(meters)
+        self.meter_names = frozenset(m.name for m in self.meters)
+        self.windows: list[WindowedMeter] = [m for m in self.meters if isinstance(m, WindowedMeter)]
+        self.measurers: list[Measurer] = [m for m in self.meters if isinstance(m, Measurer)]
+        self.annotators: list[Annotator] = [m for m in self.meters if isinstance(m, Annotator)]
+        # Meters that can estimate before a step, with whether the estimate is approximate.
+        self.estimating: list[tuple[Meter, bool]] = [
+            (m, bool(getattr(m, "precheck_is_estimate", False))) for m in self.meters
+        ]
+        self.mode = mode
+        self.gate = gate
+        self.dry_run = dry_run
+        self.on_node = on_node
+        self.lease_seconds = lease_seconds
+        self.verified: set[str] = set()
+        self.keeper = LeaseKeeper(store, lease_seconds)
+        self._reserving = threading.Condition(threading.Lock())
+        self._closing = False  # set by close(release=True): reserves are refused
+        self._draining = False  # set by close(): finishing reserves wake it
+        self._in_flight = 0  # reserve calls running (close waits for them)
+
+    def reserve(self, claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim]) -> Admission:
+        """``store.reserve`` for a step; a reservation is tracked (and renewed) at once.
+
+        Tracking starts in the same call (possibly a worker thread), so `close` sees every
+        reservation a step holds, even one whose step was cancelled meanwhile.
+        """
+        with self._reserving:
+            if self._closing:
+                raise PollardError(
+                    "the runtime is closed (its store is closing)",
+                    hint="create a new runtime to run more steps",
+                )
+            self._in_flight += 1
+        try:
+            admission = self.store.reserve(claims, windows, lease_seconds=self.lease_seconds)
+            if admission.reservation_id is not None:
+                self.keeper.add(admission.reservation_id)
+            return admission
+        finally:
+            with self._reserving:
+                self._in_flight -= 1
+                if self._draining:
+                    self._reserving.notify_all()
+
+    def release_admission(self, admission: Admission) -> None:
+        """Release the reservation of an admission nobody will use (a cancelled step)."""
+        rid = admission.reservation_id
+        if rid is not None and self.keeper.remove(rid):  # not already released by close()
+            self.store.release(rid)
+
+    def close(self, *, release: bool) -> None:
+        """Stop reserving and renewing; with ``release``, release reservations still held.
+
+        Waits for reservations being made in other threads. ``release`` is for a store the
+        runtime is about to close: steps still running can no longer settle there, so their
+        holds are dropped now instead of lingering until their leases expire.
+        """
+        with self._reserving:
+            # A reserve queued for a worker thread but not yet started must not slip in
+            # between the drain below and the store's close: refuse it.
+            self._closing = release
+            self._draining = True
+            self._reserving.wait_for(lambda: self._in_flight == 0, timeout=60)
+            held = self.keeper.drain()
+        self.keeper.close()
+        if release:
+            for rid in held:
+                with contextlib.suppress(Exception):  # best effort: the lease still expires
+                    self.store.release(rid)
+
+    def verify_ancestry(self, node: Node) -> None:
+        """Verify a node and its unverified ancestors (cached, so replay stays linear)."""
+        chain: list[str] = []
+        current: Node | None = node
+        while current is not None and current.id not in self.verified:
+            current.check()
+            chain.append(current.id)
+            if current.parent is None:
+                break
+            parent = self.store.find(current.parent)
+            if parent is None:
+                raise IntegrityError(
+                    f"node {current.id} has a parent {current.parent} that is not stored",
+                    current.id,
+                )
+            current = parent
+        self.verified.update(chain)

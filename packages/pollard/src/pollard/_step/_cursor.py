@@ -1,0 +1,276 @@
+"""`RunState`: the thin cursor of one run (or branch), shared by the sync and async shells.
+
+The cursor holds where steps attach and what this run object spent; each operation is a short
+pipeline over the stage modules, all generators of effects (`pollard._step._effects`):
+
+* `step`: `replay.recorded` (hybrid/replay lookup) -> `admission.admit` (depth, precheck,
+  reserve) -> `execute.execute` (call, stream, charge) -> `settle.settle` (commit, account).
+* `note`, `refuse`, `record_dry_run`, `lookup`: the other primitives governance builds on.
+
+Identity rule (every mode): a node id is a pure function of ``(kind, payload, parent, attempt)``,
+so an identical call under the same parent is the same node whether it is recorded, served or
+repeated. ``attempt`` is the caller's word for a deliberate repeat (sampling the same prompt
+twice); a repeated dispatch of an existing node in record mode is charged and recorded as a
+``call_repeated`` note beside it, and a failed or cancelled dispatch as a ``call_failed`` /
+``call_cancelled`` note, so retrying after a failure records the call at the same id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from pollard._core._amounts import exact_map, plain_map
+from pollard._core._ledger import ZERO, utc_now_iso
+from pollard._core._node import Node, NodeKind
+from pollard._step import _admission as admission
+from pollard._step import _execute as execute
+from pollard._step import _replay as replay
+from pollard._step import _settle as settle
+from pollard._step._context import RuntimeCore, Scope
+from pollard._step._effects import Effect, Step, io
+from pollard.errors import MissingRecording, PollardError
+
+if TYPE_CHECKING:
+    from pollard._core._store import Store
+
+__all__ = ["ARGS", "PAYLOAD", "RunState"]
+
+PAYLOAD: Any = object()
+"""``arg`` sentinel for `RunState.step`: call ``fn`` with the payload the caller passed."""
+ARGS: Any = object()
+"""``arg`` sentinel for `RunState.step`: call ``fn`` with ``payload["args"]``."""
+
+
+class RunState:
+    """The cursor and accounting of one run (or branch).
+
+    Attributes:
+        rt: The runtime core.
+        label: The run label.
+        root_id: The root node id.
+        cursor_id: The node new steps attach to.
+        depth: The cursor depth (the root is 0).
+        scopes: Budget scopes, outermost first (the root scope is always first).
+        spent: Charges settled through this run object, by meter.
+        avoided: Charges served from recordings instead of executed, by meter.
+        branch_counts: Branches made from each node by this run object.
+        owner: The runtime object that opened the run (kept alive while the run is used).
+    """
+
+    __slots__ = (
+        "_scope_ids",
+        "_scopes",
+        "avoided",
+        "branch_counts",
+        "cursor_id",
+        "depth",
+        "label",
+        "owner",
+        "root_id",
+        "rt",
+        "spent",
+    )
+
+    def __init__(
+        self,
+        rt: RuntimeCore,
+        label: str,
+        root_id: str,
+        cursor_id: str,
+        depth: int,
+        scopes: tuple[Scope, ...],
+    ) -> None:
+        self.rt = rt
+        self.label = label
+        self.root_id = root_id
+        self.cursor_id = cursor_id
+        self.depth = depth
+        self.scopes = scopes
+        self.spent: dict[str, Decimal] = {}
+        self.avoided: dict[str, Decimal] = {}
+        self.branch_counts: dict[str, int] = {}
+        # Holding the runtime keeps one created inline (``Runtime("runs.db").run(...)``) and its
+        # store open for as long as the run is used.
+        self.owner: Any = None
+
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        return self.rt.store
+
+    @property
+    def mode(self) -> str:
+        """``record``, ``hybrid`` or ``replay``."""
+        return self.rt.mode
+
+    @property
+    def scopes(self) -> tuple[Scope, ...]:
+        """Budget scopes, outermost first (the root scope is always first)."""
+        return self._scopes
+
+    @scopes.setter
+    def scopes(self, scopes: tuple[Scope, ...]) -> None:
+        self._scopes = scopes
+        # Charges settle into the root and every budgeted branch anchor; computed once per
+        # change of scopes rather than on every step.
+        self._scope_ids = tuple(
+            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits
+        )
+
+    @property
+    def limited(self) -> bool:
+        """Whether a budget or a rate window can refuse this run's steps."""
+        return any(scope.limits for scope in self.scopes) or bool(self.rt.windows)
+
+    def fork(self) -> RunState:
+        """A second cursor at this cursor that reports into this run (no anchor node)."""
+        child = RunState(self.rt, self.label, self.root_id, self.cursor_id, self.depth, self.scopes)
+        child.spent = self.spent
+        child.avoided = self.avoided
+        child.owner = self.owner
+        return child
+
+    def move(self, node: Node) -> None:
+        """Put the cursor on ``node``, a child of the current cursor."""
+        self.cursor_id = node.id
+        self.depth += 1
+
+    def scope_ids(self) -> tuple[str, ...]:
+        """The scopes a charge settles into: the root and every budgeted branch anchor."""
+        return self._scope_ids
+
+    def add_spent(self, charges: Mapping[str, Decimal]) -> None:
+        """Count settled charges as spent by this run object."""
+        spent = self.spent
+        for name, amount in charges.items():
+            spent[name] = spent.get(name, ZERO) + amount
+
+    # -- primitives ----------------------------------------------------------------------------
+
+    def step(
+        self,
+        kind: str | NodeKind,
+        payload: Any,
+        fn: Callable[[Any], Any],
+        arg: Any = PAYLOAD,
+        *,
+        attempt: int = 0,
+        on_delta: Callable[[Any], Any] | None = None,
+        keep_chunks: bool = False,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Step:
+        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node."""
+        node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
+        # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
+        # the caller does to it later can change the recorded payload.
+        if arg is PAYLOAD:
+            arg = payload
+        elif arg is ARGS:
+            arg = payload.get("args") if isinstance(payload, Mapping) else None
+        if self.rt.mode != "record":
+            found = yield from replay.recorded(self, node, executable=True)
+            if found is not None:
+                return (yield from replay.serve(self, found, on_delta))
+        estimates, reservation = yield from admission.admit(self, node)
+        try:
+            return (
+                yield from execute.execute(
+                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
+                )
+            )
+        finally:
+            if reservation is not None:
+                self.rt.keeper.remove(reservation)
+
+    def refuse(
+        self,
+        payload: Mapping[str, Any],
+        error: Callable[[str], PollardError],
+        *,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Generator[Effect, Any, NoReturn]:
+        """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``.
+
+        In replay mode the refusal must already be recorded (it is never written).
+        """
+        yield from admission.refuse(self, payload, error, meta=meta)
+        raise AssertionError("unreachable: refuse() raises")  # pragma: no cover
+
+    def lookup(self, kind: str, payload: Any, attempt: int = 0) -> Step:
+        """Return the recorded node for a step in hybrid/replay mode, else None (no effects)."""
+        if self.rt.mode == "record":
+            return None
+        node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
+        return (yield io(self.rt.store.find, node.id))
+
+    def note(self, payload: Any, *, attempt: int = 0) -> Step:
+        """Record a plain note (idempotent); only the depth limit can refuse it."""
+        rt = self.rt
+        node = Node.create(NodeKind.NOTE, self.cursor_id, payload, attempt=attempt)
+        found: Node | None = yield io(rt.store.find, node.id)
+        if found is not None:
+            if rt.mode == "replay":
+                yield io(rt.verify_ancestry, found)
+            self.move(found)
+            return found
+        if rt.mode == "replay":
+            summary = replay.summary("note", node.payload, node.canonical_payload or b"")
+            raise MissingRecording(
+                f"replay: no recorded note {summary} under {node.parent}", node.id, summary
+            )
+        # A note runs nothing and costs nothing, so only the depth limit applies (pollard 0.8 also
+        # refused notes once any meter was spent, which hid "giving up" notes and branches).
+        yield from admission.check_depth(self, node)
+        node = node.with_meta({"created_at": utc_now_iso()})
+        if (yield io(rt.store.put, node)):
+            yield from settle.stored(self, node)
+        self.move(node)
+        return node
+
+    def record_dry_run(
+        self,
+        kind: str | NodeKind,
+        payload: Any,
+        *,
+        attempt: int = 0,
+        charges: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Step:
+        """Record a step without executing it (``meta.dry_run = True``, no result).
+
+        Charges default to ``{"steps": 1}``. In hybrid/replay a recorded dry-run node is served.
+        """
+        node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
+        if self.rt.mode != "record":
+            found = yield from replay.recorded(self, node, executable=False)
+            if found is not None:
+                return (yield from replay.serve(self, found, None))
+        yield from admission.precheck(self, node)
+        return (yield from settle.settle_dry_run(self, node, charges, meta))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def ancestors(self, node_id: str) -> list[str]:
+        """Ids from ``node_id`` up to the run root (inclusive), nearest first."""
+        chain: list[str] = []
+        current: str | None = node_id
+        while current is not None:
+            chain.append(current)
+            if current == self.root_id:
+                return chain
+            current = self.rt.store.get(current).parent
+        raise ValueError(f"node {node_id} is not in run {self.label!r}")
+
+    def report(self, *, exact: bool = False) -> dict[str, dict[str, Any]]:
+        """Spent and avoided charges of this run object, plus the root scope's ledger totals.
+
+        Plain numbers by default; ``exact=True`` gives exact decimal strings.
+        """
+        form = exact_map if exact else plain_map
+        return {
+            "spent": form(self.spent),
+            "avoided": form(self.avoided),
+            "total": form(self.rt.store.totals(self.root_id)),
+        }

@@ -1,0 +1,4 @@
+"""Bounded stress campaigns: ``make stress`` or ``python -m stress [NAME ...]``.
+
+Not part of ``make test``.
+"""

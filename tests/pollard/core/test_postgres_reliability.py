@@ -1,0 +1,290 @@
+"""PostgresStore on a real server: reads never write, lost connections, round trips per step."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from pollard import Budget, PollardError, PostgresStore, Runtime
+from pollard._core._ledger import BudgetClaim
+from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def store_id(pg_dsn: str) -> Iterator[str]:
+    name = fresh_store_id("rel")
+    yield name
+    drop_store(pg_dsn, name)
+
+
+def _terminate(dsn: str, store: PostgresStore) -> None:
+    """Kill the server process behind this thread's store connection, as a restart would."""
+    import psycopg
+
+    pid = store._local.conn.info.backend_pid
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+
+def test_a_read_only_open_creates_no_tables(pg_dsn: str) -> None:
+    import psycopg
+
+    with fresh_schema(pg_dsn) as dsn:
+        with pytest.raises(PollardError, match="no pollard store") as info:
+            PostgresStore(dsn, store_id="x", read_only=True)
+        assert "never creates" in (info.value.hint or "")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            found = conn.execute("SELECT to_regclass('pollard_nodes')").fetchone()
+        assert found == (None,)
+
+
+def test_a_read_only_open_of_an_unknown_store_id_fails_and_writes_nothing(
+    pg_dsn: str, store_id: str
+) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id) as known:
+        Runtime(known).run("exists").note({"n": 1})
+    typo = f"{store_id}-typo"
+    with pytest.raises(PollardError, match=f"no store '{typo}'") as info:
+        PostgresStore(pg_dsn, store_id=typo, read_only=True)
+    assert store_id in (info.value.hint or "")  # the ids that do exist are named
+    assert row_count(pg_dsn, "kv", typo) == 0
+    with PostgresStore(pg_dsn, store_id=store_id, read_only=True) as reader:
+        assert [r.payload["run"] for r in reader.roots()] == ["exists"]
+        with pytest.raises(PollardError, match="read-only"):
+            Runtime(reader).run("new").note({"n": 2})
+
+
+def test_replay_on_postgres_opens_read_only(pg_dsn: str, store_id: str) -> None:
+    with pytest.raises(PollardError, match="no store"):
+        Runtime(f"{pg_dsn}#{store_id}", mode="replay")
+    assert row_count(pg_dsn, "kv", store_id) == 0
+
+
+def _answer(payload: Any) -> dict[str, Any]:
+    return {"text": "ok", "usage": {"input_tokens": 2, "output_tokens": 1}}
+
+
+def test_a_connection_killed_during_a_step_reconnects_and_settles_once(
+    pg_dsn: str, store_id: str
+) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("restart", budget=Budget(steps=3))
+        run.model_call({"q": 0}, fn=_answer)
+
+        def killed(payload: Any) -> dict[str, Any]:
+            _terminate(pg_dsn, store)  # between the reservation and the commit
+            return _answer(payload)
+
+        node = run.model_call({"q": 1}, fn=killed)
+        assert store.find(node.id) is not None
+        assert store.totals(run.root_id)["steps"] == 2  # charged exactly once
+        assert row_count(pg_dsn, "reservations", store_id) == 0  # the commit released it
+        run.model_call({"q": 2}, fn=_answer)
+
+
+def test_a_connection_killed_before_a_reservation_is_a_pollard_error(
+    pg_dsn: str, store_id: str
+) -> None:
+    import psycopg
+
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("restart", budget=Budget(steps=3))
+        run.model_call({"q": 0}, fn=_answer)
+        _terminate(pg_dsn, store)
+        with pytest.raises(PollardError, match="lost the connection") as info:
+            run.model_call({"q": 1}, fn=_answer)
+        assert not isinstance(info.value, psycopg.Error)
+        assert "reconnects" in (info.value.hint or "")
+        assert row_count(pg_dsn, "reservations", store_id) == 0
+        run.model_call({"q": 1}, fn=_answer)  # the next step reconnects
+        assert store.totals(run.root_id)["steps"] == 2
+
+
+def test_a_commit_that_cannot_reconnect_keeps_the_reservation_counted(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("down", budget=Budget(steps=2))
+
+        def server_down(*args: Any, **kwargs: Any) -> bool:
+            raise psycopg.OperationalError("connection refused")
+
+        monkeypatch.setattr(store, "_commit", server_down)
+        with pytest.raises(PollardError, match="during a commit") as info:
+            run.model_call({"q": 0}, fn=_answer)
+        assert "lease" in (info.value.hint or "")
+    # The dispatch may have cost money: its hold still counts against the budget.
+    assert row_count(pg_dsn, "reservations", store_id) == 1
+
+
+def _count_batches(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    batch = store._batch
+    cursor = store._cursor
+
+    def counted_batch(queue: Any) -> Any:
+        calls.append(len(queue.items))
+        return batch(queue)
+
+    def counted_cursor() -> Any:
+        calls.append(0)
+        return cursor()
+
+    monkeypatch.setattr(store, "_batch", counted_batch)
+    monkeypatch.setattr(store, "_cursor", counted_cursor)
+    return calls
+
+
+def test_a_budgeted_step_costs_two_round_trips(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("trips", budget=Budget(steps=100, tokens=10_000))
+        run.model_call({"q": -1}, fn=_answer)
+        calls = _count_batches(store, monkeypatch)
+        for i in range(10):
+            run.model_call({"q": i}, fn=_answer)
+        assert len(calls) == 20, calls  # reserve: one batch; commit: one batch
+        assert store.totals(run.root_id)["steps"] == 11
+
+
+def test_walk_reads_a_subtree_in_batches(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("walk")
+        for i in range(600):
+            run.note({"i": i, "text": "y" * 1500})  # interned: blobs load in batches too
+        calls = _count_batches(store, monkeypatch)
+        nodes = list(store.walk(run.root_id))
+    assert len(nodes) == 601
+    assert [n.payload.get("i") for n in nodes[1:]] == list(range(600))
+    assert len(calls) <= 4, calls  # the shape, then ceil(601 / 256) batches
+
+
+def test_exact_budget_holds_under_threads_with_kills(pg_dsn: str, store_id: str) -> None:
+    store = PostgresStore(pg_dsn, store_id=store_id)
+    ran: list[int] = []
+    runtime = Runtime(store)
+    # Threads each get their own connection; close() closes them all.
+
+    def worker(index: int) -> None:
+        run = runtime.run("shared", budget=Budget(steps=12))
+        for i in range(6):
+            try:
+                run.model_call({"w": index, "i": i}, fn=lambda p: ran.append(1) or _answer(p))
+            except PollardError:
+                run.rollback()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runtime.close()
+    store.close()
+    with PostgresStore(pg_dsn, store_id=store_id) as check:
+        root = Runtime(check).run("shared").root_id
+        assert check.totals(root)["steps"] == len(ran) == 12
+    claim = BudgetClaim(root, "steps", Decimal(12), Decimal(1))
+    with PostgresStore(pg_dsn, store_id=store_id) as check:
+        assert check.reserve([claim], lease_seconds=5).shortfall is not None
+
+
+def test_the_server_side_rule_agrees_with_admit(pg_dsn: str, store_id: str) -> None:
+    """Random reserve/settle/release sequences: PostgreSQL admits exactly what MemoryStore does."""
+    import random
+
+    from pollard import MemoryStore, Node
+    from pollard._core._ledger import WindowClaim, WindowEvent
+
+    from .conftest import FakeClock
+
+    rng = random.Random(13)
+    clock = FakeClock()
+    memory = MemoryStore(clock=clock)
+    with PostgresStore(pg_dsn, store_id=store_id, clock=clock) as pg:
+        root = Node.create("root", None, {"run": "agree"})
+        for store in (memory, pg):
+            store.put(root)
+        held: list[tuple[str | None, str | None]] = []
+        parent = root.id
+        for i in range(120):
+            limit = Decimal(rng.choice([3, 5, 8]))
+            amount = rng.choice([None, Decimal(0), Decimal(1), Decimal(2), Decimal("0.5")])
+            claims = [BudgetClaim(root.id, "steps", limit, amount)]
+            windows = []
+            if rng.random() < 0.3:
+                windows = [WindowClaim("k", "requests", Decimal(4), 30, rng.choice([None, 1]))]
+            a = memory.reserve(claims, windows, lease_seconds=20)
+            b = pg.reserve(claims, windows, lease_seconds=20)
+            assert a.ok == b.ok, (i, a, b)
+            if a.shortfall is not None and b.shortfall is not None:
+                assert (a.shortfall.reason, a.shortfall.remaining, a.shortfall.spent) == (
+                    b.shortfall.reason,
+                    b.shortfall.remaining,
+                    b.shortfall.spent,
+                )
+            held.append((a.reservation_id, b.reservation_id))
+            action = rng.random()
+            if action < 0.4 and held:
+                ra, rb = held.pop(rng.randrange(len(held)))
+                node = Node.create("model_call", parent, {"i": i}, result={})
+                charge = {"steps": Decimal(rng.choice([0, 1, 1, 2]))}
+                events = [WindowEvent("k", "requests", Decimal(1))]
+                memory.commit(
+                    node, scopes=[root.id], charges=charge, windows=events, reservation_id=ra
+                )
+                pg.commit(node, scopes=[root.id], charges=charge, windows=events, reservation_id=rb)
+                parent = node.id
+            elif action < 0.6 and held:
+                ra, rb = held.pop(rng.randrange(len(held)))
+                for store, rid in ((memory, ra), (pg, rb)):
+                    if rid is not None:
+                        store.release(rid)
+            clock.advance(rng.choice([0, 1, 5]))
+        assert memory.totals(root.id) == pg.totals(root.id)
+
+
+def test_steps_survive_prepared_statements_dropped_behind_the_store(
+    pg_dsn: str, store_id: str
+) -> None:
+    """As behind a pooling proxy that hands the store another server session."""
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("pooled", budget=Budget(steps=5))
+        run.model_call({"q": 0}, fn=_answer)
+        store._local.conn.execute("DEALLOCATE ALL")
+        run.model_call({"q": 1}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 2
+
+
+def test_verify_reports_nodes_no_run_reaches_on_postgres(
+    pg_dsn: str, store_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    from pollard.cli import main
+
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("stray")
+        middle = run.note({"n": 1})
+        run.note({"n": 2})
+    spec = f"{pg_dsn}#{store_id}"
+    assert main(["verify", spec]) == 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # delete an ancestor behind pollard
+        conn.execute(
+            "DELETE FROM pollard_nodes WHERE store_id = %s AND id = %s",
+            (store_id, bytes.fromhex(middle.id)),
+        )
+    capsys.readouterr()
+    assert main(["verify", spec]) == 1
+    out = capsys.readouterr().out
+    assert "unreachable from any run" in out and middle.id in out
