@@ -131,7 +131,7 @@ class Ledger:
         avoided: dict[str, Decimal] = {}
         total: dict[str, str] = {}
         for run in self._runs:
-            report = run.report()
+            report = run.report(exact=True)
             for name, value in report["spent"].items():
                 spent[name] = spent.get(name, Decimal(0)) + Decimal(value)
             for name, value in report["avoided"].items():
