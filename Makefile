@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install demo test check fmt bench clean
+.PHONY: help install demo test check fmt docs bench clean
 
 help:  ## List the targets.
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -37,8 +37,11 @@ fmt: $(STAMP)  ## Format and auto-fix.
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+docs: $(STAMP)  ## Build the documentation site strictly into site/ (offline).
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: $(STAMP)  ## Run the benchmarks; prints a table and writes bench/results/latest.json.
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:  ## Remove the virtual environment and caches.
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site

@@ -1,0 +1,144 @@
+"""Every Python block on the site runs, and the output a page shows is the output it prints.
+
+One runner for all site pages: each page's blocks run in order in one namespace, in a fresh working
+directory, offline (the mock provider, the emulator, SQLite in the working directory). The page
+markers are described in ``tests/docs/_blocks.py``. The concept pages that predate the site keep
+their own tests (listed in ``DEDICATED``); this module checks that every page in the navigation is
+run by one or the other, so a new page cannot be left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import PROVIDER_KEY_VARS
+
+from ._blocks import Block, page_blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+# Pages with their own tests (they run the page's blocks with assertions of their own).
+DEDICATED: dict[str, str] = {
+    "bridge.md": "tests/integration/test_bridge_docs.py",
+    "pollard/runtime.md": "tests/pollard/core/test_docs.py",
+    "pollard/governance.md": "tests/pollard/governance/test_docs.py",
+    "pollard/observability.md": "tests/pollard/tooling/test_docs.py",
+    "pollard/stores.md": "tests/pollard/core/test_postgres.py",
+    "pollard/testing.md": "tests/pollard/tooling/test_docs.py",
+    "pollard/cli.md": "tests/pollard/tooling/test_docs.py",
+    "pollux/api-types.md": "tests/pollux/test_api_types_doc.py",
+    "pollux/deferred.md": "tests/pollux/deferred/test_docs.py",
+    "pollux/emulator.md": "tests/pollux/testing/test_docs.py",
+}
+# Concept pages whose blocks are fragments (top-level await, names defined in prose): their facts
+# are checked by the tests named here, not by running the blocks. Shrink this list; never grow it.
+FRAGMENTS: dict[str, str] = {
+    "pollux/engine.md": "tests/pollux/engine/test_gateway_edges.py",
+    "pollux/providers.md": "tests/pollux/providers",
+    "architecture.md": "tests/test_foundation.py",
+}
+# Pages that are prose or generated reference only: they must have no Python block.
+NO_CODE = {
+    "reference/pollux.md",
+    "reference/pollux-testing.md",
+    "reference/pollard.md",
+    "reference/pollard-stores.md",
+    "reference/pollard-adapters-pollux.md",
+    "reference/errors.md",
+    "contributing/docs.md",
+}
+
+
+def _nav_pages(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [page for item in node for page in _nav_pages(item)]
+    if isinstance(node, dict):
+        return [page for value in node.values() for page in _nav_pages(value)]
+    return []
+
+
+def _load_mkdocs_yml() -> dict[str, Any]:
+    # mkdocs.yml may use !! tags for Python objects; this test only needs the nav.
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("", lambda loader, suffix, node: None)
+    loaded: dict[str, Any] = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+    return loaded
+
+
+NAV = _nav_pages(_load_mkdocs_yml()["nav"])
+RUN_HERE = [page for page in NAV if page not in DEDICATED and page not in FRAGMENTS]
+
+
+def test_every_page_in_the_navigation_is_run_by_a_test() -> None:
+    on_disk = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert set(NAV) == on_disk, "every page is in the navigation, and every nav entry exists"
+    for page, test in DEDICATED.items():
+        assert page in NAV
+        test_text = (ROOT / test).read_text(encoding="utf-8")
+        assert Path(page).name in test_text or page in test_text, f"{test} does not run {page}"
+    for page, where in FRAGMENTS.items():
+        assert page in NAV and (ROOT / where).exists()
+    assert len(RUN_HERE) >= 20
+
+
+def _run_block(block: Block, page: Path, namespace: dict[str, Any]) -> str:
+    code = "\n" * (block.line - 1) + block.code  # tracebacks point at the page's own lines
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(page), "exec"), namespace)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("page", RUN_HERE)
+def test_page_blocks_run_and_print_what_the_page_shows(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = DOCS / page
+    blocks = page_blocks(path)
+    if page in NO_CODE:
+        assert blocks == [], f"{page} is listed as prose only but has Python blocks"
+        return
+    runnable = [b for b in blocks if b.skip is None]
+    assert runnable, f"{page} has no block that runs: a runner must never pass on zero"
+    for var in PROVIDER_KEY_VARS:  # the site's examples run offline, whatever the machine has
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
+    executed, missing = 0, []
+    for block in runnable:
+        if block.requires and importlib.util.find_spec(block.requires.split(".")[0]) is None:
+            missing.append(block.requires)
+            continue
+        if block.requires and not _importable(block.requires):
+            missing.append(block.requires)
+            continue
+        printed = _run_block(block, path, namespace)
+        executed += 1
+        if block.output is not None:
+            shown = [line.rstrip() for line in block.output.strip("\n").splitlines()]
+            got = [line.rstrip() for line in printed.strip("\n").splitlines()]
+            assert got == shown, f"{page}:{block.line}: printed output differs from the page"
+    assert executed + len(missing) == len(runnable)
+    if missing:
+        pytest.skip(
+            f"{page}: {len(missing)} block(s) need {sorted(set(missing))}, not in this build"
+        )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
