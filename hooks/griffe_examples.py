@@ -1,7 +1,7 @@
 """Griffe extension: read a Google-style ``Example:`` section as ``Examples:``.
 
 The packages' docstrings say ``Example:`` (singular), which griffe reads as a free-form admonition,
-so their ``>>>`` sessions would be rendered as Markdown (and ``x["a"]["b"]`` would look like a link).
+so their ``>>>`` sessions would be rendered as Markdown (and ``x["a"]["b"]`` looked like a link).
 Reading them as an examples section renders them as code without editing every docstring.
 """
 
