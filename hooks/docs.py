@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,24 @@ _ROWS: dict[str, str] = {
     "seed": "`seed`",
     "max_tokens": "`max_tokens`",
     "tool_result_errors": "`ToolResult.is_error`",
+    "prompt_cache_ttl": "`CachePolicy` TTL for prompt caching",
 }
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """Each field's ``#:`` comment, joined, for a capability the words above do not cover yet."""
+    comments: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(cls).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            pending.append(stripped[2:].strip())
+        elif (field := re.match(r"(\w+): bool\b", stripped)) and pending:
+            comments[field.group(1)] = " ".join(pending).rstrip(".").replace("``", "`")
+            pending = []
+        elif not stripped.startswith("#"):
+            pending = []
+    return comments
 
 
 def _providers() -> list[tuple[str, Any]]:
@@ -70,16 +88,14 @@ def capability_table() -> str:
 
     providers = _providers()
     names = [f.name for f in dataclasses.fields(Capabilities)]
-    missing = sorted(set(names) - set(_ROWS))
-    if missing:  # a new capability needs its words here, or the table would hide it
-        raise RuntimeError(f"hooks/docs.py: describe the new capabilities {missing} in _ROWS")
+    described = {**_field_comments(Capabilities), **_ROWS}
     lines = [
         "| Capability | " + " | ".join(f"`{name}`" for name, _ in providers) + " |",
         "|---|" + "---|" * len(providers),
     ]
     for field in names:
         cells = ["yes" if getattr(cls.CAPABILITIES, field) else "no" for _, cls in providers]
-        lines.append(f"| {_ROWS[field]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {described.get(field, f'`{field}`')} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +131,9 @@ def test_page_blocks_run_and_print_what_the_page_shows(
     for var in PROVIDER_KEY_VARS:  # the site's examples run offline, whatever the machine has
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
+    for name, value in os.environ.items():  # a page may set variables: restore them all after
+        monkeypatch.setenv(name, value)
+    added = set()
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     executed, missing = 0, []
     for block in runnable:
@@ -137,7 +143,13 @@ def test_page_blocks_run_and_print_what_the_page_shows(
         if block.requires and not _importable(block.requires):
             missing.append(block.requires)
             continue
-        printed = _run_block(block, path, namespace)
+        before = set(os.environ)
+        try:
+            printed = _run_block(block, path, namespace)
+        finally:
+            added |= set(os.environ) - before
+            for name in added:
+                os.environ.pop(name, None)
         executed += 1
         if block.output is not None:
             shown = [line.rstrip() for line in block.output.strip("\n").splitlines()]
@@ -155,3 +167,42 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
         return False
+
+
+def test_getting_started_end_to_end_in_one_fresh_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer follows the Getting started pages in order, offline, and sees what they show."""
+    pages = [page for page in NAV if page.startswith("getting-started/")]
+    assert pages == [
+        "getting-started/install.md",
+        "getting-started/first-answer.md",
+        "getting-started/real-provider.md",
+        "getting-started/governed-run.md",
+    ]
+    for var in PROVIDER_KEY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    checked = 0
+    for page in pages:
+        namespace: dict[str, Any] = {"__name__": "__newcomer__"}  # a fresh session per page
+        for block in page_blocks(DOCS / page):
+            if block.skip is not None:
+                continue
+            printed = _run_block(block, DOCS / page, namespace)
+            if block.output is not None:
+                assert printed.strip("\n").splitlines() == block.output.strip("\n").splitlines()
+                checked += 1
+    assert checked >= 7
+    assert (tmp_path / "ledger.db").is_file()  # the governed run left its ledger to inspect
+    text = (DOCS / pages[-1]).read_text(encoding="utf-8")
+    for command in ("pollard runs ledger.db", "pollard show ledger.db faq"):
+        assert command in text
+        args = command.split()[1:]
+        done = subprocess.run(
+            [sys.executable, "-m", "pollard.cli", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0 and "faq" in done.stdout, done.stderr
