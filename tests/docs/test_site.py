@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,12 @@ def test_the_reference_renders_docstrings_and_the_error_trees(site: Path) -> Non
         assert f'id="pollux.{name}"' in pollux_ref, name
     errors = (site / "reference" / "errors.html").read_text(encoding="utf-8")
     assert "├── APIError" in errors and "BudgetExceeded" in errors
+    # one dialect: Sphinx roles became cross-references, and they resolve to documented objects
+    for page in ("pollux", "pollux-testing", "pollard", "errors"):
+        text = (site / "reference" / f"{page}.html").read_text(encoding="utf-8")
+        assert not re.search(r":(class|func|meth|attr|exc):`", text), page
+    assert 'href="errors.html#pollux.errors.APIError"' in pollux_ref
+    assert pollux_ref.count("autorefs-internal") >= 50
     adapters = (site / "reference" / "pollard-adapters-pollux.html").read_text(encoding="utf-8")
     assert 'id="pollard.adapters.pollux.governed_run_many"' in adapters
 
