@@ -9,8 +9,11 @@ run by one or the other, so a new page cannot be left out.
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import contextlib
 import importlib.util
+import inspect
 import io
 import os
 import subprocess
@@ -44,12 +47,27 @@ DEDICATED: dict[str, str] = {
     "pollux/cli.md": "tests/pollux/cli/test_cli_docs.py",
     "reliability.md": "tests/pollard/tooling/test_docs.py",
 }
-# Concept pages whose blocks are fragments (top-level await, names defined in prose): their facts
-# are checked by the tests named here, not by running the blocks. Shrink this list; never grow it.
+# Concept pages whose blocks are fragments that need a real provider, files of the reader's own
+# or a pytest fixture: their facts are checked by the tests named here, not by running the blocks.
+# Shrink this list; never grow it.
 FRAGMENTS: dict[str, str] = {
-    "pollux/engine.md": "tests/pollux/engine/test_gateway_edges.py",
     "pollux/providers.md": "tests/pollux/providers",
-    "architecture.md": "tests/test_foundation.py",
+    "architecture.md": "tests/test_pollux_layers.py",
+}
+# Concept pages written as fragments over names their prose introduces (`source`, `prompts`, ...):
+# the names are defined here, offline, and the blocks run (top-level `await` included).
+PRELUDES: dict[str, str] = {
+    "pollux/engine.md": """
+from pollux import Config, Source
+
+config = Config(provider="openai", model="gpt-5-nano", use_mock=True)
+source = Source.from_text("Castor and Pollux are the twins of Greek myth.")
+prompts = ["Who?", "Why?", "Where?"]
+
+
+def get_weather(city="Paris"):
+    return f"{city}: sunny"
+""",
 }
 # Pages that are prose or generated reference only: they must have no Python block.
 NO_CODE = {
@@ -110,10 +128,15 @@ def test_every_page_in_the_navigation_is_run_by_a_test() -> None:
 
 
 def _run_block(block: Block, page: Path, namespace: dict[str, Any]) -> str:
-    code = "\n" * (block.line - 1) + block.code  # tracebacks point at the page's own lines
+    source = "\n" * (block.line - 1) + block.code  # tracebacks point at the page's own lines
+    # a fragment may `await` at top level, as in an async REPL: it then runs in its own loop
+    code = compile(source, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, str(page), "exec"), namespace)
+        if code.co_flags & inspect.CO_COROUTINE:
+            asyncio.run(eval(code, namespace))
+        else:
+            exec(code, namespace)
     return out.getvalue()
 
 
@@ -135,6 +158,8 @@ def test_page_blocks_run_and_print_what_the_page_shows(
         monkeypatch.setenv(name, value)
     added = set()
     namespace: dict[str, Any] = {"__name__": "__docs__"}
+    if page in PRELUDES:
+        exec(PRELUDES[page], namespace)
     executed, missing = 0, []
     for block in runnable:
         if block.requires and importlib.util.find_spec(block.requires.split(".")[0]) is None:
