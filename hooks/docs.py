@@ -43,7 +43,7 @@ _ROWS: dict[str, str] = {
     "conversation": "`history` and `continuation`",
     "uploads": "Local files (uploaded or inlined)",
     "persistent_cache": "`CachePolicy` (explicit cache)",
-    "implicit_caching": 'Implicit caching (`cache="auto"`)',
+    "implicit_caching": 'Implicit prefix caching (declared; `cache="auto"` is accepted everywhere)',
     "deferred_delivery": "`defer()` (batch APIs)",
     "temperature": "`temperature`",
     "top_p": "`top_p`",
