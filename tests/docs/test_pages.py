@@ -43,9 +43,8 @@ DEDICATED: dict[str, str] = {
     "pollux/api-types.md": "tests/pollux/test_api_types_doc.py",
     "pollux/deferred.md": "tests/pollux/deferred/test_docs.py",
     "pollux/emulator.md": "tests/pollux/testing/test_docs.py",
-    # from the cli and pollard branches (optional pages in hooks/docs.py)
+    # from the cli branch (an optional page in hooks/docs.py until it is on main)
     "pollux/cli.md": "tests/pollux/cli/test_cli_docs.py",
-    "reliability.md": "tests/pollard/tooling/test_docs.py",
 }
 # Concept pages whose blocks are fragments that need a real provider, files of the reader's own
 # or a pytest fixture: their facts are checked by the tests named here, not by running the blocks.
@@ -78,6 +77,7 @@ NO_CODE = {
     "reference/pollard-adapters-pollux.md",
     "reference/errors.md",
     "contributing/docs.md",
+    "reliability.md",  # from the pollard branch (an optional page in hooks/docs.py)
 }
 
 
