@@ -5,6 +5,7 @@ Two habits of the docstrings would not render otherwise, and the sources stay un
 - an ``Example:`` section (singular) is read by griffe as a free-form admonition, so its ``>>>``
   session would be rendered as Markdown (``x["a"]["b"]`` looked like a link); it is read as
   ``Examples:``, which renders as code;
+- a reST literal-block marker (``the problem::``) reads as a plain colon;
 - a Sphinx role (``:class:`~pollux.Config```, ``:func:`run```, ``:meth:`Session.run```) becomes a
   cross-reference to the object when the site documents it, and plain code when it does not.
 """
@@ -20,6 +21,7 @@ import griffe
 __all__ = ["ExampleSections"]
 
 _SINGULAR = re.compile(r"^(\s*)Example:\s*$", re.M)
+_LITERAL_MARKER = re.compile(r"(?<=\w)::$", re.M)  # reST "text::" before an indented block
 _ROLE = re.compile(r":(?:class|func|meth|attr|exc|data|mod|obj):`(?P<tilde>~?)(?P<name>[\w.]+)`")
 
 
@@ -53,4 +55,5 @@ class ExampleSections(griffe.Extension):
         if obj.docstring is None:
             return
         text = _SINGULAR.sub(r"\1Examples:", obj.docstring.value)
+        text = _LITERAL_MARKER.sub(":", text)
         obj.docstring.value = _ROLE.sub(lambda match: _cross_reference(obj, match), text)
