@@ -154,32 +154,25 @@ def test_page_blocks_run_and_print_what_the_page_shows(
     for var in PROVIDER_KEY_VARS:  # the site's examples run offline, whatever the machine has
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
-    for name, value in os.environ.items():  # a page may set variables: restore them all after
-        monkeypatch.setenv(name, value)
-    added = set()
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     if page in PRELUDES:
         exec(PRELUDES[page], namespace)
     executed, missing = 0, []
-    for block in runnable:
-        if block.requires and importlib.util.find_spec(block.requires.split(".")[0]) is None:
-            missing.append(block.requires)
-            continue
-        if block.requires and not _importable(block.requires):
-            missing.append(block.requires)
-            continue
-        before = set(os.environ)
-        try:
+    environment = dict(os.environ)  # a block may set variables (a base URL): none outlives the page
+    try:
+        for block in runnable:
+            if block.requires and not _importable(block.requires):
+                missing.append(block.requires)
+                continue
             printed = _run_block(block, path, namespace)
-        finally:
-            added |= set(os.environ) - before
-            for name in added:
-                os.environ.pop(name, None)
-        executed += 1
-        if block.output is not None:
-            shown = [line.rstrip() for line in block.output.strip("\n").splitlines()]
-            got = [line.rstrip() for line in printed.strip("\n").splitlines()]
-            assert got == shown, f"{page}:{block.line}: printed output differs from the page"
+            executed += 1
+            if block.output is not None:
+                shown = [line.rstrip() for line in block.output.strip("\n").splitlines()]
+                got = [line.rstrip() for line in printed.strip("\n").splitlines()]
+                assert got == shown, f"{page}:{block.line}: printed output differs from the page"
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
     assert executed + len(missing) == len(runnable)
     if missing:
         pytest.skip(
@@ -188,6 +181,7 @@ def test_page_blocks_run_and_print_what_the_page_shows(
 
 
 def _importable(module: str) -> bool:
+    """Whether ``module`` can be imported here (a provider merged from another branch, say)."""
     try:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
