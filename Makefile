@@ -39,6 +39,11 @@ fmt: $(STAMP)  ## Format and auto-fix.
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# (its own .PHONY line, so this target merges cleanly beside others)
+.PHONY: docs
+docs: $(STAMP)  ## Build the documentation site strictly into site/ (offline).
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: $(STAMP)  ## Run the benchmarks; prints a table and writes bench/results/latest.json.
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
@@ -46,4 +51,4 @@ stress: $(STAMP)  ## Bounded stress campaigns (faults, SIGKILL, contention, garb
 	$(BIN)/python -m stress $(STRESS_ARGS)
 
 clean:  ## Remove the virtual environment and caches.
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site

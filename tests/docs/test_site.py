@@ -1,0 +1,161 @@
+"""The site builds strictly and offline, and renders in a real browser (headless Chromium)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the site once for this module, exactly as `make docs` does, into a temporary folder."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+class _Assets(HTMLParser):
+    """Collect what a page loads (scripts, stylesheets, images, icons) and its nav links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[str] = []
+        self.nav_links: list[str] = []
+        self._nav_depth = 0
+        self.classes: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.classes.update((a.get("class") or "").split())
+        if tag == "nav":
+            self._nav_depth += 1
+        if tag == "script" and a.get("src"):
+            self.loads.append(a["src"] or "")
+        if tag == "link" and (a.get("rel") or "") in {"stylesheet", "icon", "preload"}:
+            self.loads.append(a.get("href") or "")
+        if tag == "img" and a.get("src"):
+            self.loads.append(a["src"] or "")
+        if tag == "a" and self._nav_depth and a.get("href"):
+            self.nav_links.append(a["href"] or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "nav" and self._nav_depth:
+            self._nav_depth -= 1
+
+
+def _parse(html: str) -> _Assets:
+    parser = _Assets()
+    parser.feed(html)
+    return parser
+
+
+def test_no_page_loads_anything_from_the_network(site: Path) -> None:
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 30
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assets = _parse(html)
+        remote = [url for url in assets.loads if url.startswith(("http:", "https:", "//"))]
+        assert not remote, f"{page.relative_to(site)} loads {remote}"
+        for url in assets.loads:
+            path = url.split("#")[0].split("?")[0]
+            # 404.html uses root-relative URLs (a server shows it at any depth)
+            target = site / path.lstrip("/") if path.startswith("/") else page.parent / path
+            assert target.is_file(), f"{page.relative_to(site)}: missing asset {url}"
+        assert "fonts.googleapis" not in html and "fonts.gstatic" not in html
+
+
+def test_the_capability_table_lists_every_provider_in_this_build(site: Path) -> None:
+    from pollux.providers._registry import PROVIDERS
+
+    html = (site / "guides" / "providers.html").read_text(encoding="utf-8")
+    for name in ["mock", *PROVIDERS]:
+        assert f"<code>{name}</code></th>" in html, name
+    assert "generated: capability-table" not in html
+
+
+def test_the_reference_renders_docstrings_and_the_error_trees(site: Path) -> None:
+    pollux_ref = (site / "reference" / "pollux.html").read_text(encoding="utf-8")
+    for name in ("run_many", "RetryPolicy", "Source", "OutputCollection"):
+        assert f'id="pollux.{name}"' in pollux_ref, name
+    errors = (site / "reference" / "errors.html").read_text(encoding="utf-8")
+    assert "├── APIError" in errors and "BudgetExceeded" in errors
+    # one dialect: Sphinx roles became cross-references, and they resolve to documented objects
+    for page in ("pollux", "pollux-testing", "pollard", "errors"):
+        text = (site / "reference" / f"{page}.html").read_text(encoding="utf-8")
+        assert not re.search(r":(class|func|meth|attr|exc):`", text), page
+    assert 'href="errors.html#pollux.errors.APIError"' in pollux_ref
+    assert pollux_ref.count("autorefs-internal") >= 50
+    adapters = (site / "reference" / "pollard-adapters-pollux.html").read_text(encoding="utf-8")
+    assert 'id="pollard.adapters.pollux.governed_run_many"' in adapters
+
+
+def _chromium() -> str:
+    for name in _CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        pytest.fail("headless Chromium is required when CI=true (install the chromium package)")
+    pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+
+
+def _render(page: Path, profile: Path) -> str:
+    """The DOM Chromium built for the page, after its scripts ran."""
+    command = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [("index.html", "Documentation"), ("guides/streaming.html", "Streaming")],
+)
+def test_pages_render_in_a_browser_with_navigation(
+    site: Path, tmp_path: Path, page: str, heading: str
+) -> None:
+    dom = _render(site / page, tmp_path / "profile")
+    rendered = _parse(dom)
+    assert f">{heading}</h1>" in dom or f'">{heading}<' in dom, heading
+    # the navigation is there, with the site's sections
+    assert "md-nav" in rendered.classes
+    for section in ("Getting started", "Guides", "API reference"):
+        assert section in dom, section
+    assert any(link.endswith("first-answer.html") for link in rendered.nav_links)
+    # Material's script ran: it swaps the "no-js" class and adds the code blocks' copy buttons
+    assert "js" in rendered.classes and "no-js" not in rendered.classes
+    assert "md-code__button" in rendered.classes
+    assert not [u for u in rendered.loads if u.startswith(("http:", "https:", "//"))]
