@@ -102,13 +102,16 @@ class DirectPost:
         try:
             return json.loads(response.body)
         except ValueError as exc:
+            # A cut or garbled body is transient, as on the SDK path (which retries it too).
             raise APIError(
                 f"{self._provider} {phase} returned a body that is not JSON",
-                hint="Check that the base URL points at the provider's API (or its gateway).",
+                hint="Retrying usually helps; if it persists, check that the base URL points "
+                "at the provider's API (or its gateway).",
                 provider=self._provider,
                 phase=phase,
                 status_code=status,
-                retryable=False,
+                retryable=True,
+                error_category="network",
             ) from exc
 
 

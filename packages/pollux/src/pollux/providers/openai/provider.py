@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
+from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -87,6 +88,7 @@ class OpenAIProvider(ProviderBase):
         self._config = config
         self._http = transport if transport is not None else Transport()
         self._owns_http = transport is None
+        self._direct: DirectPost | None = None
         self._client: Any = client
         self._owns_client = client is None
         self._closed = False
@@ -121,10 +123,27 @@ class OpenAIProvider(ProviderBase):
             )
         return self._client
 
+    def _poster(self) -> DirectPost | None:
+        """The direct path for ``responses.create`` (None for an injected client)."""
+        if not self._owns_client:
+            return None
+        if self._direct is None:
+            client = self._sdk()
+            self._direct = DirectPost(
+                self._http,
+                provider=PROVIDER,
+                base_url=str(client.base_url),
+                headers=sdk_headers({**client.default_headers, **client.auth_headers}),
+                timeout_s=self._config.request_timeout_s,
+                status_error=stainless_status_error(client),
+            )
+        return self._direct
+
     async def aclose(self) -> None:
         """Close the SDK client (idempotent)."""
         self._closed = True
         self._client = None
+        self._direct = None
         # A client built here sends over the transport's httpx client, which the transport
         # closes; an injected client belongs to the caller.
         if self._owns_http:
@@ -233,10 +252,18 @@ class OpenAIProvider(ProviderBase):
         return compile_request(**self._compile_args(request, source_parts=request.sources.parts))
 
     async def execute(self, compiled: Any) -> ProviderResponse:
-        """Create one response and normalize it."""
-        client = self._sdk()
+        """Create one response and normalize it.
+
+        The compiled body is the wire JSON already: it goes through the transport's pool as it
+        is (see :mod:`pollux.providers._direct`), or through an injected client's SDK call.
+        """
+        poster = self._poster()
         try:
-            response = await _create(client, compiled, stream=False)
+            if poster is not None:
+                body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
+                response = await poster.post("/responses", body, phase="generate")
+            else:
+                response = await _create(self._sdk(), compiled, stream=False)
         except Exception as exc:
             raise wrap_openai_error(
                 exc, phase="generate", timeout_s=self._config.request_timeout_s
