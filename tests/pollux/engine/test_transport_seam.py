@@ -273,8 +273,12 @@ async def test_explicit_proxy_wins_and_sdk_provider_uses_it(
         Session(config, transport=transport) as session,
     ):
         out = await session.run_many(["Via the SDK"])
+        # check_ready goes through the SDK itself, over the transport's shared httpx client.
+        ready = await session.check_ready()
     assert out.answers == ["Emulated reply to: Via the SDK"]
+    assert ready.status_code is not None  # the emulator answered (through the proxy)
     assert any(line.startswith("POST http://127.0.0.1:") and "/responses" in line for line in seen)
+    assert any(line.startswith("GET http://127.0.0.1:") and "/models/" in line for line in seen)
 
 
 async def test_https_through_connect_tunnel_with_custom_ca(
@@ -384,6 +388,28 @@ async def test_gzip_responses_are_decoded() -> None:
         out = await run("Compressed?", config=config)
     assert out.text == "zipped answer"
     assert b"accept-encoding: gzip" in requests[0].lower()
+
+
+async def test_gzip_streams_are_decoded() -> None:
+    from pollux._transport import ConnectionPool
+
+    events = b"".join(b'data: {"n": %d}\n\n' % i for i in range(50))
+    body = gzip.compress(events)
+    chunked = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + 37]), body[i : i + 37]) for i in range(0, len(body), 37)
+    )
+    response = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + chunked + b"0\r\n\r\n"
+    )
+    async with canned(response) as (url, _):
+        pool = ConnectionPool(url)
+        try:
+            async with pool.stream("POST", "/chat/completions", body=b"{}") as stream:
+                data = [d async for d in stream.iter_sse()]
+        finally:
+            await pool.aclose()
+    assert data == [f'{{"n": {i}}}' for i in range(50)]
 
 
 async def test_a_redirect_is_an_error_not_followed() -> None:
