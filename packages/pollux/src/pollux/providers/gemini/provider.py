@@ -75,8 +75,9 @@ __all__ = [
 
 _log = logging.getLogger("pollux.providers.gemini")
 
-#: The SDK transport: ``"auto"`` is aiohttp when installed (measured cheaper per request by
-#: ``bench/bench_gemini_fanout.py``), else httpx. Benchmarks switch it to compare.
+#: The SDK transport of a client built by :func:`build_client` without a pollux transport
+#: (``"auto"``: aiohttp when installed, else httpx). The provider always passes its Session's
+#: transport instead.
 DEFAULT_TRANSPORT = "auto"
 
 # The SDK requires ``contents``; the real ones travel in the request body (see ``execute``).
