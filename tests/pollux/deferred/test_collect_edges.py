@@ -136,7 +136,7 @@ def use_client(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(client: FakeClient) -> None:
         monkeypatch.setattr(
             "pollux._session.build_provider",
-            lambda config: OpenAIProvider(config, client=client),
+            lambda config, transport=None: OpenAIProvider(config, client=client),
         )
 
     return install
@@ -255,7 +255,7 @@ def test_results_come_back_in_prompt_order_whatever_the_file_order(
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(
                 "pollux._session.build_provider",
-                lambda config: OpenAIProvider(config, client=client),
+                lambda config, transport=None: OpenAIProvider(config, client=client),
             )
             return await _collect(client, _handle(6))
 

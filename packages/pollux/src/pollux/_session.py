@@ -28,6 +28,7 @@ from pollux.interaction.requirements import OutputRequirements
 from pollux.interaction.tools import ToolDeclaration
 from pollux.providers._registry import build_provider
 from pollux.source import Source
+from pollux.transport import Transport
 
 if TYPE_CHECKING:
     from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
@@ -140,6 +141,10 @@ class Session:
 
     Args:
         config: The provider, model and limits to use.
+        transport: The HTTP transport every request goes through (proxy, CA bundle, pools;
+            see :class:`pollux.transport.Transport`). By default the Session builds one from
+            the environment and closes it with the Session; one you pass stays open (you
+            close it), so Sessions of one event loop can share it.
 
     Example:
         async with Session(config) as session:
@@ -147,13 +152,20 @@ class Session:
             answers = await session.run_many(["Q1?", "Q2?"], sources=[source])
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, transport: Transport | None = None) -> None:
         if not isinstance(config, Config):
             raise ConfigurationError(
                 f"Session needs a Config, got {type(config).__name__}",
                 hint="Pass Config(provider=..., model=...).",
             )
+        if transport is not None and not isinstance(transport, Transport):
+            raise ConfigurationError(
+                f"transport must be a pollux.transport.Transport, got {type(transport).__name__}",
+                hint="Pass Transport(proxy=..., ca_bundle=...), or leave it out.",
+            )
         self.config = config
+        self._transport = transport
+        self._owns_transport = transport is None
         self._provider: Provider | None = None
         self._limiter: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -182,7 +194,7 @@ class Session:
         return self._closed
 
     async def aclose(self) -> None:
-        """Close the provider's clients (idempotent)."""
+        """Close the provider's clients and the Session's own transport (idempotent)."""
         self._closed = True
         provider, self._provider = self._provider, None
         if provider is None:
@@ -195,7 +207,11 @@ class Session:
             for prepared in kept:
                 await provider.release_sources(prepared)
         finally:
-            await provider.aclose()
+            try:
+                await provider.aclose()
+            finally:
+                if self._owns_transport and self._transport is not None:
+                    await self._transport.aclose()
 
     def _runtime(self) -> Runtime:
         if self._closed:
@@ -205,7 +221,9 @@ class Session:
             )
         loop = _running_loop()
         if self._provider is None:
-            self._provider = build_provider(self.config)
+            if self._transport is None:
+                self._transport = Transport()
+            self._provider = build_provider(self.config, self._transport)
             self._limiter = asyncio.Semaphore(self.config.request_concurrency)
             self._loop = loop
         elif loop is not self._loop and loop is not None and self._loop is not None:

@@ -1,10 +1,14 @@
 """A lean asyncio HTTP/1.1 keep-alive client for the JSON and SSE provider paths.
 
-Why not httpx: at a concurrency of 32 against a 50 ms server, the general-purpose stack spends more
-CPU per request than the window allows, so the window drains. This transport does only what the
-Chat Completions path needs: one pool of keep-alive connections per origin, JSON request bodies,
-``Content-Length``, chunked and read-to-close response bodies, Server-Sent Events, timeouts, and
-orderly closing (every socket is closed before the pool reports closed, so no ResourceWarning).
+Why not httpx or aiohttp: at a concurrency of 32 against a 50 ms server, the general-purpose stacks
+spend more CPU per request than the window allows, so the window drains (``python -m bench
+transport`` measures them side by side). This transport does only what the JSON provider paths
+need, and what a library would do for them: one pool of keep-alive connections per origin, JSON
+request bodies, ``Content-Length``, chunked and read-to-close response bodies, gzip, Server-Sent
+Events, timeouts, HTTP proxies (absolute-form requests for ``http``, ``CONNECT`` tunnels for
+``https``; see :class:`pollux.transport.Transport` for ``HTTP_PROXY``/``NO_PROXY``), a caller's
+TLS context (custom CA bundles), no redirects (a 3xx is returned as it is), and orderly closing
+(every socket is closed before the pool reports closed, so no ResourceWarning).
 
 Errors are :class:`TransportError` with a ``kind`` (``connect``, ``timeout``, ``disconnect``,
 ``protocol``); providers turn them into ``APIError`` with a hint.
@@ -13,13 +17,15 @@ Errors are :class:`TransportError` with a ``kind`` (``connect``, ``timeout``, ``
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import sys
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
     import ssl
@@ -107,6 +113,8 @@ class ConnectionPool:
         headers: Headers sent with every request (for example ``Authorization``).
         connect_timeout_s: Limit for opening a connection.
         max_idle: Idle connections kept for reuse; extra ones are closed.
+        ssl_context: TLS settings for ``https`` origins (default: the system's trust store).
+        proxy: An ``http://[user:pass@]host:port`` proxy to reach the origin through, or None.
     """
 
     def __init__(
@@ -116,6 +124,8 @@ class ConnectionPool:
         headers: Mapping[str, str] | None = None,
         connect_timeout_s: float = 10.0,
         max_idle: int = 256,
+        ssl_context: ssl.SSLContext | None = None,
+        proxy: str | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in {"http", "https"} or not parts.hostname:
@@ -129,14 +139,39 @@ class ConnectionPool:
         # An IPv6 literal keeps its brackets in the Host header (RFC 9110: "[::1]:8080").
         host = f"[{self._host}]" if ":" in self._host else self._host
         host_header = host if default_port else f"{host}:{self._port}"
-        lines = [f"Host: {host_header}", "Accept: application/json, text/event-stream"]
+        self._authority = host_header if not default_port else f"{host}:{self._port}"
+        lines = [
+            f"Host: {host_header}",
+            "Accept: application/json, text/event-stream",
+            "Accept-Encoding: gzip",
+        ]
+        self._proxy: tuple[str, int] | None = None
+        self._proxy_auth: str | None = None
+        self._target_prefix = ""
+        if proxy:
+            proxy_parts = urlsplit(proxy)
+            if proxy_parts.scheme != "http" or not proxy_parts.hostname:
+                raise ValueError(
+                    f"unsupported proxy URL {proxy_parts.scheme}://{proxy_parts.hostname}: "
+                    "only http:// proxies are supported"
+                )
+            self._proxy = (proxy_parts.hostname, proxy_parts.port or 80)
+            if proxy_parts.username is not None:
+                creds = f"{unquote(proxy_parts.username)}:{unquote(proxy_parts.password or '')}"
+                token = base64.b64encode(creds.encode("utf-8")).decode("ascii")
+                self._proxy_auth = f"Proxy-Authorization: Basic {token}\r\n"
+            if not self._tls:
+                # Plain HTTP through a forwarding proxy: absolute-form request targets.
+                self._target_prefix = f"http://{host_header}"
+                if self._proxy_auth:
+                    lines.append(self._proxy_auth.rstrip("\r\n"))
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._static_headers = "".join(f"{line}\r\n" for line in lines)
         self._connect_timeout_s = connect_timeout_s
         self._max_idle = max_idle
         self._idle: deque[_Connection] = deque()
         self._busy: set[_Connection] = set()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = ssl_context
         self._closed = False
 
     @property
@@ -151,21 +186,64 @@ class ConnectionPool:
             import ssl  # only TLS origins pay for it
 
             self._ssl = ssl.create_default_context()
+        host, port = self._proxy or (self._host, self._port)
+        via = f" through the proxy {host}:{port}" if self._proxy else ""
         try:
             async with _timeout(self._connect_timeout_s):
-                reader, writer = await asyncio.open_connection(
-                    self._host, self._port, ssl=self._ssl, limit=1 << 20
-                )
+                if self._proxy is None:
+                    reader, writer = await asyncio.open_connection(
+                        host, port, ssl=self._ssl, limit=1 << 20
+                    )
+                else:
+                    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+                    if self._tls:
+                        await self._tunnel(reader, writer)
         except TimeoutError:
             raise TransportError(
-                f"timed out connecting to {self._host}:{self._port}", kind="connect"
+                f"timed out connecting to {self._host}:{self._port}{via}", kind="connect"
             ) from None
+        except TransportError:
+            raise
         except OSError as exc:
             raise TransportError(
-                f"cannot connect to {self._host}:{self._port}: {exc.strerror or exc}",
+                f"cannot connect to {self._host}:{self._port}{via}: {exc.strerror or exc}",
                 kind="connect",
             ) from exc
         return _Connection(reader, writer)
+
+    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Open a ``CONNECT`` tunnel through the proxy, then start TLS with the origin inside it."""
+        auth = self._proxy_auth or ""
+        writer.write(
+            f"CONNECT {self._authority} HTTP/1.1\r\nHost: {self._authority}\r\n{auth}\r\n".encode(
+                "latin-1"
+            )
+        )
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            status, _ = _parse_head(head)
+        except (asyncio.IncompleteReadError, ValueError, asyncio.LimitOverrunError) as exc:
+            writer.close()
+            raise TransportError(
+                f"the proxy gave no valid answer to CONNECT {self._authority}", kind="connect"
+            ) from exc
+        if status != 200:
+            writer.close()
+            raise TransportError(
+                f"the proxy refused CONNECT {self._authority} with HTTP {status}", kind="connect"
+            )
+        assert self._ssl is not None
+        try:
+            # StreamWriter.start_tls is Python 3.11+ (typeshed lags): TLS inside the tunnel.
+            start_tls = getattr(writer, "start_tls", None)
+            if start_tls is None:  # pragma: no cover - Python 3.10
+                raise TransportError(
+                    "https through a proxy needs Python 3.11 or later", kind="connect"
+                )
+            await start_tls(self._ssl, server_hostname=self._host)
+        except BaseException:
+            writer.close()
+            raise
 
     async def _acquire(self) -> _Connection:
         if self._closed:
@@ -209,9 +287,10 @@ class ConnectionPool:
         length = (
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n" if body else ""
         )
-        return (
-            f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._static_headers}{extra}{length}\r\n"
-        ).encode("latin-1")
+        target = f"{self._target_prefix}{self._prefix}{path}"
+        return (f"{method} {target} HTTP/1.1\r\n{self._static_headers}{extra}{length}\r\n").encode(
+            "latin-1"
+        )
 
     async def _send(
         self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]
@@ -278,6 +357,9 @@ class ConnectionPool:
         except ConnectionError as exc:
             raise TransportError(f"connection lost: {exc}", kind="disconnect") from exc
         self._release(conn, reusable=_keep_alive(resp_headers))
+        encoding = resp_headers.get("content-encoding")
+        if encoding and encoding != "identity":
+            data = _decode_body(data, encoding)
         return Response(status, resp_headers, data)
 
     @contextlib.asynccontextmanager
@@ -332,6 +414,11 @@ class StreamResponse:
         Chunked bodies are de-framed in bulk: one socket read may carry many HTTP chunks (and
         many SSE events), and they come out as one block, so per-event cost stays small.
         """
+        encoding = self.headers.get("content-encoding")
+        if encoding and encoding != "identity":
+            async for data in self._iter_decoded(encoding):
+                yield data
+            return
         reader = self._conn.reader
         headers = self.headers
         timeout_s = self._timeout_s
@@ -375,6 +462,23 @@ class StreamResponse:
         except ValueError as exc:
             raise TransportError(f"malformed chunked body: {exc}", kind="protocol") from exc
         self.complete = True
+
+    async def _iter_decoded(self, encoding: str) -> AsyncIterator[bytes]:
+        if encoding.lower() != "gzip":
+            raise TransportError(f"unsupported content-encoding {encoding!r}", kind="protocol")
+        inflater = zlib.decompressobj(wbits=31)
+        self.headers = {k: v for k, v in self.headers.items() if k != "content-encoding"}
+        try:
+            async for data in self.iter_bytes():
+                out = inflater.decompress(data)
+                if out:
+                    yield out
+            rest = inflater.flush()
+        except zlib.error as exc:
+            self.complete = False
+            raise TransportError(f"malformed gzip body: {exc}", kind="protocol") from exc
+        if rest:
+            yield rest
 
     def iter_sse(self) -> AsyncIterator[str]:
         """Yield the ``data`` payload of each Server-Sent Event."""
@@ -487,6 +591,15 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     if status_line[0] == "HTTP/1.0" and "connection" not in headers:
         headers["connection"] = "close"
     return status, headers
+
+
+def _decode_body(data: bytes, encoding: str) -> bytes:
+    if encoding.lower() != "gzip":
+        raise TransportError(f"unsupported content-encoding {encoding!r}", kind="protocol")
+    try:
+        return zlib.decompress(data, wbits=31)
+    except zlib.error as exc:
+        raise TransportError(f"malformed gzip body: {exc}", kind="protocol") from exc
 
 
 def _keep_alive(headers: Mapping[str, str]) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "network_error",
     "parse_retry_after",
     "readiness_message",
+    "redirect_error",
     "status_rule",
 ]
 
@@ -307,6 +308,23 @@ def readiness_message(*, provider: str, url: str, status: int, body: Any) -> str
         hint = error.hint or "See the server's message."
     words = f": {message}" if message else ""
     return f"{url} answered {status}{words}. {hint}"
+
+
+def redirect_error(*, provider: str, phase: str, status: int, location: str | None) -> APIError:
+    """Build the pollux error for a 3xx answer: pollux follows no redirect silently."""
+    where = f" to {location}" if location else ""
+    return APIError(
+        f"{provider} {phase} was redirected (HTTP {status}){where}; pollux does not follow "
+        "redirects, since a redirected POST may be resent or turned into a GET",
+        hint="Point the base URL at the final address"
+        + (f" ({location})" if location else "")
+        + ", or fix the proxy or gateway that redirects.",
+        retryable=False,
+        status_code=status,
+        provider=provider,
+        phase=phase,
+        error_category="invalid_request",
+    )
 
 
 def network_error(

@@ -1,6 +1,7 @@
 """Which class serves which provider; modules are imported only when first used.
 
-A provider class is constructed as ``cls(config)`` and implements
+A provider class is constructed as ``cls(config, transport=...)`` (the Session's
+:class:`pollux.transport.Transport`) and implements
 :class:`pollux.providers.base.Provider`. ``Config(use_mock=True)`` always gets the mock provider.
 """
 
@@ -14,6 +15,7 @@ from pollux.errors import ConfigurationError
 if TYPE_CHECKING:
     from pollux.config import Config
     from pollux.providers.base import Provider
+    from pollux.transport import Transport
 
 __all__ = ["PROVIDERS", "build_provider"]
 
@@ -27,8 +29,11 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_provider(config: Config) -> Provider:
-    """Construct the provider for ``config`` (the mock provider when ``use_mock`` is set)."""
+def build_provider(config: Config, transport: Transport | None = None) -> Provider:
+    """Construct the provider for ``config`` (the mock provider when ``use_mock`` is set).
+
+    ``transport`` carries every request of the provider; None lets it build a private one.
+    """
     if config.use_mock:
         from pollux.providers.mock import MockProvider
 
@@ -52,5 +57,5 @@ def build_provider(config: Config) -> Provider:
             ) from exc
         raise
     cls = getattr(module, class_name)
-    provider: Provider = cls(config)
+    provider: Provider = cls(config, transport=transport)
     return provider

@@ -2,12 +2,15 @@
 
 One :class:`AnthropicProvider` per Session owns one ``AsyncAnthropic`` client (built on first use,
 the SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry
-loop, and with ``timeout=Config.request_timeout_s``. When ``aiohttp`` is installed (the
-``pollux[aiohttp]`` extra) the client runs on the SDK's aiohttp transport
-(``DefaultAioHttpClient``), which spends less CPU per request than the default httpx transport
-(``python -m bench anthropic_fanout`` measures both). The client honours the SDK's own
-environment variables, notably ``ANTHROPIC_BASE_URL``: that is how tests and proxies point pollux
-at :class:`pollux.testing.Emulator`, since ``Config`` keeps ``base_url`` for local servers.
+loop, and with ``timeout=Config.request_timeout_s``. The SDK sends over the Session's
+:class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``), and
+``messages.create`` without streaming goes straight through the transport's keep-alive pool
+with the body ``compile`` built, parsed as plain JSON (:mod:`pollux.providers._direct`; error
+statuses still raise the SDK's exceptions): the SDK's pydantic models cost more client CPU per
+call than a 32-wide fan-out leaves (``python -m bench anthropic_fanout``). The client honours
+the SDK's own environment variables, notably ``ANTHROPIC_BASE_URL``: that is how tests and
+proxies point pollux at :class:`pollux.testing.Emulator`, since ``Config`` keeps ``base_url``
+for local servers.
 
 The work is split by job: :mod:`.compile` (request kwargs), :mod:`.extract` (message ->
 neutral), :mod:`.stream` (events -> chunks), :mod:`.uploads` (sources -> blocks, Files API),
@@ -17,12 +20,13 @@ neutral), :mod:`.stream` (events -> chunks), :mod:`.uploads` (sources -> blocks,
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -32,6 +36,7 @@ from pollux.providers.base import (
     ProviderResponse,
     StreamChunk,
 )
+from pollux.transport import Transport
 
 from .caching import cache_control, prefix_cacheable, validate_cache
 from .compile import AnthropicCall, compile_request, conversation, validate_options
@@ -73,31 +78,29 @@ CAPABILITIES = Capabilities(
 )
 
 
-def _aiohttp_available() -> bool:
-    return (
-        importlib.util.find_spec("aiohttp") is not None
-        and importlib.util.find_spec("httpx_aiohttp") is not None
-    )
-
-
 class AnthropicProvider(ProviderBase):
     """The Anthropic Messages API provider (``Config(provider="anthropic", model=...)``)."""
 
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
 
-    def __init__(self, config: Config, *, client: Any = None, transport: str = "auto") -> None:
+    def __init__(
+        self, config: Config, *, client: Any = None, transport: Transport | None = None
+    ) -> None:
         """Keep the config; the SDK client is built on first use.
 
         Args:
             config: The session's configuration (``api_key``, ``model``, timeouts).
-            client: An ``AsyncAnthropic``-compatible client to use instead (tests, proxies).
-            transport: ``"aiohttp"``, ``"httpx"`` or ``"auto"`` (aiohttp when installed).
+            client: An ``AsyncAnthropic``-compatible client to use instead (tests); every call
+                then goes through it.
+            transport: The Session's transport (None: a private one, closed with the provider).
         """
         self._config = config
         self._client: Any = client
         self._owns_client = client is None
-        self._transport = transport
+        self._http = transport if transport is not None else Transport()
+        self._owns_http = transport is None
+        self._direct: DirectPost | None = None
         self._closed = False
         self._uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
         self._validated: tuple[Any, ...] | None = None
@@ -121,21 +124,30 @@ class AnthropicProvider(ProviderBase):
                     "provider='anthropic' needs the anthropic package",
                     hint='Install it: pip install "anthropic"',
                 ) from exc
-            options: dict[str, Any] = {}
-            use_aiohttp = self._transport == "aiohttp" or (
-                self._transport == "auto" and _aiohttp_available()
-            )
-            if use_aiohttp:
-                options["http_client"] = anthropic.DefaultAioHttpClient(
-                    timeout=self._config.request_timeout_s
-                )
             self._client = anthropic.AsyncAnthropic(
                 api_key=self._config.api_key,
                 max_retries=0,
                 timeout=self._config.request_timeout_s,
-                **options,
+                http_client=self._http.httpx_client("httpx2"),
             )
         return self._client
+
+    def _poster(self) -> DirectPost | None:
+        """The direct path for ``messages.create`` (None for an injected client)."""
+        if not self._owns_client:
+            return None
+        if self._direct is None:
+            client = self._sdk()
+            headers = sdk_headers({**client.default_headers, **client.auth_headers})
+            self._direct = DirectPost(
+                self._http,
+                provider=PROVIDER,
+                base_url=str(client.base_url),
+                headers=headers,
+                timeout_s=self._config.request_timeout_s,
+                status_error=stainless_status_error(client),
+            )
+        return self._direct
 
     async def aclose(self) -> None:
         """Delete the Session's uploads, then close the SDK client (idempotent)."""
@@ -154,8 +166,11 @@ class AnthropicProvider(ProviderBase):
         finally:
             self._closed = True
             self._client = None
-            if client is not None and self._owns_client:
-                await client.close()
+            self._direct = None
+            # An SDK client built here sends over the transport's httpx client, which the
+            # transport closes; an injected client belongs to the caller.
+            if self._owns_http:
+                await self._http.aclose()
 
     # -------------------------------------------------------------- validation
 
@@ -276,9 +291,16 @@ class AnthropicProvider(ProviderBase):
     async def execute(self, compiled: Any) -> ProviderResponse:
         """Create one message and normalize it."""
         call: AnthropicCall = compiled
-        client = self._sdk()
+        poster = self._poster()
         try:
-            message = await client.messages.create(**call.kwargs, extra_headers=call.headers())
+            if poster is not None:
+                body = json.dumps(call.kwargs, separators=(",", ":")).encode("utf-8")
+                message = await poster.post(
+                    "/v1/messages", body, phase="generate", headers=call.headers()
+                )
+            else:
+                client = self._sdk()
+                message = await client.messages.create(**call.kwargs, extra_headers=call.headers())
         except Exception as exc:
             raise wrap_anthropic_error(
                 exc, phase="generate", timeout_s=self._config.request_timeout_s

@@ -8,9 +8,12 @@ request timeout is ``Config.request_timeout_s``. The SDK reads ``GOOGLE_GEMINI_B
 so that variable points pollux at a gateway, a proxy or :class:`pollux.testing.Emulator`
 (``Config(base_url=...)`` stays reserved for local servers).
 
-Transport: with ``aiohttp`` installed (the ``pollux[aiohttp]`` extra) the SDK sends over aiohttp,
-which ``bench/bench_gemini_fanout.py`` measures as cheaper per request than its httpx path; without
-it, httpx.
+Transport: the SDK sends over the Session's :class:`pollux.transport.Transport` (its shared httpx
+client, ``HttpOptions(httpx_async_client=...)``), and ``generateContent`` goes straight through
+the transport's keep-alive pool with the REST body ``compile`` built
+(:mod:`pollux.providers._direct`; error statuses still raise the SDK's ``errors.APIError``
+subclasses), which ``bench/bench_gemini_fanout.py`` measures as far cheaper per request than
+the SDK's pipeline.
 
 The work is split by job: ``compile`` (request -> ``generate_content`` arguments), ``extract``
 (response -> neutral), ``stream`` (chunks -> neutral), ``uploads`` (sources -> parts, Files API,
@@ -26,6 +29,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.providers._direct import DirectPost, sdk_headers
 from pollux.providers.base import (
     CacheUse,
     Capabilities,
@@ -36,6 +40,7 @@ from pollux.providers.base import (
     ProviderResponse,
     StreamChunk,
 )
+from pollux.transport import Transport
 
 from .caching import REGISTRY, GeminiCaches, cache_names
 from .compile import (
@@ -70,8 +75,9 @@ __all__ = [
 
 _log = logging.getLogger("pollux.providers.gemini")
 
-#: The SDK transport: ``"auto"`` is aiohttp when installed (measured cheaper per request by
-#: ``bench/bench_gemini_fanout.py``), else httpx. Benchmarks switch it to compare.
+#: The SDK transport of a client built by :func:`build_client` without a pollux transport
+#: (``"auto"``: aiohttp when installed, else httpx). The provider always passes its Session's
+#: transport instead.
 DEFAULT_TRANSPORT = "auto"
 
 # The SDK requires ``contents``; the real ones travel in the request body (see ``execute``).
@@ -97,12 +103,15 @@ CAPABILITIES = Capabilities(
 )
 
 
-def build_client(config: Config, *, transport: str = "auto") -> Any:
+def build_client(config: Config, *, transport: str = "auto", http: Transport | None = None) -> Any:
     """A ``genai.Client`` for ``config`` with SDK retries off.
 
     Args:
         config: The session config (``api_key``, ``request_timeout_s``).
-        transport: ``"auto"`` (aiohttp when installed), ``"aiohttp"`` or ``"httpx"``.
+        transport: Without ``http``: ``"auto"`` (aiohttp when installed), ``"aiohttp"`` or
+            ``"httpx"`` (benchmarks compare them).
+        http: A pollux transport whose httpx client the SDK sends through (wins over
+            ``transport``).
     """
     try:
         from google import genai
@@ -116,7 +125,13 @@ def build_client(config: Config, *, transport: str = "auto") -> Any:
         "timeout": int(config.request_timeout_s * 1000),
         "retry_options": types.HttpRetryOptions(attempts=1),
     }
-    if transport == "httpx":
+    if http is not None:
+        options["httpx_async_client"] = http.httpx_client()
+        # The SDK's own (sync) client trusts what the transport trusts, and the SDK does not
+        # load a CA bundle of its own for it.
+        options["client_args"] = {"verify": http.ssl_context()}
+        options["async_client_args"] = {"ssl": http.ssl_context()}  # its websocket context
+    elif transport == "httpx":
         import httpx
 
         options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
@@ -199,19 +214,23 @@ class GeminiProvider(ProviderBase):
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
 
-    def __init__(self, config: Config, *, client: Any = None, transport: str | None = None) -> None:
+    def __init__(
+        self, config: Config, *, client: Any = None, transport: Transport | None = None
+    ) -> None:
         """Keep the config; the SDK client is built on first use.
 
         Args:
             config: The session's configuration (``api_key``, ``model``, timeouts).
-            client: A ``genai.Client``-compatible client to use instead (tests, proxies).
-            transport: ``"auto"``, ``"aiohttp"`` or ``"httpx"`` (see :func:`build_client`);
-                defaults to :data:`DEFAULT_TRANSPORT`.
+            client: A ``genai.Client``-compatible client to use instead (tests); every call
+                then goes through it.
+            transport: The Session's transport (None: a private one, closed with the provider).
         """
         self._config = config
         self._client: Any = client
         self._owns_client = client is None
-        self._transport = transport or DEFAULT_TRANSPORT
+        self._http = transport if transport is not None else Transport()
+        self._owns_http = transport is None
+        self._direct: DirectPost | None = None
         self._closed = False
         self.uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
         self.caches = GeminiCaches(self._sdk, self.uploads, config)
@@ -228,8 +247,27 @@ class GeminiProvider(ProviderBase):
                 hint="Open a new Session (or call the module-level function again).",
             )
         if self._client is None:
-            self._client = build_client(self._config, transport=self._transport)
+            self._client = build_client(self._config, http=self._http)
         return self._client
+
+    def _poster(self) -> DirectPost | None:
+        """The direct path for ``generateContent`` (None for an injected client)."""
+        if not (self._owns_client and DIRECT_REQUESTS):
+            return None
+        if self._direct is None:
+            options = self._sdk()._api_client._http_options
+            base = str(options.base_url or "").rstrip("/")
+            if options.api_version:
+                base = f"{base}/{options.api_version}"
+            self._direct = DirectPost(
+                self._http,
+                provider=PROVIDER,
+                base_url=base,
+                headers=sdk_headers(options.headers or {}),
+                timeout_s=self._config.request_timeout_s,
+                status_error=_genai_status_error,
+            )
+        return self._direct
 
     def _model(self, request: ProviderRequest | None = None) -> str:
         model = (request.model if request is not None else None) or self._config.model
@@ -255,9 +293,11 @@ class GeminiProvider(ProviderBase):
                     )
         finally:
             self._closed = True
-            client, self._client = self._client, None
-            if client is not None and self._owns_client:
-                await client.aio.aclose()
+            self._client = None
+            self._direct = None
+            # The SDK client sends over the transport's httpx client, which the transport closes.
+            if self._owns_http:
+                await self._http.aclose()
 
     # -------------------------------------------------------------- validation
 
@@ -366,9 +406,14 @@ class GeminiProvider(ProviderBase):
 
     async def execute(self, compiled: Any) -> ProviderResponse:
         """Generate one response and normalize it (see :func:`post_generate`)."""
-        client = self._sdk()
+        poster = self._poster()
         try:
-            data = await post_generate(client, compiled)
+            if poster is not None:
+                path = f"/{_model_path(compiled['model'])}:generateContent"
+                body = json.dumps(rest_request(compiled), separators=(",", ":")).encode("utf-8")
+                data = await poster.post(path, body, phase="generate")
+            else:
+                data = await post_generate(self._sdk(), compiled)
         except Exception as exc:
             self._note_failure(compiled, exc)
             raise wrap_gemini_error(
@@ -457,3 +502,18 @@ class GeminiProvider(ProviderBase):
             model=target,
             model_verified=True,
         )
+
+
+def _genai_status_error(status: int, headers: Mapping[str, str], body: bytes, url: str) -> Any:
+    """The SDK's ``errors.APIError`` subclass for an error answer, as its pipeline builds it."""
+    from google.genai import errors
+
+    try:
+        payload = json.loads(body) if body else {}
+    except ValueError:
+        payload = {"error": {"code": status, "message": body.decode("utf-8", "replace")}}
+    try:
+        errors.APIError.raise_error(status, payload, None)
+    except errors.APIError as exc:
+        return exc
+    return errors.APIError(status, payload, None)  # pragma: no cover - raise_error always raises

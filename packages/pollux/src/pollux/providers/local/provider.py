@@ -20,6 +20,7 @@ from pollux.providers.openai_compat.provider import ChatCompletionsProvider
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.transport import Transport
 
 __all__ = ["CAPABILITIES", "LocalProvider"]
 
@@ -45,14 +46,14 @@ class LocalProvider(ChatCompletionsProvider):
     ALLOW_PDF = False
     ALLOW_AUDIO = True
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, transport: Transport | None = None) -> None:
         if not config.base_url:
             raise ConfigurationError(
                 "base_url required for provider='local'",
                 hint=f"Pass base_url='http://localhost:8080/v1' or set {LOCAL_BASE_URL_ENV_VAR}.",
             )
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        super().__init__(config, base_url=config.base_url, headers=headers)
+        super().__init__(config, base_url=config.base_url, headers=headers, transport=transport)
 
     def _status_error(self, status: int | None, body: Any, headers: Any, phase: str) -> Exception:
         error = super()._status_error(status, body, headers, phase)

@@ -2,10 +2,11 @@
 
 One :class:`OpenAIProvider` per Session owns one ``AsyncOpenAI`` client (built on first use, the
 SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry loop,
-and with ``timeout=Config.request_timeout_s``. The client honours the SDK's own environment
-variables, notably ``OPENAI_BASE_URL``: that is how tests (and proxies) point pollux at
-:class:`pollux.testing.Emulator` or another Responses-compatible endpoint, since ``Config``
-keeps ``base_url`` for local servers.
+and with ``timeout=Config.request_timeout_s``, sending over the Session's
+:class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``). The client
+honours the SDK's own environment variables, notably ``OPENAI_BASE_URL``: that is how tests (and
+proxies) point pollux at :class:`pollux.testing.Emulator` or another Responses-compatible
+endpoint, since ``Config`` keeps ``base_url`` for local servers.
 
 The work is split by job: ``compile`` (request kwargs), ``extract`` (response -> neutral),
 ``stream`` (events -> chunks), ``uploads`` (sources -> parts, Files API) and ``errors``.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
+from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -30,6 +32,7 @@ from pollux.providers.base import (
     ProviderResponse,
     StreamChunk,
 )
+from pollux.transport import Transport
 
 from .compile import compile_request, validate_options
 from .deferred import OpenAIBatches
@@ -72,14 +75,20 @@ class OpenAIProvider(ProviderBase):
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
 
-    def __init__(self, config: Config, *, client: Any = None) -> None:
+    def __init__(
+        self, config: Config, *, client: Any = None, transport: Transport | None = None
+    ) -> None:
         """Keep the config; the SDK client is built on first use.
 
         Args:
             config: The session's configuration (``api_key``, ``model``, timeouts).
-            client: An ``AsyncOpenAI``-compatible client to use instead (tests, proxies).
+            client: An ``AsyncOpenAI``-compatible client to use instead (tests).
+            transport: The Session's transport (None: a private one, closed with the provider).
         """
         self._config = config
+        self._http = transport if transport is not None else Transport()
+        self._owns_http = transport is None
+        self._direct: DirectPost | None = None
         self._client: Any = client
         self._owns_client = client is None
         self._closed = False
@@ -110,15 +119,35 @@ class OpenAIProvider(ProviderBase):
                 api_key=self._config.api_key,
                 max_retries=0,
                 timeout=self._config.request_timeout_s,
+                http_client=self._http.httpx_client(),
             )
         return self._client
+
+    def _poster(self) -> DirectPost | None:
+        """The direct path for ``responses.create`` (None for an injected client)."""
+        if not self._owns_client:
+            return None
+        if self._direct is None:
+            client = self._sdk()
+            self._direct = DirectPost(
+                self._http,
+                provider=PROVIDER,
+                base_url=str(client.base_url),
+                headers=sdk_headers({**client.default_headers, **client.auth_headers}),
+                timeout_s=self._config.request_timeout_s,
+                status_error=stainless_status_error(client),
+            )
+        return self._direct
 
     async def aclose(self) -> None:
         """Close the SDK client (idempotent)."""
         self._closed = True
-        client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            await client.close()
+        self._client = None
+        self._direct = None
+        # A client built here sends over the transport's httpx client, which the transport
+        # closes; an injected client belongs to the caller.
+        if self._owns_http:
+            await self._http.aclose()
 
     # -------------------------------------------------------------- validation
 
@@ -223,10 +252,18 @@ class OpenAIProvider(ProviderBase):
         return compile_request(**self._compile_args(request, source_parts=request.sources.parts))
 
     async def execute(self, compiled: Any) -> ProviderResponse:
-        """Create one response and normalize it."""
-        client = self._sdk()
+        """Create one response and normalize it.
+
+        The compiled body is the wire JSON already: it goes through the transport's pool as it
+        is (see :mod:`pollux.providers._direct`), or through an injected client's SDK call.
+        """
+        poster = self._poster()
         try:
-            response = await _create(client, compiled, stream=False)
+            if poster is not None:
+                body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
+                response = await poster.post("/responses", body, phase="generate")
+            else:
+                response = await _create(self._sdk(), compiled, stream=False)
         except Exception as exc:
             raise wrap_openai_error(
                 exc, phase="generate", timeout_s=self._config.request_timeout_s

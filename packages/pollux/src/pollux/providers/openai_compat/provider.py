@@ -1,8 +1,10 @@
 """The shared Chat Completions provider: compile, execute, stream and errors over our transport.
 
 Local servers and OpenRouter subclass :class:`ChatCompletionsProvider` and add their own
-validation, capability table and pre-flight. The transport is pollux's own keep-alive pool
-(``pollux._transport``), created lazily on first use and closed by :meth:`aclose`.
+validation, capability table and pre-flight. Requests go through the Session's
+:class:`pollux.transport.Transport` (pollux's keep-alive pool for the base URL's origin, with the
+transport's proxy and TLS settings); a provider built without one owns a private transport and
+closes it in :meth:`aclose`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pollux._transport import ConnectionPool, SSEDecoder, TransportError
 from pollux.errors import APIError, ConfigurationError, ToolCallParseError
-from pollux.providers._errors import api_error, body_message, network_error
+from pollux.providers._errors import api_error, body_message, network_error, redirect_error
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -37,6 +39,7 @@ from pollux.providers.openai_compat.compile import (
     turn_messages,
 )
 from pollux.providers.openai_compat.extract import chunk_from, response_from
+from pollux.transport import Transport
 
 if TYPE_CHECKING:
     from pollux.config import Config
@@ -69,8 +72,17 @@ class ChatCompletionsProvider(ProviderBase):
     ALLOW_PDF: ClassVar[bool] = False
     ALLOW_AUDIO: ClassVar[bool] = True
 
-    def __init__(self, config: Config, *, base_url: str, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        base_url: str,
+        headers: Mapping[str, str],
+        transport: Transport | None = None,
+    ) -> None:
         self.config = config
+        self._http = transport if transport is not None else Transport()
+        self._owns_http = transport is None
         self.base_url = base_url.rstrip("/")
         self._headers = dict(headers)
         self._timeout_s = float(config.request_timeout_s)
@@ -90,15 +102,15 @@ class ChatCompletionsProvider(ProviderBase):
                     f"{self.name} provider used after close",
                     hint="Open a new Session (or call the module-level function) instead.",
                 )
-            self._pool = ConnectionPool(self.base_url, headers=self._headers)
+            self._pool = self._http.pool(self.base_url, self._headers)
         return self._pool
 
     async def aclose(self) -> None:
-        """Close every pooled connection."""
+        """Close the private transport's connections (a Session closes its own transport)."""
         self._closed = True
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.aclose()
+        self._pool = None
+        if self._owns_http:
+            await self._http.aclose()
 
     def capabilities_for(self, model: str | None) -> Capabilities:
         """The static table with ``Config.capabilities`` overrides applied."""
@@ -190,7 +202,14 @@ class ChatCompletionsProvider(ProviderBase):
             )
         except TransportError as exc:
             raise self._network_error(exc, "generate") from exc
-        if response.status >= 400:
+        if response.status >= 300:
+            if response.status < 400:
+                raise redirect_error(
+                    provider=self.name,
+                    phase="generate",
+                    status=response.status,
+                    location=response.headers.get("location"),
+                )
             raise self._status_error(response.status, response.body, response.headers, "generate")
         try:
             data = json.loads(response.body)
@@ -214,6 +233,13 @@ class ChatCompletionsProvider(ProviderBase):
             async with self.pool.stream(
                 "POST", "/chat/completions", body=compiled.body, timeout_s=self._timeout_s
             ) as response:
+                if 300 <= response.status < 400:
+                    raise redirect_error(
+                        provider=self.name,
+                        phase="stream",
+                        status=response.status,
+                        location=response.headers.get("location"),
+                    )
                 if response.status >= 400:
                     body = await response.read()
                     raise self._status_error(response.status, body, response.headers, "stream")

@@ -27,6 +27,7 @@ from pollux.providers.openai_compat.provider import ChatCompletionsProvider
 
 if TYPE_CHECKING:
     from pollux.config import Config
+    from pollux.transport import Transport
 
 __all__ = ["CAPABILITIES", "CATALOG_TTL_S", "DEFAULT_BASE_URL", "OpenRouterProvider"]
 
@@ -65,13 +66,13 @@ class OpenRouterProvider(ChatCompletionsProvider):
     ALLOW_PDF = True
     ALLOW_AUDIO = False
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, transport: Transport | None = None) -> None:
         base_url = os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
         headers = {
             "Authorization": f"Bearer {config.api_key}",
             "X-Title": "pollux",
         }
-        super().__init__(config, base_url=base_url, headers=headers)
+        super().__init__(config, base_url=base_url, headers=headers, transport=transport)
         self._catalog: dict[str, Mapping[str, Any]] | None = None
         self._catalog_at = 0.0
         self._catalog_lock: asyncio.Lock | None = None

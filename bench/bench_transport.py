@@ -1,0 +1,343 @@
+"""Every provider's ``run_many`` fan-out over the Session's transport, side by side in one run.
+
+Workload (issue 16): 300 prompts over one shared 20 KB text source, ``request_concurrency=32``,
+against one canned loopback server (``bench/_canned_server.py``, its own process) that answers
+every wire after 50 ms. Each client is warmed up first (imports, connections), then measured in
+the same run, rounds interleaved, best round kept (the machine is shared):
+
+- pollux ``run_many`` for ``local``, ``openrouter``, ``openai``, ``anthropic`` and ``gemini``;
+- the raw official SDK (retries off, a 32-slot semaphore) for ``openai`` (Responses),
+  ``anthropic`` (Messages) and ``gemini`` (``generate_content``), each on its default transport;
+- a bare asyncio socket client (keep-alive HTTP/1.1, JSON encode/decode, nothing else) posting the
+  same body size to the same server: the floor.
+
+Then a 10,000-prompt fan-out at ``request_concurrency=256`` on the Chat Completions path and on
+Anthropic, with the client's peak RSS growth over the run.
+
+Targets: efficiency (ideal ``ceil(n / C) * 50 ms`` / wall) >= 0.85 and client CPU per request
+<= 4x the bare socket's for every provider; the 10,000-prompt run >= 0.85 with < 100 MB growth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bench._result import Result
+
+N_PROMPTS = 300
+CONCURRENCY = 32
+LATENCY_S = 0.05
+BIG_PROMPTS = 10_000
+BIG_CONCURRENCY = 256
+ROUNDS = 3
+SOURCE_TEXT = "".join(f"Context sentence {i:05d} about the benchmark. " for i in range(500))[
+    :20_000
+]
+MODELS = {
+    "local": "bench-model",
+    "openrouter": "openai/gpt-5-nano",
+    "openai": "gpt-5-nano",
+    "anthropic": "claude-sonnet-4-6",
+    "gemini": "gemini-2.5-flash",
+}
+
+Work = Callable[[], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def _server(latency: float) -> Iterator[str]:
+    script = Path(__file__).with_name("_canned_server.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _prompts(n: int) -> list[str]:
+    return [f"Question {i}: what does sentence {i % 500:05d} say?" for i in range(n)]
+
+
+def _point_sdks_at(url: str) -> None:
+    os.environ["OPENAI_BASE_URL"] = f"{url}/v1"
+    os.environ["ANTHROPIC_BASE_URL"] = url
+    os.environ["GOOGLE_GEMINI_BASE_URL"] = url
+    os.environ["OPENROUTER_BASE_URL"] = f"{url}/api/v1"
+
+
+def _measure(make: Callable[[], tuple[Work, Work]]) -> tuple[float, float]:
+    """(wall s, client CPU s) of one measured pass after a warm-up pass on the same client."""
+    result: dict[str, float] = {}
+
+    async def main() -> None:
+        work, close = make()
+        try:
+            await work()
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            await work()
+            result["wall"] = time.perf_counter() - wall0
+            result["cpu"] = time.process_time() - cpu0
+        finally:
+            await close()
+
+    asyncio.run(main())
+    return result["wall"], result["cpu"]
+
+
+def _pollux(url: str, provider: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -> Any:
+    def make() -> tuple[Work, Work]:
+        import pollux
+
+        config = pollux.Config(
+            provider=provider,  # type: ignore[arg-type]
+            model=MODELS[provider],
+            api_key="bench-key",
+            base_url=f"{url}/v1" if provider == "local" else None,
+            request_concurrency=c,
+            retry=pollux.RetryPolicy(max_attempts=1),
+        )
+        env = pollux.Environment(
+            sources=[pollux.Source.from_text(SOURCE_TEXT)],
+            cache="none" if provider == "anthropic" else None,
+        )
+        session = pollux.Session(config)
+        prompts = _prompts(n)
+
+        async def work() -> None:
+            result = await session.run_many(prompts, environment=env)
+            assert result.status == "ok", result.errors[:1]
+
+        return work, session.aclose
+
+    return make
+
+
+def _sdk(provider: str) -> Any:
+    def make() -> tuple[Work, Work]:
+        limiter = asyncio.Semaphore(CONCURRENCY)
+        prompts = _prompts(N_PROMPTS)
+        if provider == "openai":
+            import openai
+
+            oclient = openai.AsyncOpenAI(api_key="bench-key", max_retries=0)
+
+            async def one(prompt: str) -> None:
+                async with limiter:
+                    await oclient.responses.create(
+                        model=MODELS["openai"], input=f"{SOURCE_TEXT}\n\n{prompt}"
+                    )
+
+            close: Work = oclient.close
+        elif provider == "anthropic":
+            import anthropic
+
+            aclient = anthropic.AsyncAnthropic(api_key="bench-key", max_retries=0)
+
+            async def one(prompt: str) -> None:
+                async with limiter:
+                    await aclient.messages.create(
+                        model=MODELS["anthropic"],
+                        max_tokens=1024,
+                        messages=[{"role": "user", "content": f"{SOURCE_TEXT}\n\n{prompt}"}],
+                    )
+
+            close = aclient.close
+        else:
+            from google import genai
+            from google.genai import types
+
+            gclient = genai.Client(
+                api_key="bench-key",
+                http_options=types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1)),
+            )
+
+            async def one(prompt: str) -> None:
+                async with limiter:
+                    await gclient.aio.models.generate_content(
+                        model=MODELS["gemini"], contents=[SOURCE_TEXT, prompt]
+                    )
+
+            close = gclient.aio.aclose
+
+        async def work() -> None:
+            await asyncio.gather(*(one(p) for p in prompts))
+
+        return work, close
+
+    return make
+
+
+class _Bare:
+    """Keep-alive HTTP/1.1 over asyncio streams: JSON in, JSON out, nothing else."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.split("//", 1)[1].split(":")
+        self.host, self.port = host, int(port)
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.all: list[asyncio.StreamWriter] = []
+
+    async def post(self, prompt: str) -> Any:
+        if self.idle:
+            reader, writer = self.idle.pop()
+        else:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+            self.all.append(writer)
+        payload = {
+            "model": "bench-model",
+            "messages": [{"role": "user", "content": f"{SOURCE_TEXT}\n\n{prompt}"}],
+        }
+        body = json.dumps(payload).encode()
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        data = json.loads(await reader.readexactly(length))
+        self.idle.append((reader, writer))
+        return data
+
+    async def aclose(self) -> None:
+        for writer in self.all:
+            writer.close()
+        for writer in self.all:
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+def _bare(url: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -> Any:
+    def make() -> tuple[Work, Work]:
+        client = _Bare(url)
+        limiter = asyncio.Semaphore(c)
+        prompts = _prompts(n)
+
+        async def one(prompt: str) -> None:
+            async with limiter:
+                await client.post(prompt)
+
+        async def work() -> None:
+            await asyncio.gather(*(one(p) for p in prompts))
+
+        return work, client.aclose
+
+    return make
+
+
+def _big(url: str, provider: str) -> tuple[float, float]:
+    """(efficiency, peak RSS growth in MB) of one 10,000-prompt fan-out at C=256."""
+    result: dict[str, float] = {}
+
+    async def main() -> None:
+        if provider == "bare socket":
+            work, close = _bare(url, BIG_PROMPTS, BIG_CONCURRENCY)()
+        else:
+            work, close = _pollux(url, provider, BIG_PROMPTS, BIG_CONCURRENCY)()
+        try:
+            rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            wall0 = time.perf_counter()
+            await work()
+            result["wall"] = time.perf_counter() - wall0
+            result["rss"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+        finally:
+            await close()
+
+    asyncio.run(main())
+    ideal = math.ceil(BIG_PROMPTS / BIG_CONCURRENCY) * LATENCY_S
+    return ideal / result["wall"], result["rss"]
+
+
+def run() -> list[Result]:
+    ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
+    clients: dict[str, Callable[[], tuple[Work, Work]]] = {}
+    saved = {
+        k: os.environ.get(k)
+        for k in (
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_BASE_URL",
+            "GOOGLE_GEMINI_BASE_URL",
+            "OPENROUTER_BASE_URL",
+        )
+    }
+    with _server(LATENCY_S) as url:
+        _point_sdks_at(url)
+        try:
+            for provider in MODELS:
+                clients[f"pollux {provider}"] = _pollux(url, provider)
+            for provider in ("openai", "anthropic", "gemini"):
+                clients[f"raw SDK {provider}"] = _sdk(provider)
+            clients["bare socket"] = _bare(url)
+            best: dict[str, tuple[float, float]] = {}
+            for _ in range(ROUNDS):
+                for name, make in clients.items():
+                    wall, cpu = _measure(make)
+                    old = best.get(name)
+                    best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
+            big = {p: _big(url, p) for p in ("bare socket", "local", "anthropic")}
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    per = 1000.0 / N_PROMPTS
+    bare_cpu = best["bare socket"][1]
+    note = f"{N_PROMPTS} prompts, 20 KB source, C={CONCURRENCY}, {LATENCY_S * 1000:g} ms server"
+    results: list[Result] = []
+    for i, (name, (wall, _)) in enumerate(best.items()):
+        target = 0.85 if name.startswith("pollux") else None
+        results.append(
+            Result(f"efficiency: {name}", ideal / wall, "x", target, note=note if i == 0 else "")
+        )
+    results += [Result(f"CPU per request: {n}", cpu * per, "ms") for n, (_, cpu) in best.items()]
+    results += [
+        Result(
+            f"CPU ratio {name} / bare socket",
+            cpu / bare_cpu,
+            "x",
+            4.0 if name.startswith("pollux") else None,
+            "lower",
+        )
+        for name, (_, cpu) in best.items()
+        if name != "bare socket"
+    ]
+    for provider, (efficiency, growth) in big.items():
+        results.append(
+            Result(
+                f"10k fan-out efficiency: {provider}",
+                efficiency,
+                "x",
+                None if provider == "bare socket" else 0.85,
+                note=f"{BIG_PROMPTS} prompts, C={BIG_CONCURRENCY}",
+            )
+        )
+        results.append(
+            Result(
+                f"10k fan-out RSS growth: {provider}",
+                growth,
+                "MB",
+                None if provider == "bare socket" else 100.0,
+                "lower",
+            )
+        )
+    return results
