@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -417,3 +418,26 @@ def test_a_rollback_reads_the_ancestry_in_one_query(
         assert store.ancestry(nodes[5].id)[:2] == [nodes[5].id, nodes[4].id]
         with pytest.raises(KeyError):
             store.ancestry("ab" * 32)
+
+
+def test_a_claim_is_flushed_even_when_the_dsn_turns_flushing_off(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sep = "&" if "?" in pg_dsn else "?"
+    dsn = f"{pg_dsn}{sep}options=-csynchronous_commit%3Doff"
+    with PostgresStore(dsn, store_id=store_id) as store:
+        assert store.durable is False
+        seen: list[str] = []
+        transaction = store._transaction
+
+        @contextlib.contextmanager
+        def watched() -> Iterator[Any]:
+            with transaction() as cur:
+                yield cur
+                row = cur.execute("SELECT current_setting('synchronous_commit')").fetchone()
+                seen.append(row[0])
+
+        monkeypatch.setattr(store, "_transaction", watched)
+        assert store.claim("confirm:1", "a") == "a"
+        assert store.claim("confirm:1", "b") == "a"  # exactly one winner
+    assert seen == ["on", "on"]

@@ -624,6 +624,23 @@ class PostgresStore(SqlStore):
             active=active_totals(reservations),
         )
 
+    def claim(self, key: str, owner: str) -> str:
+        """Claim ``key`` for ``owner`` unless already claimed; return the winning owner.
+
+        Always flushed before it is acknowledged, whatever ``durable`` and the DSN say: a
+        confirmed action runs once its claim is won, so a claim a crash could lose would let a
+        second claimer run it again.
+        """
+        if not isinstance(key, str) or not isinstance(owner, str):
+            raise TypeError("claim key and owner must be str")
+        with self._transaction() as cur:
+            cur.execute(_FLUSH[1])
+            cur.execute(self._sql["kv_init"], (f"claim:{key}", owner))
+            cur.execute(self._sql["kv_get"], (f"claim:{key}",))
+            row = cur.fetchone()
+        assert row is not None
+        return str(row[0])
+
     def put(self, node: Node) -> bool:
         """Store a node; True when it was new (see `pollard.Store.put`).
 
