@@ -330,7 +330,7 @@ def test_a_durable_commit_forces_the_flush_in_the_same_round_trip(
     assert commits
     for statements in commits:  # the row locks never wait for a disk flush
         assert "SET LOCAL synchronous_commit = off" in statements
-        assert ("SELECT pg_current_xact_id()" in statements) is durable
+        assert any("pg_logical_emit_message(true" in sql for sql in statements) is durable
 
 
 def _hold(store: PostgresStore) -> str:
@@ -441,3 +441,22 @@ def test_a_claim_is_flushed_even_when_the_dsn_turns_flushing_off(
         assert store.claim("confirm:1", "a") == "a"
         assert store.claim("confirm:1", "b") == "a"  # exactly one winner
     assert seen == ["on", "on"]
+
+
+def test_the_flush_transaction_waits_for_the_disk(pg_dsn: str) -> None:
+    """The durable path's extra transaction writes WAL, so its commit really flushes."""
+    import psycopg
+
+    from pollard.stores.postgres import _FLUSH
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(_FLUSH[0])
+        conn.execute(_FLUSH[1])
+        conn.execute(_FLUSH[2])
+        row = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        assert row is not None
+        conn.execute(_FLUSH[3])
+        flushed = conn.execute(
+            "SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (str(row[0]),)
+        ).fetchone()
+    assert flushed == (True,)  # acknowledged only once its WAL was on disk

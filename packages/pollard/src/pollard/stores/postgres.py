@@ -59,7 +59,10 @@ _FLUSH = (
     "BEGIN",
     "SELECT set_config('synchronous_commit', CASE current_setting('synchronous_commit') "
     "WHEN 'off' THEN 'on' ELSE current_setting('synchronous_commit') END, true)",
-    "SELECT pg_current_xact_id()",
+    # A transaction must write WAL to wait for the flush (one that only takes an xid commits
+    # asynchronously): a transactional logical message is the smallest write, touches no table
+    # and needs no privilege. Logical decoders see it under the prefix "pollard".
+    "SELECT pg_logical_emit_message(true, 'pollard', 'flush')",
     "COMMIT",
 )
 
