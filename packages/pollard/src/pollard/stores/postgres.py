@@ -329,7 +329,9 @@ class PostgresStore(SqlStore):
         for sql, params in queue.items:
             name = self._prepared_names.get(sql)
             if name is None:
-                body.append(cur.mogrify(sql, params))
+                # Statements without parameters (BEGIN, SET LOCAL, COMMIT) go as they are:
+                # quoting nothing still costs a pass through the driver's query parser.
+                body.append(cur.mogrify(sql, params) if params else sql)
                 continue
             if name not in prepared:
                 head.append(f"PREPARE {name} AS {_numbered(sql)}")
@@ -547,7 +549,7 @@ class PostgresStore(SqlStore):
         queue.execute("BEGIN")
         queue.execute(_NO_FLUSH)
         for key in self._lock_keys([*scopes, *wk]):
-            queue.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            queue.execute(f"SELECT pg_advisory_xact_lock({int(key)})")  # an int: no quoting
         queue.execute(self._pg["sweep"], now)
         if windows:
             queue.execute(self._pg["trim"], (wk, wm, ws, *now))
