@@ -3,18 +3,18 @@
 Measured in one run on the same machine (loopback PostgreSQL at 127.0.0.1:5432):
 
 1. One writer records a budgeted chain (``Budget(steps=..., tokens=...)``, one model call per
-   step) on SQLite, on PostgreSQL, and on PostgreSQL with ``synchronous_commit=off`` in the DSN
-   (``options=-csynchronous_commit=off``: commits are acknowledged before the WAL flush, the
-   durability class of SQLite's WAL with ``synchronous=NORMAL``). Target: >= 2,000 steps/s.
-2. Round trips per budgeted step and per walked node on PostgreSQL (counted, not timed).
-3. Eight processes share one exact step budget (half their attempts are refused). Aggregate
-   throughput (settled steps / wall time from a common start) over one process's, per backend.
-   Target: >= 3x on PostgreSQL, with zero overspend (checked; a violation is reported as 0).
-4. Walking a 2,000-node run: PostgreSQL over SQLite wall time.
-
-On a shared machine every PostgreSQL figure is bounded by the disk flush of each durable commit
-(one per step) and by CPU left for the server; the ``synchronous_commit=off`` row shows what
-the round trips alone cost.
+   step) on SQLite, on PostgreSQL with the default ``durable=False`` (acknowledged before the
+   WAL flush: SQLite's WAL + ``synchronous=NORMAL`` promise) and with ``durable=True``.
+   Target: >= 2,000 steps/s.
+2. Where one default step's time goes: client CPU, the server backend's CPU (from
+   ``/proc/<backend pid>/stat``) and the rest (waiting: scheduling on a shared machine, disk).
+   Beside it the cost of one durable commit of a one-row ``INSERT`` against an unflushed one.
+3. Round trips per budgeted step and per walked node on PostgreSQL (counted, not timed).
+4. Eight processes share one exact step budget (half their attempts are refused). Aggregate
+   throughput (settled steps / wall time from a common start) over one process's, per backend
+   and PostgreSQL mode. Target: >= 3x on PostgreSQL, with zero overspend (checked; a violation
+   is reported as 0).
+5. Walking a 2,000-node run: PostgreSQL over SQLite wall time.
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def _contend(store: str, workers: int) -> tuple[float, int, int]:
         )
         for _ in range(workers)
     ]
-    time.sleep(1.0)  # let every worker import and open its store
+    for proc in procs:  # every worker has imported and opened its store: start-up is not timed
+        assert proc.stdout is not None
+        proc.stdout.readline()
     start = time.perf_counter()
     for proc in procs:
         assert proc.stdin is not None
@@ -87,6 +89,43 @@ def _contend(store: str, workers: int) -> tuple[float, int, int]:
     if max(ran, settled) > budget:
         return 0.0, settled, budget  # overspent: the figure is void
     return settled / wall, settled, budget
+
+
+def _split(store: Any, steps: int) -> tuple[float, float, float]:
+    """Per default step: (client CPU, server backend CPU, the rest of the wall time) in ms."""
+
+    def cpu(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    with Runtime(store) as runtime:
+        run = runtime.run("split", budget=Budget(steps=10**9, tokens=10**12))
+        run.model_call({"model": "m", "i": -1}, fn=_answer)
+        backend = store._connection().info.backend_pid
+        server, client, wall = cpu(backend), time.process_time(), time.perf_counter()
+        for i in range(steps):
+            run.model_call({"model": "m", "i": i}, fn=_answer)
+        wall = time.perf_counter() - wall
+        client = time.process_time() - client
+        server = cpu(backend) - server
+    return client / steps * 1e3, server / steps * 1e3, (wall - client - server) / steps * 1e3
+
+
+def _commit_ms(dsn: str, flush: bool, count: int = 200) -> float:
+    """Milliseconds per autocommitted one-row INSERT, flushed to disk or not."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        table = f"pollard_bench_{uuid.uuid4().hex[:8]}"
+        conn.execute(f"CREATE TABLE {table} (x int)")
+        try:
+            conn.execute(f"SET synchronous_commit = {'on' if flush else 'off'}")
+            start = time.perf_counter()
+            for _ in range(count):
+                conn.execute(f"INSERT INTO {table} VALUES (1)")
+            return (time.perf_counter() - start) / count * 1e3
+        finally:
+            conn.execute(f"DROP TABLE {table}")
 
 
 def _walk_seconds(store: Any) -> float:
@@ -158,64 +197,96 @@ def run() -> list[Result]:
     from pollard import PostgresStore
 
     dsn = os.environ.get(PG_DSN_VAR, PG_DSN)
-    fast = dsn + ("&" if "?" in dsn else "?") + "options=-csynchronous_commit%3Doff"
-    ids = [f"bench-{uuid.uuid4().hex[:12]}" for _ in range(6)]
+    durable_dsn = dsn + ("&" if "?" in dsn else "?") + "options=-csynchronous_commit%3Don"
+    ids = [f"bench-{uuid.uuid4().hex[:12]}" for _ in range(9)]
     results: list[Result] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             lite = _chain(SQLiteStore(Path(tmp) / "one.db"), STEPS)
-            with PostgresStore(dsn, store_id=ids[0]) as store:
+            with PostgresStore(dsn, store_id=ids[0], durable=False) as store:
                 pg = _chain(store, STEPS)
-            with PostgresStore(fast, store_id=ids[1]) as store:
-                pg_fast = _chain(store, STEPS)
+            with PostgresStore(dsn, store_id=ids[1], durable=True) as store:
+                pg_durable = _chain(store, STEPS)
             with PostgresStore(dsn, store_id=ids[2]) as store:
                 per_step, per_node = _round_trips(store)
+            with PostgresStore(dsn, store_id=ids[6], durable=False) as store:
+                split = _split(store, STEPS)
+            flushed, unflushed = _commit_ms(dsn, True), _commit_ms(dsn, False)
             lite_one = _contend(str(Path(tmp) / "c1.db"), 1)
             lite_many = _contend(str(Path(tmp) / "c8.db"), WORKERS)
             pg_one = _contend(f"{dsn}#{ids[3]}", 1)
             pg_many = _contend(f"{dsn}#{ids[4]}", WORKERS)
+            pgd_one = _contend(f"{durable_dsn}#{ids[7]}", 1)
+            pgd_many = _contend(f"{durable_dsn}#{ids[8]}", WORKERS)
             lite_walk = _walk_seconds(SQLiteStore(Path(tmp) / "walk.db"))
             with PostgresStore(dsn, store_id=ids[5]) as store:
                 pg_walk = _walk_seconds(store)
     finally:
         for store_id in ids:
             _drop(dsn, store_id)
+
+    def ratio(many: tuple[float, int, int], one: tuple[float, int, int]) -> float:
+        return many[0] / one[0] if one[0] else 0.0
+
+    def contention(name: str, many: tuple[float, int, int], one: tuple[float, int, int]) -> str:
+        return (
+            f"{many[0]:.0f} vs {one[0]:.0f} steps/s; {many[1]}/{many[2]} settled, 0 overspend; "
+            f"{name}"
+        )
+
     results += [
         Result(
-            "postgres 1 writer, budgeted steps [wall]",
+            "postgres 1 writer, budgeted steps (default durable=False) [wall]",
             pg,
             "steps/s",
             target=2_000,
             note=f"sqlite same run: {lite:.0f}/s; postgres/sqlite {pg / lite:.2f}x",
         ),
         Result(
-            "postgres 1 writer, synchronous_commit=off [wall]",
-            pg_fast,
+            "postgres 1 writer, durable=True [wall]",
+            pg_durable,
             "steps/s",
-            target=2_000,
-            note=f"postgres/sqlite {pg_fast / lite:.2f}x",
+            note=f"postgres/sqlite {pg_durable / lite:.2f}x",
+        ),
+        Result(
+            "postgres default step: client cpu + server cpu + waiting",
+            sum(split),
+            "ms",
+            direction="lower",
+            note=f"{split[0]:.2f} + {split[1]:.2f} + {split[2]:.2f} ms",
+        ),
+        Result(
+            "one-row commit, flushed / unflushed",
+            flushed / unflushed if unflushed else 0.0,
+            "x",
+            direction="lower",
+            note=f"{flushed:.2f} ms vs {unflushed:.2f} ms",
         ),
         Result("postgres round trips per budgeted step", per_step, "", note="was about 17"),
         Result("postgres round trips per walked node", per_node, "", note="was 1 per node"),
         Result(
-            f"postgres {WORKERS} processes / 1 on one exact budget",
-            pg_many[0] / pg_one[0] if pg_one[0] else 0.0,
+            f"postgres {WORKERS} processes / 1 on one exact budget (default)",
+            ratio(pg_many, pg_one),
             "x",
             target=3,
-            note=f"{pg_many[0]:.0f} vs {pg_one[0]:.0f} steps/s; {pg_many[1]}/{pg_many[2]} "
-            "settled, 0 overspend",
+            note=contention(
+                f"postgres/sqlite {WORKERS}: {ratio(pg_many, lite_many):.2f}x", pg_many, pg_one
+            ),
+        ),
+        Result(
+            f"postgres {WORKERS} processes / 1 on one exact budget (durable=True)",
+            ratio(pgd_many, pgd_one),
+            "x",
+            target=3,
+            note=contention(
+                f"postgres/sqlite {WORKERS}: {ratio(pgd_many, lite_many):.2f}x", pgd_many, pgd_one
+            ),
         ),
         Result(
             f"sqlite {WORKERS} processes / 1 on one exact budget",
-            lite_many[0] / lite_one[0] if lite_one[0] else 0.0,
+            ratio(lite_many, lite_one),
             "x",
-            note=f"{lite_many[0]:.0f} vs {lite_one[0]:.0f} steps/s; {lite_many[1]}/{lite_many[2]} "
-            "settled, 0 overspend",
-        ),
-        Result(
-            f"postgres {WORKERS} processes / sqlite {WORKERS} processes",
-            pg_many[0] / lite_many[0] if lite_many[0] else 0.0,
-            "x",
+            note=contention("", lite_many, lite_one),
         ),
         Result(
             f"walk {WALK_NODES:,} nodes: postgres / sqlite wall time",

@@ -2,6 +2,7 @@
 
 ``contend STORE LABEL BUDGET ATTEMPTS``: record up to ATTEMPTS model calls on the run LABEL
 under ``Budget(steps=BUDGET)`` (every worker names the same run, so they share one budget); prints
+``ready`` once its store is open, waits for a line on stdin, then prints
 ``ran <n> refused <m> seconds <s>``.
 
 ``write PATH LABEL``: record steps forever on a SQLite store, printing each acknowledged node id
@@ -24,9 +25,12 @@ def _answer(payload: Any) -> dict[str, Any]:
 
 def contend(store: str, label: str, budget: int, attempts: int) -> None:
     ran = refused = 0
-    sys.stdin.readline()  # start together: the parent writes a line once every worker is up
-    start = time.perf_counter()
+    # The store is opened (driver imported, connection made) before the common start, so the
+    # figure measures steps, not start-up.
     with Runtime(store) as runtime:
+        print("ready", flush=True)  # the parent waits for every worker's line, then says go
+        sys.stdin.readline()  # start together
+        start = time.perf_counter()
         run = runtime.run(label, budget=Budget(steps=budget))
         for i in range(attempts):
             try:

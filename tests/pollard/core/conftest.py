@@ -55,6 +55,7 @@ FACTORIES: dict[str, Callable[..., Store]] = {
 PG_VARIANTS: dict[str, dict[str, object]] = {
     "postgres": {},
     "postgres-plain": {"intern_payloads": False},
+    "postgres-durable": {"durable": True},
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -288,3 +289,174 @@ def test_verify_reports_nodes_no_run_reaches_on_postgres(
     assert main(["verify", spec]) == 1
     out = capsys.readouterr().out
     assert "unreachable from any run" in out and middle.id in out
+
+
+def test_durable_follows_the_dsn_unless_given(pg_dsn: str, store_id: str) -> None:
+    sep = "&" if "?" in pg_dsn else "?"
+    cases = {
+        pg_dsn: False,  # the default promise is SQLiteStore's: acknowledged before the flush
+        f"{pg_dsn}{sep}options=-csynchronous_commit%3Don": True,
+        f"{pg_dsn}{sep}options=-csynchronous_commit%3Dremote_apply": True,
+        f"{pg_dsn}{sep}options=-csynchronous_commit%3Doff": False,
+    }
+    for dsn, durable in cases.items():
+        with PostgresStore(dsn, store_id=store_id) as store:
+            assert store.durable is durable, dsn
+    with PostgresStore(pg_dsn, store_id=store_id, durable=True) as store:
+        assert store.durable is True
+    with pytest.raises(TypeError, match="durable"):
+        PostgresStore(pg_dsn, store_id=store_id, durable="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_a_durable_commit_forces_the_flush_in_the_same_round_trip(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch, durable: bool
+) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id, durable=durable) as store:
+        sent: list[list[str]] = []
+        batch = store._batch
+
+        def recorded(queue: Any) -> Any:
+            sent.append([sql for sql, _ in queue.items])
+            return batch(queue)
+
+        monkeypatch.setattr(store, "_batch", recorded)
+        with Runtime(store) as runtime:
+            run = runtime.run("flush", budget=Budget(steps=5))
+            node = run.model_call({"q": 0}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 1
+        assert store.find(node.id) is not None
+    commits = [s for s in sent if any("pollard_nodes" in sql for sql in s)]
+    assert commits
+    for statements in commits:  # the row locks never wait for a disk flush
+        assert "SET LOCAL synchronous_commit = off" in statements
+        assert any("pg_logical_emit_message(true" in sql for sql in statements) is durable
+
+
+def _hold(store: PostgresStore) -> str:
+    admission = store.reserve(
+        [BudgetClaim(scope="scope-a", meter="steps", limit=Decimal(1), amount=Decimal(1))],
+        lease_seconds=60,
+    )
+    assert admission.reservation_id is not None
+    return admission.reservation_id
+
+
+def test_a_commit_whose_hold_was_lost_is_refused_on_another_session(
+    pg_dsn: str, store_id: str
+) -> None:
+    """A crash that loses an acknowledged hold never lets its step's charge past the limit."""
+    import psycopg
+
+    from pollard._core._node import Node, NodeKind
+
+    with PostgresStore(pg_dsn, store_id=store_id) as store:
+        root = Node.create(NodeKind.ROOT, None, {"label": "lost"})
+        store.put(root)
+        rid = _hold(store)
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:  # the crash loses the hold
+            admin.execute(
+                "DELETE FROM pollard_reservations WHERE store_id = %s AND id = %s",
+                (store_id, rid),
+            )
+        # Another writer takes the capacity the lost hold no longer counts.
+        other = _hold(store)
+        store._discard()  # the crash ended the session: the commit goes on a new one
+        step = Node.create(NodeKind.MODEL_CALL, root.id, {"q": 0})
+        with pytest.raises(PollardError, match="no longer exists") as info:
+            store.commit(
+                step, scopes=["scope-a"], charges={"steps": Decimal(1)}, reservation_id=rid
+            )
+        assert "cannot be overspent" in (info.value.hint or "")
+        assert store.find(step.id) is None
+        assert store.totals("scope-a") == {}
+        winner = Node.create(NodeKind.MODEL_CALL, root.id, {"q": 1})
+        assert store.commit(
+            winner, scopes=["scope-a"], charges={"steps": Decimal(1)}, reservation_id=other
+        )
+        assert store.totals("scope-a") == {"steps": Decimal(1)}  # never past the limit
+
+
+def test_a_commit_on_another_session_settles_a_hold_that_survived(
+    pg_dsn: str, store_id: str
+) -> None:
+    from pollard._core._node import Node, NodeKind
+
+    with PostgresStore(pg_dsn, store_id=store_id) as store:
+        root = Node.create(NodeKind.ROOT, None, {"label": "kept"})
+        store.put(root)
+        rid = _hold(store)
+        result: list[bool] = []
+        step = Node.create(NodeKind.MODEL_CALL, root.id, {"q": 0})
+
+        def settle() -> None:  # another thread: its own session, so the guard checks the row
+            result.append(
+                store.commit(
+                    step, scopes=["scope-a"], charges={"steps": Decimal(1)}, reservation_id=rid
+                )
+            )
+
+        thread = threading.Thread(target=settle)
+        thread.start()
+        thread.join()
+        assert result == [True]
+        assert store.totals("scope-a") == {"steps": Decimal(1)}
+        assert row_count(pg_dsn, "reservations", store_id) == 0
+
+
+def test_a_rollback_reads_the_ancestry_in_one_query(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+        run = runtime.run("deep")
+        nodes = [run.note({"i": i}) for i in range(30)]
+        calls = _count_batches(store, monkeypatch)
+        target = run.rollback(steps=10)
+        assert target.id == nodes[-11].id
+        assert len(calls) <= 2, calls  # the chain in one query, then the target node
+        assert store.ancestry(nodes[5].id)[-1] == run.root_id
+        assert store.ancestry(nodes[5].id)[:2] == [nodes[5].id, nodes[4].id]
+        with pytest.raises(KeyError):
+            store.ancestry("ab" * 32)
+
+
+def test_a_claim_is_flushed_even_when_the_dsn_turns_flushing_off(
+    pg_dsn: str, store_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sep = "&" if "?" in pg_dsn else "?"
+    dsn = f"{pg_dsn}{sep}options=-csynchronous_commit%3Doff"
+    with PostgresStore(dsn, store_id=store_id) as store:
+        assert store.durable is False
+        seen: list[str] = []
+        transaction = store._transaction
+
+        @contextlib.contextmanager
+        def watched() -> Iterator[Any]:
+            with transaction() as cur:
+                yield cur
+                row = cur.execute("SELECT current_setting('synchronous_commit')").fetchone()
+                seen.append(row[0])
+
+        monkeypatch.setattr(store, "_transaction", watched)
+        assert store.claim("confirm:1", "a") == "a"
+        assert store.claim("confirm:1", "b") == "a"  # exactly one winner
+    assert seen == ["on", "on"]
+
+
+def test_the_flush_transaction_waits_for_the_disk(pg_dsn: str) -> None:
+    """The durable path's extra transaction writes WAL, so its commit really flushes."""
+    import psycopg
+
+    from pollard.stores.postgres import _FLUSH
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(_FLUSH[0])
+        conn.execute(_FLUSH[1])
+        conn.execute(_FLUSH[2])
+        row = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        assert row is not None
+        conn.execute(_FLUSH[3])
+        flushed = conn.execute(
+            "SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (str(row[0]),)
+        ).fetchone()
+    assert flushed == (True,)  # acknowledged only once its WAL was on disk

@@ -325,3 +325,19 @@ def test_claims_have_one_winner_per_key(store: Store) -> None:
     assert len(winners) == 6 and len(set(winners)) == 1  # every claimer sees the same winner
     with pytest.raises(TypeError):
         store.claim("k", 1)  # type: ignore[arg-type]
+
+
+def test_rollback_and_checkout_follow_the_ancestry(store: Store) -> None:
+    from pollard import Runtime
+
+    runtime = Runtime(store)
+    run = runtime.run("lineage")
+    nodes = [run.note({"i": i}) for i in range(6)]
+    assert run.rollback(steps=2).id == nodes[3].id
+    branch = run.note({"i": "branch"})
+    assert branch.parent == nodes[3].id
+    ancestry = getattr(store, "ancestry", None)
+    if ancestry is not None:  # the SQL stores' one-query chain
+        assert ancestry(branch.id) == [branch.id, *(n.id for n in reversed(nodes[:4])), run.root_id]
+    with pytest.raises(ValueError, match="not an ancestor"):
+        run.rollback(node_id=nodes[5].id)

@@ -254,7 +254,15 @@ class RunState:
 
     def ancestors(self, node_id: str) -> list[str]:
         """Ids from ``node_id`` up to the run root (inclusive), nearest first."""
-        chain: list[str] = []
+        # SQL stores read the whole chain in one query (a round trip per node on PostgreSQL
+        # made every rollback cost as many round trips as the run was deep).
+        ancestry = getattr(self.rt.store, "ancestry", None)
+        if ancestry is not None:
+            chain = list(ancestry(node_id))
+            if self.root_id in chain:
+                return chain[: chain.index(self.root_id) + 1]
+            raise ValueError(f"node {node_id} is not in run {self.label!r}")
+        chain = []
         current: str | None = node_id
         while current is not None:
             chain.append(current)

@@ -372,6 +372,11 @@ class SqlStore:
             f"{t['nodes']} WHERE {w}id = {q} UNION SELECT n.id, n.parent, n.kind FROM "
             f"{t['nodes']} n JOIN sub ON {w.replace('store_id', 'n.store_id')}n.parent = sub.id) "
             "SELECT id, parent, kind FROM sub",
+            # UNION stops at a cycle a damaged store may hold; the chain is rebuilt by links.
+            "ancestry": f"WITH RECURSIVE up(id, parent) AS (SELECT id, parent FROM "
+            f"{t['nodes']} WHERE {w}id = {q} UNION SELECT n.id, n.parent FROM {t['nodes']} n "
+            f"JOIN up ON {w.replace('store_id', 'n.store_id')}n.id = up.parent) "
+            "SELECT id, parent FROM up",
             "roots": f"SELECT {cols} FROM {t['nodes']} WHERE {w}parent IS NULL",
             "insert": f"INSERT INTO {t['nodes']} ({c}{cols}) VALUES "
             f"({v}{q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}, {q}) ON CONFLICT DO NOTHING",
@@ -623,6 +628,30 @@ class SqlStore:
             nodes = [self._row_node(row, cur) for row in cur.fetchall()]
         nodes.sort(key=lambda n: (n.kind.value, n.id))
         return nodes
+
+    def ancestry(self, node_id: str) -> list[str]:
+        """Ids from ``node_id`` up to its tree's root (inclusive), nearest first, in one query.
+
+        Raises:
+            KeyError: If ``node_id`` (or a node on the way up) is not stored.
+        """
+        try:
+            start = bytes.fromhex(node_id)
+        except (ValueError, TypeError):
+            raise KeyError(node_id) from None
+        with self._cursor() as cur:
+            cur.execute(self._sql["ancestry"], (start,))
+            up = {bytes(i).hex(): None if p is None else bytes(p).hex() for i, p in cur.fetchall()}
+        chain: list[str] = []
+        current: str | None = node_id
+        while current is not None:
+            if current not in up:
+                raise KeyError(current)
+            if len(chain) > len(up):
+                raise IntegrityError(f"the ancestry of node {node_id} holds a cycle")
+            chain.append(current)
+            current = up[current]
+        return chain
 
     def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
         """Shallow-merge ``patch`` into a node's meta and return the updated node."""

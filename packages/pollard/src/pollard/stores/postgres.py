@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import importlib
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -49,6 +50,21 @@ _SCHEMA_LOCK = _lock_key("pollard", "schema")
 _SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 _ADMIT_TRIES = 10
+_MAX_TRACKED_HOLDS = 4096
+# The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
+# durable store then forces the flush with a transaction of its own that holds no lock, so
+# concurrent writers share one disk flush instead of queueing on a row lock through each.
+_NO_FLUSH = "SET LOCAL synchronous_commit = off"
+_FLUSH = (
+    "BEGIN",
+    "SELECT set_config('synchronous_commit', CASE current_setting('synchronous_commit') "
+    "WHEN 'off' THEN 'on' ELSE current_setting('synchronous_commit') END, true)",
+    # A transaction must write WAL to wait for the flush (one that only takes an xid commits
+    # asynchronously): a transactional logical message is the smallest write, touches no table
+    # and needs no privilege. Logical decoders see it under the prefix "pollard".
+    "SELECT pg_logical_emit_message(true, 'pollard', 'flush')",
+    "COMMIT",
+)
 
 
 def _psycopg() -> Any:
@@ -56,6 +72,17 @@ def _psycopg() -> Any:
         return importlib.import_module("psycopg")
     except ImportError as exc:
         raise ImportError(_INSTALL) from exc
+
+
+def _dsn_durable(psycopg: Any, conninfo: str) -> bool:
+    """Whether the DSN (or ``PGOPTIONS``) asks for a ``synchronous_commit`` other than ``off``."""
+    try:
+        options = psycopg.conninfo.conninfo_to_dict(conninfo).get("options") or ""
+    except psycopg.ProgrammingError:
+        options = ""  # the connect reports a malformed DSN, with libpq's message
+    options = f"{os.environ.get('PGOPTIONS', '')} {options}"
+    found = re.findall(r"synchronous_commit\s*=\s*([A-Za-z_]+)", options)
+    return bool(found) and found[-1].lower() != "off"
 
 
 def _numbered(sql: str) -> str:
@@ -105,10 +132,22 @@ class PostgresStore(SqlStore):
             ``store_id`` must exist, else `PollardError` names what is missing) and writes raise
             `PollardError`.
         clock: A wall clock for leases and windows instead of the server's (for tests).
+        durable: Whether a step is acknowledged only after the server flushed it to disk.
+            ``False`` acknowledges before the flush (the promise of `SQLiteStore`: a step
+            survives any client crash and a clean server restart; a server or OS crash may
+            lose the last fraction of a second of steps). ``True`` waits for the flush (for
+            ``synchronous_commit = remote_apply`` and the like, set it in the DSN too).
+            ``None`` (the default) reads the DSN: durable when its ``options`` set
+            ``synchronous_commit`` to anything but ``off``, else not. In every mode a budget
+            never overspends: holds, charges and confirmations stay consistent after a crash.
 
     A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
     never the driver's error; the next operation reconnects. A budgeted step costs two round
-    trips: one for the reservation, one for the commit.
+    trips: one for the reservation, one for the commit (a durable commit forces its disk flush
+    in the same round trip, after its row locks are released, so concurrent writers share one
+    flush). A hold is acknowledged before its flush; a commit on another session than its
+    hold's writes nothing unless the hold still exists, so a server crash that loses a hold
+    refuses that step's record instead of letting its charge past the limit.
 
     Raises:
         ImportError: Naming ``pip install "pollard[pg]"`` when psycopg is missing.
@@ -147,9 +186,13 @@ class PostgresStore(SqlStore):
         intern_threshold: int = 1024,
         read_only: bool = False,
         clock: Callable[[], float] | None = None,
+        durable: bool | None = None,
     ) -> None:
         check_store_id(store_id)
+        if durable is not None and not isinstance(durable, bool):
+            raise TypeError(f"durable must be True, False or None, got {durable!r}")
         self._psycopg = _psycopg()
+        self.durable = _dsn_durable(self._psycopg, conninfo) if durable is None else durable
         super().__init__(
             store_id=store_id,
             intern_payloads=intern_payloads,
@@ -286,7 +329,9 @@ class PostgresStore(SqlStore):
         for sql, params in queue.items:
             name = self._prepared_names.get(sql)
             if name is None:
-                body.append(cur.mogrify(sql, params))
+                # Statements without parameters (BEGIN, SET LOCAL, COMMIT) go as they are:
+                # quoting nothing still costs a pass through the driver's query parser.
+                body.append(cur.mogrify(sql, params) if params else sql)
                 continue
             if name not in prepared:
                 head.append(f"PREPARE {name} AS {_numbered(sql)}")
@@ -354,8 +399,12 @@ class PostgresStore(SqlStore):
             f"%s::float8[]) AS x(k, m, s) WHERE e.store_id = {lit} AND e.wkey = x.k AND "
             f"e.meter = x.m AND e.at <= {now} - x.s",
             # Everything the admission rule reads, in one statement (one snapshot).
-            "state": f"WITH n AS (SELECT {now} AS now) "
-            "SELECT 'now', (SELECT now FROM n)::text, NULL, NULL "
+            # Skipped (one-time filter) when this batch wrote its hold: only a refusal or an
+            # unheld admission needs the figures.
+            "state": f"WITH n AS (SELECT {now} AS now), "
+            f"go AS (SELECT NOT EXISTS (SELECT 1 FROM {t['reservations']} WHERE "
+            f"store_id = {lit} AND id = %s) AS go) "
+            "SELECT * FROM (SELECT 'now', (SELECT now FROM n)::text, NULL, NULL "
             f"UNION ALL SELECT 'r', claims, NULL, NULL FROM {t['reservations']} "
             f"WHERE store_id = {lit} AND expires > (SELECT now FROM n) "
             f"UNION ALL SELECT 't', scope, meter, total FROM {t['ledger']} "
@@ -363,7 +412,8 @@ class PostgresStore(SqlStore):
             "UNION ALL SELECT 'w', x.i::text, NULL, sum(e.amount::numeric)::text "
             "FROM unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS x(k, m, s, i) "
             f"JOIN {t['window_events']} e ON e.store_id = {lit} AND e.wkey = x.k AND "
-            "e.meter = x.m AND e.at > (SELECT now FROM n) - x.s GROUP BY x.i",
+            "e.meter = x.m AND e.at > (SELECT now FROM n) - x.s GROUP BY x.i) AS f(tag, a, b, c) "
+            "WHERE (SELECT go FROM go)",
             # The hold, written only when every claim fits: the rule of `judge` (refuse when
             # ``settled >= limit`` or when a positive request exceeds ``limit - settled -
             # active``), evaluated on the server so admission costs one round trip. `admit`
@@ -392,11 +442,17 @@ class PostgresStore(SqlStore):
             "f.req <= f.lim - f.settled - f.active))) RETURNING 1",
             # The node, its charges on every scope, its window events and the reservation's
             # release, in one statement: nothing but the node check is written for a known id.
+            # ``hold`` is the lost-hold guard: given a reservation id (a commit on another
+            # session than its hold's, so a server crash may have come between), nothing is
+            # written unless that reservation still exists.
             "commit": "WITH par AS (SELECT %s::bytea IS NULL OR EXISTS (SELECT 1 FROM "
             f"{t['nodes']} WHERE store_id = {lit} AND id = %s::bytea) AS ok), "
+            "hold AS (SELECT %s::text IS NULL OR EXISTS (SELECT 1 FROM "
+            f"{t['reservations']} WHERE store_id = {lit} AND id = %s::text) AS ok), "
             f"ins AS (INSERT INTO {t['nodes']} (store_id, {cols}) SELECT {lit}, %s::bytea, "
             "%s::bytea, %s::int, %s::int, %s::text, %s::text, %s::bytea, %s::text, %s::int "
-            "WHERE (SELECT ok FROM par) ON CONFLICT DO NOTHING RETURNING 1), "
+            "WHERE (SELECT ok FROM par) AND (SELECT ok FROM hold) ON CONFLICT DO NOTHING "
+            "RETURNING 1), "
             f"led AS (INSERT INTO {t['ledger']} AS l (store_id, scope, meter, total) "
             f"SELECT {lit}, x.s, x.m, x.a FROM unnest(%s::text[], %s::text[], %s::text[]) "
             "AS x(s, m, a) WHERE EXISTS (SELECT 1 FROM ins) ON CONFLICT (store_id, scope, meter) "
@@ -408,7 +464,8 @@ class PostgresStore(SqlStore):
             f"rel AS (DELETE FROM {t['reservations']} WHERE store_id = {lit} AND id = %s "
             "AND EXISTS (SELECT 1 FROM ins) RETURNING 1) "
             "SELECT (SELECT ok FROM par), (SELECT count(*) FROM ins), "
-            "(SELECT count(*) FROM led), (SELECT count(*) FROM win), (SELECT count(*) FROM rel)",
+            "(SELECT count(*) FROM led), (SELECT count(*) FROM win), (SELECT count(*) FROM rel), "
+            "(SELECT ok FROM hold)",
             "held": f"SELECT 1 FROM {t['reservations']} WHERE store_id = {lit} AND id = %s",
         }
         # Prepared per connection under names unique to this store (one connection may serve
@@ -486,13 +543,13 @@ class PostgresStore(SqlStore):
         ws = [float(w.window_seconds) for w in windows]
         now = self._now()
         queue = _Queue()
-        # A hold is not flushed to disk before it is acknowledged (the settlement that ends it
-        # is): a clean restart keeps it, only a server crash within the WAL writer's delay
-        # (about 200 ms) can lose it. That saves one of the two disk flushes of a step.
+        # A hold is acknowledged before its WAL flush, in every mode. A server crash that loses
+        # it ends this session, so its commit then goes on another one and carries the
+        # lost-hold guard (see `_commit`): a lost hold never lets a charge past the limit.
         queue.execute("BEGIN")
-        queue.execute("SET LOCAL synchronous_commit = off")
+        queue.execute(_NO_FLUSH)
         for key in self._lock_keys([*scopes, *wk]):
-            queue.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            queue.execute(f"SELECT pg_advisory_xact_lock({int(key)})")  # an int: no quoting
         queue.execute(self._pg["sweep"], now)
         if windows:
             queue.execute(self._pg["trim"], (wk, wm, ws, *now))
@@ -519,10 +576,35 @@ class PostgresStore(SqlStore):
                     dump_held(held),
                 ),
             )
-        queue.execute(self._pg["state"], (*now, scopes, wk, wm, ws))
+        queue.execute(self._pg["state"], (*now, rid, scopes, wk, wm, ws))
         queue.execute("COMMIT")
         results = self._batch(queue)
-        return bool(held and results[-3]), results[-2] or []
+        inserted = bool(held and results[-3])
+        if inserted:
+            self._track_hold(rid)
+        return inserted, results[-2] or []
+
+    def _session_holds(self) -> set[str]:
+        """Reservation ids held on this thread's current session (reset with the session)."""
+        conn = self._connection()
+        holds: set[str] | None = getattr(self._local, "holds", None)
+        if holds is None or getattr(self._local, "holds_for", None) is not conn:
+            holds = set()
+            self._local.holds, self._local.holds_for = holds, conn
+        return holds
+
+    def _track_hold(self, rid: str) -> None:
+        holds = self._session_holds()
+        if len(holds) >= _MAX_TRACKED_HOLDS:
+            holds.clear()  # released elsewhere; forgetting one only adds the guard's check
+        holds.add(rid)
+
+    def release(self, reservation_id: str) -> None:
+        """Drop a reservation without charging (idempotent)."""
+        holds: set[str] | None = getattr(self._local, "holds", None)
+        if holds is not None:
+            holds.discard(reservation_id)
+        super().release(reservation_id)
 
     def _explain(
         self, claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim], state: list[Any]
@@ -546,6 +628,23 @@ class PostgresStore(SqlStore):
             window_settled=lambda w: in_window.get(index[id(w)], ZERO),
             active=active_totals(reservations),
         )
+
+    def claim(self, key: str, owner: str) -> str:
+        """Claim ``key`` for ``owner`` unless already claimed; return the winning owner.
+
+        Always flushed before it is acknowledged, whatever ``durable`` and the DSN say: a
+        confirmed action runs once its claim is won, so a claim a crash could lose would let a
+        second claimer run it again.
+        """
+        if not isinstance(key, str) or not isinstance(owner, str):
+            raise TypeError("claim key and owner must be str")
+        with self._transaction() as cur:
+            cur.execute(_FLUSH[1])
+            cur.execute(self._sql["kv_init"], (f"claim:{key}", owner))
+            cur.execute(self._sql["kv_get"], (f"claim:{key}",))
+            row = cur.fetchone()
+        assert row is not None
+        return str(row[0])
 
     def put(self, node: Node) -> bool:
         """Store a node; True when it was new (see `pollard.Store.put`).
@@ -614,17 +713,28 @@ class PostgresStore(SqlStore):
         rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
         events = [(e.key, e.meter, str(e.amount)) for e in windows]
         now = self._now()
+        # The lost-hold guard: a hold taken on this very session cannot have been lost without
+        # ending it (a server crash closes every session), and a commit after it is later in
+        # the WAL, so the two survive a crash together or not at all. A hold from another
+        # session (a reconnect, another thread) is checked by the statement itself.
+        holds = self._session_holds()
+        guard = None
+        if reservation_id is not None and reservation_id not in holds:
+            guard = reservation_id
         queue = _Queue()
         # No ledger lock: a reservation reads every figure in one statement (one snapshot), so
         # it sees this commit's node, charges and release all or not at all, which is the order
         # reserve-then-commit. Concurrent commits on one scope meet only on its total's row.
         queue.execute("BEGIN")
+        queue.execute(_NO_FLUSH)  # the row lock is not held through a disk flush
         encoded = self._encode(node, queue)
         queue.execute(
             self._pg["commit"],
             (
                 parent,
                 parent,
+                guard,
+                guard,
                 *encoded,
                 [r[0] for r in rows],
                 [r[1] for r in rows],
@@ -637,12 +747,30 @@ class PostgresStore(SqlStore):
             ),
         )
         queue.execute("COMMIT")
-        result = self._batch(queue)[-2]
+        if self.durable:
+            for statement in _FLUSH:
+                queue.execute(statement)
+        results = self._batch(queue)
+        result = results[-2 - (len(_FLUSH) if self.durable else 0)]
         row = result[0] if result else None
         assert row is not None
-        parent_ok, inserted = row[0], row[1]
+        parent_ok, inserted, hold_ok = row[0], row[1], row[5]
+        if reservation_id is not None:
+            holds.discard(reservation_id)
         if not inserted and not parent_ok:
             raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+        if not inserted and not hold_ok:
+            with self._cursor() as cur:
+                if self._exists(cur, node.id):
+                    return False
+            raise PollardError(
+                f"the reservation of step {node.id[:12]} in the PostgreSQL store "
+                f"{self._store_id!r} no longer exists, so the step is not recorded",
+                hint="the server crashed after the hold was acknowledged (or the lease ended "
+                "while the store was unreachable): the step ran but its charges are not "
+                "counted, so the budget cannot be overspent. Inspect the run (`pollard show`) "
+                "and retry the step",
+            )
         return bool(inserted)
 
     # -- schema --------------------------------------------------------------------------------
