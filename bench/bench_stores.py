@@ -3,8 +3,8 @@
 Measured in one run on the same machine (loopback PostgreSQL at 127.0.0.1:5432):
 
 1. One writer records a budgeted chain (``Budget(steps=..., tokens=...)``, one model call per
-   step) on SQLite, on PostgreSQL with the default ``durable=False`` (acknowledged before the
-   WAL flush: SQLite's WAL + ``synchronous=NORMAL`` promise) and with ``durable=True``.
+   step) on SQLite, on PostgreSQL with ``durable=False`` (acknowledged before the
+   WAL flush: SQLite's WAL + ``synchronous=NORMAL`` promise) and with the default ``durable=True``.
    Target: >= 2,000 steps/s.
 2. Where one default step's time goes: client CPU, the server backend's CPU (from
    ``/proc/<backend pid>/stat``) and the rest (waiting: scheduling on a shared machine, disk).
@@ -197,7 +197,7 @@ def run() -> list[Result]:
     from pollard import PostgresStore
 
     dsn = os.environ.get(PG_DSN_VAR, PG_DSN)
-    durable_dsn = dsn + ("&" if "?" in dsn else "?") + "options=-csynchronous_commit%3Don"
+    fast_dsn = dsn + ("&" if "?" in dsn else "?") + "options=-csynchronous_commit%3Doff"
     ids = [f"bench-{uuid.uuid4().hex[:12]}" for _ in range(9)]
     results: list[Result] = []
     try:
@@ -214,10 +214,10 @@ def run() -> list[Result]:
             flushed, unflushed = _commit_ms(dsn, True), _commit_ms(dsn, False)
             lite_one = _contend(str(Path(tmp) / "c1.db"), 1)
             lite_many = _contend(str(Path(tmp) / "c8.db"), WORKERS)
-            pg_one = _contend(f"{dsn}#{ids[3]}", 1)
-            pg_many = _contend(f"{dsn}#{ids[4]}", WORKERS)
-            pgd_one = _contend(f"{durable_dsn}#{ids[7]}", 1)
-            pgd_many = _contend(f"{durable_dsn}#{ids[8]}", WORKERS)
+            pg_one = _contend(f"{fast_dsn}#{ids[3]}", 1)
+            pg_many = _contend(f"{fast_dsn}#{ids[4]}", WORKERS)
+            pgd_one = _contend(f"{dsn}#{ids[7]}", 1)
+            pgd_many = _contend(f"{dsn}#{ids[8]}", WORKERS)
             lite_walk = _walk_seconds(SQLiteStore(Path(tmp) / "walk.db"))
             with PostgresStore(dsn, store_id=ids[5]) as store:
                 pg_walk = _walk_seconds(store)
@@ -236,20 +236,20 @@ def run() -> list[Result]:
 
     results += [
         Result(
-            "postgres 1 writer, budgeted steps (default durable=False) [wall]",
+            "postgres 1 writer, budgeted steps, durable=False [wall]",
             pg,
             "steps/s",
             target=2_000,
             note=f"sqlite same run: {lite:.0f}/s; postgres/sqlite {pg / lite:.2f}x",
         ),
         Result(
-            "postgres 1 writer, durable=True [wall]",
+            "postgres 1 writer, durable=True (default) [wall]",
             pg_durable,
             "steps/s",
             note=f"postgres/sqlite {pg_durable / lite:.2f}x",
         ),
         Result(
-            "postgres default step: client cpu + server cpu + waiting",
+            "postgres durable=False step: client cpu + server cpu + waiting",
             sum(split),
             "ms",
             direction="lower",
@@ -265,7 +265,7 @@ def run() -> list[Result]:
         Result("postgres round trips per budgeted step", per_step, "", note="was about 17"),
         Result("postgres round trips per walked node", per_node, "", note="was 1 per node"),
         Result(
-            f"postgres {WORKERS} processes / 1 on one exact budget (default)",
+            f"postgres {WORKERS} processes / 1 on one exact budget (durable=False)",
             ratio(pg_many, pg_one),
             "x",
             target=3,
@@ -274,7 +274,7 @@ def run() -> list[Result]:
             ),
         ),
         Result(
-            f"postgres {WORKERS} processes / 1 on one exact budget (durable=True)",
+            f"postgres {WORKERS} processes / 1 on one exact budget (durable=True, default)",
             ratio(pgd_many, pgd_one),
             "x",
             target=3,

@@ -294,7 +294,7 @@ def test_verify_reports_nodes_no_run_reaches_on_postgres(
 def test_durable_follows_the_dsn_unless_given(pg_dsn: str, store_id: str) -> None:
     sep = "&" if "?" in pg_dsn else "?"
     cases = {
-        pg_dsn: False,  # the default promise is SQLiteStore's: acknowledged before the flush
+        pg_dsn: True,  # PostgreSQL's own default: a step is acknowledged after its flush
         f"{pg_dsn}{sep}options=-csynchronous_commit%3Don": True,
         f"{pg_dsn}{sep}options=-csynchronous_commit%3Dremote_apply": True,
         f"{pg_dsn}{sep}options=-csynchronous_commit%3Doff": False,

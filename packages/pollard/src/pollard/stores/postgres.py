@@ -75,14 +75,14 @@ def _psycopg() -> Any:
 
 
 def _dsn_durable(psycopg: Any, conninfo: str) -> bool:
-    """Whether the DSN (or ``PGOPTIONS``) asks for a ``synchronous_commit`` other than ``off``."""
+    """Durable unless the DSN (or ``PGOPTIONS``) sets ``synchronous_commit`` to ``off``."""
     try:
         options = psycopg.conninfo.conninfo_to_dict(conninfo).get("options") or ""
     except psycopg.ProgrammingError:
         options = ""  # the connect reports a malformed DSN, with libpq's message
     options = f"{os.environ.get('PGOPTIONS', '')} {options}"
     found = re.findall(r"synchronous_commit\s*=\s*([A-Za-z_]+)", options)
-    return bool(found) and found[-1].lower() != "off"
+    return not found or found[-1].lower() != "off"
 
 
 def _numbered(sql: str) -> str:
@@ -133,13 +133,13 @@ class PostgresStore(SqlStore):
             `PollardError`.
         clock: A wall clock for leases and windows instead of the server's (for tests).
         durable: Whether a step is acknowledged only after the server flushed it to disk.
-            ``False`` acknowledges before the flush (the promise of `SQLiteStore`: a step
-            survives any client crash and a clean server restart; a server or OS crash may
-            lose the last fraction of a second of steps). ``True`` waits for the flush (for
-            ``synchronous_commit = remote_apply`` and the like, set it in the DSN too).
-            ``None`` (the default) reads the DSN: durable when its ``options`` set
-            ``synchronous_commit`` to anything but ``off``, else not. In every mode a budget
-            never overspends: holds, charges and confirmations stay consistent after a crash.
+            ``True`` waits for the flush (for ``synchronous_commit = remote_apply`` and the
+            like, set it in the DSN too). ``False`` acknowledges before the flush, which is
+            faster: a step survives any client crash and a clean server restart, but a server
+            or OS crash may lose the last fraction of a second of steps. ``None`` (the
+            default) reads the DSN: not durable only when its ``options`` (or ``PGOPTIONS``)
+            set ``synchronous_commit=off``, else durable. In every mode a budget never
+            overspends: holds, charges and confirmations stay consistent after a crash.
 
     A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
     never the driver's error; the next operation reconnects. A budgeted step costs two round
