@@ -464,6 +464,35 @@ async def test_wire_path_through_the_openai_emulator_is_recorded(
     assert attributes["gen_ai.usage.input_tokens"] == recorded[1].usage.input_tokens
 
 
+async def test_fan_out_over_a_pdf_uploads_it_once_and_replay_uploads_nothing(
+    tmp_path: Path, emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", emu.base_url("openai"))
+    config = Config(provider="openai", model="gpt-5-nano", api_key="offline", retry=NO_RETRY)
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4\n" + b"0" * 2048)
+    db = tmp_path / "runs.db"
+    async with AsyncRuntime(db) as rt:
+        run = rt.run("pdf", budget=Budget(steps=10))
+        recorded = await governed_run_many(
+            run, QUESTIONS, sources=[Source.from_file(pdf)], config=config
+        )
+        steps = model_calls(rt.store, run.root_id)
+    assert recorded.status == "ok"
+    routes = [r.route for r in emu.requests]
+    assert routes.count("openai.files.create") == 1
+    assert routes.count("openai.responses.create") == len(QUESTIONS)
+    assert routes[-1] == "openai.files.delete"
+    assert len(steps) == len(QUESTIONS)
+    emu.clear_requests()
+    async with AsyncRuntime(db, mode="replay") as rt:
+        replayed = await governed_run_many(
+            rt.run("pdf"), QUESTIONS, sources=[Source.from_file(pdf)], config=config
+        )
+    assert emu.requests == []
+    assert replayed.answers == recorded.answers
+
+
 async def test_recordings_do_not_depend_on_the_server_address(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     with Emulator() as first:

@@ -41,6 +41,7 @@ from .errors import SourceError as SourceError
 from .errors import ToolCallParseError as ToolCallParseError
 from .interaction import CachePolicy as CachePolicy
 from .interaction import CacheSetting as CacheSetting
+from .interaction import CallInterceptor as CallInterceptor
 from .interaction import Continuation as Continuation
 from .interaction import DeferredHandle as DeferredHandle
 from .interaction import DeferredSnapshot as DeferredSnapshot
@@ -54,6 +55,7 @@ from .interaction import Metrics as Metrics
 from .interaction import Output as Output
 from .interaction import OutputCollection as OutputCollection
 from .interaction import OutputRequirements as OutputRequirements
+from .interaction import ProviderCall as ProviderCall
 from .interaction import ResponseSchemaInput as ResponseSchemaInput
 from .interaction import ToolCall as ToolCall
 from .interaction import ToolCallDelta as ToolCallDelta
@@ -61,6 +63,7 @@ from .interaction import ToolChoice as ToolChoice
 from .interaction import ToolDeclaration as ToolDeclaration
 from .interaction import ToolResult as ToolResult
 from .interaction import Usage as Usage
+from .interaction import intercept_calls as intercept_calls
 from .providers.base import ProviderReadiness as ProviderReadiness
 from .retry import RetryPolicy as RetryPolicy
 from .source import Source as Source
@@ -70,6 +73,7 @@ __all__ = [
     "CacheError",
     "CachePolicy",
     "CacheSetting",
+    "CallInterceptor",
     "Config",
     "ConfigurationError",
     "ContextOverflowError",
@@ -90,6 +94,7 @@ __all__ = [
     "OutputRequirements",
     "PlanningError",
     "PolluxError",
+    "ProviderCall",
     "ProviderName",
     "ProviderReadiness",
     "RateLimitError",
@@ -112,6 +117,7 @@ __all__ = [
     "defer",
     "inspect_deferred",
     "interact",
+    "intercept_calls",
     "prepare_environment",
     "run",
     "run_many",

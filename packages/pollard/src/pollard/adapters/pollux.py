@@ -57,7 +57,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import math
@@ -79,19 +78,26 @@ try:
         Source,
         ToolCallParseError,
     )
-    from pollux.interaction import Diagnostics, Metrics, error_output
+    from pollux.interaction import (
+        CallDescription,
+        Diagnostics,
+        Metrics,
+        ProviderCall,
+        describe_call,
+        intercept_calls,
+        settings_from,
+    )
 except ImportError as exc:  # pragma: no cover - the extra is installed in every test environment
     raise ImportError(
         'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
     ) from exc
 
-from pollard._core._canon import canonical_bytes
-from pollard._runtime._async import AsyncRun, async_view, fork
-from pollard._runtime._sync import Run, run_state
+from pollard._runtime._async import AsyncRun
 from pollard.errors import BudgetExceeded, PollardError
 
 if TYPE_CHECKING:
     from pollard._core._node import Node
+    from pollard._runtime._sync import Run
     from pollux import ResponseSchemaInput, ToolChoice, ToolDeclaration
 
 __all__ = [
@@ -121,8 +127,12 @@ _GEN_AI_PROVIDERS = {
 # -- identity --------------------------------------------------------------------------------------
 
 
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _digest(value: Any) -> str:
-    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+    return hashlib.sha256(_canonical(value)).hexdigest()
 
 
 def _json(value: Any, what: str) -> Any:
@@ -278,108 +288,13 @@ def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -
 
 def _check_run(run: object, function: str) -> AsyncRun:
     """The async view of ``run``: an `AsyncRun` as is, a sync `Run` driven on this event loop."""
-    if isinstance(run, (AsyncRun, Run)):
-        # A sync Run keeps its cursor and accounting, driven by the async shell with store I/O
-        # inline, on the caller's thread, as the sync runtime expects.
-        return async_view(run)
-    raise TypeError(
-        f"{function}() needs a pollard run (from Runtime(...).run() or AsyncRuntime(...).run()), "
-        f"got {type(run).__name__}"
-    )
-
-
-def _environment(
-    environment: Environment | None,
-    *,
-    instructions: str | None,
-    sources: Sequence[Source],
-    tools: Sequence[ToolDeclaration] | None,
-) -> Environment:
-    """The environment pollux will build, checked before any step is recorded."""
-    if environment is not None:
-        if not isinstance(environment, Environment):
-            raise ConfigurationError(
-                f"environment must be an Environment, got {type(environment).__name__}",
-                hint="Build one with Environment(instructions=..., sources=[...], tools=[...]).",
-            )
-        inline = [
-            name
-            for name, value in (
-                ("instructions", instructions),
-                ("sources", sources),
-                ("tools", tools),
-            )
-            if value
-        ]
-        if inline:
-            raise ConfigurationError(
-                f"environment cannot be combined with inline {'/'.join(inline)}",
-                hint="Put them on the Environment, or drop the environment.",
-            )
-        return environment
-    if isinstance(sources, (str, bytes)):  # type: ignore[unreachable]
-        raise ConfigurationError(
-            "sources must be a sequence of Source values, not a string",
-            hint="Pass sources=[Source.from_text(...)] (or source=... on governed_run()).",
-        )
-    return Environment(instructions=instructions, sources=tuple(sources), tools=tuple(tools or ()))
-
-
-def _prompts(prompts: str | Sequence[str | None] | None) -> list[str]:
-    items: Sequence[str | None] = (
-        (prompts,) if prompts is None or isinstance(prompts, str) else prompts
-    )
-    texts: list[str] = []
-    for position, prompt in enumerate(items):
-        if prompt is None or not isinstance(prompt, str) or not prompt.strip():
-            raise ConfigurationError(
-                f"prompt {position} is empty or not text",
-                hint="Every prompt needs text; ask the question about the sources explicitly.",
-            )
-        texts.append(prompt)
-    if not texts:
-        raise ConfigurationError(
-            "governed_run_many() needs at least one prompt",
-            hint="Pass a prompt or a list of prompts.",
-        )
-    return texts
-
-
-def _options(
-    output: ResponseSchemaInput | None,
-    temperature: float | None,
-    top_p: float | None,
-    max_tokens: int | None,
-    seed: int | None,
-    reasoning_effort: str | None,
-    reasoning_budget_tokens: int | None,
-    tool_choice: ToolChoice | None,
-    provider_options: dict[str, dict[str, Any]] | None,
-) -> tuple[OutputRequirements, dict[str, Any]]:
-    """The validated requirements (for the identity) and the same values as pollux keywords."""
-    keywords: dict[str, Any] = {
-        "output": output,
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_tokens": max_tokens,
-        "seed": seed,
-        "reasoning_effort": reasoning_effort,
-        "reasoning_budget_tokens": reasoning_budget_tokens,
-        "tool_choice": tool_choice,
-        "provider_options": provider_options,
-    }
-    requirements = OutputRequirements(
-        output_schema=output,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        seed=seed,
-        reasoning_effort=reasoning_effort,
-        reasoning_budget_tokens=reasoning_budget_tokens,
-        tool_choice=tool_choice,
-        provider_options=provider_options,
-    )
-    return requirements, keywords
+    try:
+        return AsyncRun.of(run)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{function}() needs a pollard run (from Runtime(...).run() or "
+            f"AsyncRuntime(...).run()), got {type(run).__name__}"
+        ) from None
 
 
 def _check_config(config: object) -> Config:
@@ -389,6 +304,11 @@ def _check_config(config: object) -> Config:
             hint="Pass config=Config(provider=..., model=...).",
         )
     return config
+
+
+def _settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The generation keywords of a bridge entry point (its ``locals()``), None left out."""
+    return dict(settings_from(values))
 
 
 # -- one step --------------------------------------------------------------------------------------
@@ -475,37 +395,25 @@ async def governed_run(
         ConfigurationError: Invalid arguments (before anything is recorded).
         APIError: The provider call failed (the failed dispatch is recorded and charged).
     """
+    settings = _settings(locals())
     run = _check_run(run, "governed_run")
     config = _check_config(config)
-    if source is not None and sources:
-        raise ConfigurationError(
-            "governed_run() takes source= or sources=, not both",
-            hint="Pass sources=[a, b] for several sources.",
-        )
-    env = _environment(
-        environment,
+    call = describe_call(
+        prompt,
+        environment=environment,
+        source=source,
+        sources=sources,
         instructions=instructions,
-        sources=(source,) if source is not None else sources,
         tools=tools,
+        settings=settings,
     )
-    requirements, keywords = _options(
-        output,
-        temperature,
-        top_p,
-        max_tokens,
-        seed,
-        reasoning_effort,
-        reasoning_budget_tokens,
-        tool_choice,
-        provider_options,
-    )
-    (text,) = _prompts(prompt)
-    payload = _payload("run", config, env, Input(content=text), requirements)
+    env, (turn,) = call.environment, call.inputs
+    payload = _payload("run", config, env, turn, call.requirements)
 
-    async def call() -> Output:
-        return await pollux.run(text, environment=env, config=config, **keywords)
+    async def model() -> Output:
+        return await pollux.run(turn.content, environment=env, config=config, **settings)
 
-    return await _step(run, payload, call, requirements, attempt)
+    return await _step(run, payload, model, call.requirements, attempt)
 
 
 async def governed_interact(
@@ -556,36 +464,17 @@ async def governed_interact(
         ConfigurationError: Invalid arguments (before anything is recorded).
         APIError: The provider call failed (the failed dispatch is recorded and charged).
     """
+    settings = _settings(locals())
     run = _check_run(run, "governed_interact")
     config = _check_config(config)
-    env = _environment(environment, instructions=None, sources=(), tools=None)
-    turn = _check_input(input)
-    requirements, keywords = _options(
-        output,
-        temperature,
-        top_p,
-        max_tokens,
-        seed,
-        reasoning_effort,
-        reasoning_budget_tokens,
-        tool_choice,
-        provider_options,
-    )
-    payload = _payload("interact", config, env, turn, requirements)
+    call = describe_call(input=input, environment=environment, settings=settings)
+    env, (turn,) = call.environment, call.inputs
+    payload = _payload("interact", config, env, turn, call.requirements)
 
-    async def call() -> Output:
-        return await pollux.interact(env, turn, config=config, **keywords)
+    async def model() -> Output:
+        return await pollux.interact(env, turn, config=config, **settings)
 
-    return await _step(run, payload, call, requirements, attempt)
-
-
-def _check_input(turn: object) -> Input:
-    if not isinstance(turn, Input):
-        raise ConfigurationError(
-            f"input must be an Input, got {type(turn).__name__}",
-            hint="Pass Input('your question') or Input(continuation=..., tool_results=[...]).",
-        )
-    return turn
+    return await _step(run, payload, model, call.requirements, attempt)
 
 
 async def governed_stream(
@@ -636,21 +525,12 @@ async def governed_stream(
         MissingRecording: Replay mode, and this turn was not recorded here.
         APIError: The provider call or stream failed (recorded and charged).
     """
+    settings = _settings(locals())
     run = _check_run(run, "governed_stream")
     config = _check_config(config)
-    env = _environment(environment, instructions=None, sources=(), tools=None)
-    turn = _check_input(input)
-    requirements, keywords = _options(
-        output,
-        temperature,
-        top_p,
-        max_tokens,
-        seed,
-        reasoning_effort,
-        reasoning_budget_tokens,
-        tool_choice,
-        provider_options,
-    )
+    call = describe_call(input=input, environment=environment, settings=settings)
+    env, (turn,) = call.environment, call.inputs
+    requirements = call.requirements
     payload = _payload("stream", config, env, turn, requirements)
     # One event in hand at a time: the consumer's pace drives the stream, as with pollux.stream,
     # and closing the iterator early cancels the call.
@@ -658,7 +538,7 @@ async def governed_stream(
     live: list[Output] = []
 
     async def chunks() -> AsyncIterator[dict[str, Any]]:
-        events = pollux.stream(env, turn, config=config, **keywords)
+        events = pollux.stream(env, turn, config=config, **settings)
         final: Output | None = None
         try:
             async for event in events:
@@ -744,9 +624,12 @@ async def governed_run_many(
     (the refusal's id for a refused prompt, None for a failed one) is recorded under the cursor,
     and the cursor moves onto it; the steps' charges count in ``run.report()``.
 
-    Unlike ``pollux.run_many``, sources are prepared once per prompt (uploads are not shared by
-    the prompts of one call) and, as with one prompt per call, outputs carry no continuation
-    when there are several prompts.
+    pollux runs the fan-out itself (its scheduler and limiter, its partial results), and the
+    bridge governs each provider call through pollux's call seam (`pollux.intercept_calls`).
+    The shared sources are prepared once for the whole call (an OpenAI file is uploaded once,
+    not once per prompt), when the first prompt goes to the provider: a fully replayed call
+    uploads nothing. As with ``pollux.run_many``, outputs carry no continuation when there are
+    several prompts.
 
     Args:
         run: The run to record into (an `AsyncRun`, or a sync `Run`; see the module docs).
@@ -774,73 +657,84 @@ async def governed_run_many(
             other prompts ended; nothing is returned and no fan-in note is written).
         ConfigurationError: Invalid arguments (before anything is recorded).
     """
+    settings = _settings(locals())
     run = _check_run(run, "governed_run_many")
     config = _check_config(config)
-    env = _environment(environment, instructions=instructions, sources=sources, tools=tools)
-    texts = _prompts(prompts)
-    requirements, keywords = _options(
-        output,
-        temperature,
-        top_p,
-        max_tokens,
-        seed,
-        reasoning_effort,
-        reasoning_budget_tokens,
-        tool_choice,
-        provider_options,
+    call = describe_call(
+        prompts,
+        environment=environment,
+        sources=sources,
+        instructions=instructions,
+        tools=tools,
+        settings=settings,
     )
-    payloads = _payloads("run_many", config, env, [Input(content=t) for t in texts], requirements)
-    seen: dict[bytes, int] = {}
-    attempts: list[int] = []
-    for payload in payloads:
-        key = canonical_bytes(payload)
-        attempts.append(seen.get(key, 0))
-        seen[key] = attempts[-1] + 1
-    single = len(texts) == 1
-    slots = asyncio.Semaphore(config.request_concurrency)
+    governor = _FanOut(run, config, call)
+    # pollux runs the fan-out (its scheduler, limiter, one-time source preparation and partial
+    # results); each provider call passes through the governor, one pollard step per call.
+    with intercept_calls(governor):
+        answers = await pollux.run_many(
+            [turn.content for turn in call.inputs],
+            environment=call.environment,
+            config=config,
+            **settings,
+        )
+    await run.note({"pollux": "run_many", "calls": governor.node_ids})
+    return answers
 
-    # Admission (replay lookup, budget check, reservation) happens one prompt at a time, in
-    # prompt order, while the admitted provider calls overlap: a budget that runs out refuses
-    # the last prompts, the same ones on every run.
-    # Without limits nothing can be refused, and replay only looks up: no ordering needed.
-    ordered = run.mode != "replay" and run_state(run).limited
-    admission = asyncio.Lock()
 
-    async def one(index: int) -> tuple[Output, str | None]:
-        text = texts[index]
-        admitted = False
+class _FanOut:
+    """The call interceptor of `governed_run_many`: each provider call is one pollard step.
 
-        def admit() -> None:
-            nonlocal admitted
-            if ordered and not admitted:
-                admitted = True
-                admission.release()
+    Admission (replay lookup, budget check, reservation) happens one call at a time, in prompt
+    order, while the admitted provider calls overlap: a budget that runs out refuses the last
+    prompts, the same ones on every run. Without limits nothing can be refused, and replay only
+    looks up: no ordering is needed then.
+    """
 
-        async def call() -> Output:
-            admit()
-            answer = await pollux.run(text, environment=env, config=config, **keywords)
-            return answer if single else dataclasses.replace(answer, continuation=None)
+    def __init__(self, run: AsyncRun, config: Config, call: CallDescription) -> None:
+        self.run = run
+        self.requirements = call.requirements
+        self.payloads = _payloads(
+            "run_many", config, call.environment, call.inputs, call.requirements
+        )
+        seen: dict[bytes, int] = {}
+        self.attempts: list[int] = []
+        for payload in self.payloads:
+            key = _canonical(payload)
+            self.attempts.append(seen.get(key, 0))
+            seen[key] = self.attempts[-1] + 1
+        self.node_ids: list[str | None] = [None] * len(self.payloads)
+        self.ordered = run.mode != "replay" and run.limited
+        # admitted[i] is set once call i passed admission (or gave up); call i + 1 waits for it.
+        self.admitted = [asyncio.Event() for _ in self.payloads]
 
-        async with slots:
-            if ordered:
-                await admission.acquire()
-            forked = fork(run)
-            try:
-                answer = await _step(forked, payloads[index], call, requirements, attempts[index])
-            except BudgetExceeded as exc:
-                return _refused(exc), exc.refusal_id
-            except _ERRORS_PER_PROMPT as exc:
-                return error_output(exc), None
-            finally:
-                admit()
-            return answer, forked.cursor_id
+    async def call(self, call: ProviderCall, proceed: Callable[[], Awaitable[Output]]) -> Output:
+        index = call.index
+        admitted = self.admitted[index]
+        if self.ordered and index > 0:
+            await self.admitted[index - 1].wait()
+        forked = self.run.fork()
+        live: list[Output] = []
 
-    results = await _gather([one(index) for index in range(len(texts))])
-    await run.note({"pollux": "run_many", "calls": [node_id for _, node_id in results]})
-    return OutputCollection(
-        outputs=tuple(answer for answer, _ in results),
-        prompt_indexes=tuple(range(len(texts))),
-    )
+        async def fn(_payload: Any) -> dict[str, Any]:
+            admitted.set()
+            output = await proceed()
+            live.append(output)
+            return _result(output)
+
+        try:
+            node = await forked.model_call(
+                self.payloads[index], fn=fn, attempt=self.attempts[index]
+            )
+        except BudgetExceeded as exc:
+            self.node_ids[index] = exc.refusal_id
+            return _refused(exc)
+        finally:
+            admitted.set()
+        self.node_ids[index] = forked.cursor_id
+        if live:
+            return live[0]
+        return output_from_node(node, output=self.requirements.output_schema)
 
 
 def _refused(error: BudgetExceeded) -> Output:
@@ -860,20 +754,6 @@ def _refused(error: BudgetExceeded) -> Output:
         metrics=Metrics(n_calls=0, completion_status="error"),
         diagnostics=Diagnostics(raw={"error": detail}),
     )
-
-
-async def _gather(coroutines: Sequence[Awaitable[Any]]) -> list[Any]:
-    """All results in order; the first error (in prompt order) is raised once all have ended.
-
-    The other prompts are not cancelled on an error: their dispatches finish and are recorded
-    with their real usage (a cancelled call could only be charged its estimate), and no store
-    I/O is left running in a worker thread when the caller closes the runtime.
-    """
-    results = await asyncio.gather(*coroutines, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return list(results)
 
 
 # -- estimation ------------------------------------------------------------------------------------
