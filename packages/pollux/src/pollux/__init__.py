@@ -38,6 +38,7 @@ from .errors import PlanningError as PlanningError
 from .errors import PolluxError as PolluxError
 from .errors import RateLimitError as RateLimitError
 from .errors import SourceError as SourceError
+from .errors import SourceTypeError as SourceTypeError
 from .errors import ToolCallParseError as ToolCallParseError
 from .interaction import CachePolicy as CachePolicy
 from .interaction import CacheSetting as CacheSetting
@@ -103,6 +104,7 @@ __all__ = [
     "Session",
     "Source",
     "SourceError",
+    "SourceTypeError",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallParseError",
