@@ -354,6 +354,13 @@ async def test_invalid_arguments_are_rejected_before_anything_is_recorded() -> N
             await governed_run(run, "Hi", config=MOCK, environment=Environment(), instructions="x")
         with pytest.raises(TypeError, match="pollard run"):
             await governed_run(object(), "Hi", config=MOCK)  # type: ignore[arg-type]
+        # The same front-door rules as pollux: no unordered prompts, no bare Source as sources.
+        with pytest.raises(ConfigurationError, match="ordered sequence") as unordered:
+            await governed_run_many(run, {"A?", "B?"}, config=MOCK)  # type: ignore[arg-type]
+        assert unordered.value.hint
+        with pytest.raises(ConfigurationError, match="got one Source") as single:
+            await governed_run_many(run, ["A?"], sources=DOC, config=MOCK)  # type: ignore[arg-type]
+        assert single.value.hint
         assert run.store.children(run.root_id) == []
 
 

@@ -156,18 +156,7 @@ async def run_calls(
             except Exception as exc:
                 return Failure(exc, time.perf_counter() - start)
 
-        warm_up_first = getattr(provider, "warm_up_first", None)
-        if len(requests) > 1 and warm_up_first is not None and warm_up_first(requests):
-            # The first call writes the provider's prompt cache; the rest then read it.
-            first = await call(0)
-            rest = await run_bounded(
-                len(requests) - 1, lambda i: call(i + 1), concurrency=config.request_concurrency
-            )
-            results: list[Output | Failure | Exception] = [first, *rest]
-        else:
-            results = list(
-                await run_bounded(len(requests), call, concurrency=config.request_concurrency)
-            )
+        results = await _fan_out(rt, requests, call)
         return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
     finally:
         await provider.release_sources(prepared)
@@ -235,11 +224,26 @@ async def _run_intercepted(
             return Failure(exc, time.perf_counter() - start)
 
     try:
-        results = await run_bounded(count, call, concurrency=config.request_concurrency)
+        results = await _fan_out(rt, plan.requests, call)
         return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
     finally:
         if prepared:
             await provider.release_sources(prepared[0])
+
+
+async def _fan_out(
+    rt: Runtime,
+    requests: Sequence[ProviderRequest],
+    call: Callable[[int], Awaitable[Output | Failure]],
+) -> list[Output | Failure | Exception]:
+    warm_up_first = getattr(rt.provider, "warm_up_first", None)
+    concurrency = rt.config.request_concurrency
+    if len(requests) > 1 and warm_up_first is not None and warm_up_first(requests):
+        # The first call writes the provider's prompt cache; the rest then read it.
+        first = await call(0)
+        rest = await run_bounded(len(requests) - 1, lambda i: call(i + 1), concurrency=concurrency)
+        return [first, *rest]
+    return list(await run_bounded(len(requests), call, concurrency=concurrency))
 
 
 async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuable: bool) -> Output:
