@@ -56,7 +56,7 @@ def test_record_then_replay_without_a_provider(tmp_path: Path, emu: Emulator) ->
 
     report = pollard("report", "runs.db", "pollux many q.txt", "--json", cwd=tmp_path)
     assert report.code == 0, report.stderr
-    assert json.loads(report.stdout)["spent"]["steps"] == "3"
+    assert json.loads(report.stdout)["spent"]["steps"] == 3  # a charge is a number
     shown = pollard("show", "runs.db", "pollux many q.txt", cwd=tmp_path)
     assert shown.code == 0 and shown.stdout.count("model_call") == 3
 
@@ -185,6 +185,6 @@ def test_a_postgresql_ledger(tmp_path: Path, pg_dsn: str) -> None:
         assert f"ledger {by_env} run" in replay.stderr
         assert pg_dsn not in replay.stderr + replay.stdout
         report = pollard("report", by_env, "pollux many q.txt", "--json", cwd=tmp_path, env=env)
-        assert report.code == 0 and json.loads(report.stdout)["spent"]["steps"] == "2"
+        assert report.code == 0 and json.loads(report.stdout)["spent"]["steps"] == 2
     finally:
         drop_store(pg_dsn, store_id)
