@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollard.errors import PollardError
 from pollux import Config, Environment, Input, Output, OutputRequirements, Source
+from pollux.interaction import requirements_from
 
 if TYPE_CHECKING:
     from pollard._core._node import Node
@@ -184,5 +185,5 @@ def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -
             f"node {node.id} holds no recorded pollux output",
             hint="pass a model_call node recorded by pollard.adapters.pollux",
         )
-    model = OutputRequirements(output_schema=output).output_schema_model()
+    model = requirements_from({"output": output}).output_schema_model()
     return Output.from_jsonable(data, response_schema=model)
