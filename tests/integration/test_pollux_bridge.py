@@ -354,6 +354,13 @@ async def test_invalid_arguments_are_rejected_before_anything_is_recorded() -> N
             await governed_run(run, "Hi", config=MOCK, environment=Environment(), instructions="x")
         with pytest.raises(TypeError, match="pollard run"):
             await governed_run(object(), "Hi", config=MOCK)  # type: ignore[arg-type]
+        # The same front-door rules as pollux: no unordered prompts, no bare Source as sources.
+        with pytest.raises(ConfigurationError, match="ordered sequence") as unordered:
+            await governed_run_many(run, {"A?", "B?"}, config=MOCK)  # type: ignore[arg-type]
+        assert unordered.value.hint
+        with pytest.raises(ConfigurationError, match="got one Source") as single:
+            await governed_run_many(run, ["A?"], sources=DOC, config=MOCK)  # type: ignore[arg-type]
+        assert single.value.hint
         assert run.store.children(run.root_id) == []
 
 
@@ -462,6 +469,35 @@ async def test_wire_path_through_the_openai_emulator_is_recorded(
     assert attributes["gen_ai.provider.name"] == "openai"
     assert attributes["gen_ai.request.model"] == "gpt-5-nano"
     assert attributes["gen_ai.usage.input_tokens"] == recorded[1].usage.input_tokens
+
+
+async def test_fan_out_over_a_pdf_uploads_it_once_and_replay_uploads_nothing(
+    tmp_path: Path, emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", emu.base_url("openai"))
+    config = Config(provider="openai", model="gpt-5-nano", api_key="offline", retry=NO_RETRY)
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4\n" + b"0" * 2048)
+    db = tmp_path / "runs.db"
+    async with AsyncRuntime(db) as rt:
+        run = rt.run("pdf", budget=Budget(steps=10))
+        recorded = await governed_run_many(
+            run, QUESTIONS, sources=[Source.from_file(pdf)], config=config
+        )
+        steps = model_calls(rt.store, run.root_id)
+    assert recorded.status == "ok"
+    routes = [r.route for r in emu.requests]
+    assert routes.count("openai.files.create") == 1
+    assert routes.count("openai.responses.create") == len(QUESTIONS)
+    assert routes[-1] == "openai.files.delete"
+    assert len(steps) == len(QUESTIONS)
+    emu.clear_requests()
+    async with AsyncRuntime(db, mode="replay") as rt:
+        replayed = await governed_run_many(
+            rt.run("pdf"), QUESTIONS, sources=[Source.from_file(pdf)], config=config
+        )
+    assert emu.requests == []
+    assert replayed.answers == recorded.answers
 
 
 async def test_recordings_do_not_depend_on_the_server_address(tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ async def test_session_closes_and_rejects_use_after_close(mock_config: Config) -
     ("kwargs", "match"),
     [
         ({"tool_choice": "auto"}, "tool_choice was given without tools"),
-        ({"provider_options": {"gemini": {"x": 1}}}, "provider_options"),
+        ({"provider_options": {"nope": {"x": 1}}}, "unknown provider key"),
         ({"instructions": "x", "environment": Environment()}, "cannot be combined"),
     ],
 )

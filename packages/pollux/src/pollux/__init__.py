@@ -38,9 +38,11 @@ from .errors import PlanningError as PlanningError
 from .errors import PolluxError as PolluxError
 from .errors import RateLimitError as RateLimitError
 from .errors import SourceError as SourceError
+from .errors import SourceTypeError as SourceTypeError
 from .errors import ToolCallParseError as ToolCallParseError
 from .interaction import CachePolicy as CachePolicy
 from .interaction import CacheSetting as CacheSetting
+from .interaction import CallInterceptor as CallInterceptor
 from .interaction import Continuation as Continuation
 from .interaction import DeferredHandle as DeferredHandle
 from .interaction import DeferredSnapshot as DeferredSnapshot
@@ -54,6 +56,7 @@ from .interaction import Metrics as Metrics
 from .interaction import Output as Output
 from .interaction import OutputCollection as OutputCollection
 from .interaction import OutputRequirements as OutputRequirements
+from .interaction import ProviderCall as ProviderCall
 from .interaction import ResponseSchemaInput as ResponseSchemaInput
 from .interaction import ToolCall as ToolCall
 from .interaction import ToolCallDelta as ToolCallDelta
@@ -61,6 +64,7 @@ from .interaction import ToolChoice as ToolChoice
 from .interaction import ToolDeclaration as ToolDeclaration
 from .interaction import ToolResult as ToolResult
 from .interaction import Usage as Usage
+from .interaction import intercept_calls as intercept_calls
 from .providers.base import ProviderReadiness as ProviderReadiness
 from .retry import RetryPolicy as RetryPolicy
 from .source import Source as Source
@@ -70,6 +74,7 @@ __all__ = [
     "CacheError",
     "CachePolicy",
     "CacheSetting",
+    "CallInterceptor",
     "Config",
     "ConfigurationError",
     "ContextOverflowError",
@@ -90,6 +95,7 @@ __all__ = [
     "OutputRequirements",
     "PlanningError",
     "PolluxError",
+    "ProviderCall",
     "ProviderName",
     "ProviderReadiness",
     "RateLimitError",
@@ -98,6 +104,7 @@ __all__ = [
     "Session",
     "Source",
     "SourceError",
+    "SourceTypeError",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallParseError",
@@ -112,6 +119,7 @@ __all__ = [
     "defer",
     "inspect_deferred",
     "interact",
+    "intercept_calls",
     "prepare_environment",
     "run",
     "run_many",

@@ -25,7 +25,7 @@ from pollux._engine.execute import close_async_iterator
 from pollux._session import Session
 from pollux.config import Config
 from pollux.errors import ConfigurationError
-from pollux.interaction.requirements import OutputRequirements
+from pollux.interaction.call import describe_call, settings_from
 
 if TYPE_CHECKING:
     from pollux.interaction.environment import CacheSetting, Environment
@@ -205,38 +205,20 @@ async def run(
         result = await run("Summarize.", source=Source.from_file("doc.pdf"), config=config)
         print(result.text)
     """
-    if source is not None and sources:
-        raise ConfigurationError(
-            "run() takes source= or sources=, not both",
-            hint="Pass sources=[a, b] for several sources.",
-        )
-    if environment is not None and source is not None:
-        raise ConfigurationError(
-            "environment cannot be combined with inline source/sources",
-            hint="Build the Environment with the sources, or drop the environment.",
-        )
+    settings = settings_from(locals())
+    call = describe_call(
+        prompt,
+        environment=environment,
+        source=source,
+        sources=sources,
+        instructions=instructions,
+        tools=tools,
+        settings=settings,
+    )
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
-        outputs = await session._run_many(
-            prompt,
-            sources=(source,) if source is not None else tuple(sources),
-            environment=environment,
-            instructions=instructions,
-            tools=tools,
-            requirements=OutputRequirements(
-                output_schema=output,
-                temperature=temperature,
-                top_p=top_p,
-                max_tokens=max_tokens,
-                seed=seed,
-                reasoning_effort=reasoning_effort,
-                reasoning_budget_tokens=reasoning_budget_tokens,
-                tool_choice=tool_choice,
-                provider_options=provider_options,
-            ),
-            raise_errors=True,
-        )
+        outputs = await session.run_call(call, raise_errors=True)
     finally:
         state.release(session)
     return outputs[0]
@@ -304,6 +286,7 @@ async def run_many(
         for answer in results.answers:
             print(answer)
     """
+    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
@@ -312,16 +295,8 @@ async def run_many(
             sources=sources,
             environment=environment,
             instructions=instructions,
-            output=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            tool_choice=tool_choice,
             tools=tools,
-            provider_options=provider_options,
+            **settings,
         )
     finally:
         state.release(session)
@@ -382,21 +357,14 @@ async def interact(
                 config=cfg,
             )
     """
+    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
         return await session.interact(
             environment,
             input,
-            output=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            tool_choice=tool_choice,
-            provider_options=provider_options,
+            **settings,
         )
     finally:
         state.release(session)
@@ -455,21 +423,14 @@ async def stream(
             elif event.type == "done":
                 result = event.output
     """
+    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
         events = session.stream(
             environment,
             input,
-            output=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            tool_choice=tool_choice,
-            provider_options=provider_options,
+            **settings,
         )
         try:
             async for event in events:

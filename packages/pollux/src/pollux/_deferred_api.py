@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._api import _loop_sessions
 from pollux._engine.deferred import handle_config
+from pollux.interaction.call import settings_from
 
 if TYPE_CHECKING:
     from pollux.config import Config
@@ -78,22 +79,11 @@ async def defer(
         handle = await defer(["Q1?", "Q2?"], sources=[source], config=config)
         Path("job.json").write_text(json.dumps(handle.to_dict()))
     """
+    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
-        return await session.defer(
-            prompts,
-            sources=sources,
-            instructions=instructions,
-            output=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            provider_options=provider_options,
-        )
+        return await session.defer(prompts, sources=sources, instructions=instructions, **settings)
     finally:
         state.release(session)
 

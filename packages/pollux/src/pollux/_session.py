@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping, Sequence, Set
+from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from pollux._engine.prepared import KeptSourcesProvider, PreparedEnvironments
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux.config import Config
 from pollux.errors import ConfigurationError
+from pollux.interaction.call import describe_call
 from pollux.interaction.environment import CachePolicy, Environment
 from pollux.interaction.input import Input
 from pollux.interaction.output import Output, OutputCollection
@@ -31,95 +32,15 @@ from pollux.source import Source
 from pollux.transport import Transport
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from pollux.interaction.call import CallDescription, GenerationSettings
     from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.interaction.environment import CacheSetting
     from pollux.interaction.events import Event
-    from pollux.interaction.requirements import ResponseSchemaInput
-    from pollux.interaction.tools import ToolChoice
     from pollux.providers.base import Provider, ProviderReadiness
 
-__all__ = ["Session", "build_environment", "build_inputs"]
-
-
-def build_environment(
-    environment: Environment | None,
-    *,
-    instructions: str | None,
-    sources: Sequence[Source],
-    tools: Sequence[ToolDeclaration] | None,
-) -> Environment:
-    """The given environment, or one built from inline arguments (never both)."""
-    if environment is not None:
-        if not isinstance(environment, Environment):
-            raise ConfigurationError(
-                f"environment must be an Environment, got {type(environment).__name__}",
-                hint="Build one with Environment(instructions=..., sources=[...], tools=[...]).",
-            )
-        inline = [
-            name
-            for name, value in (
-                ("instructions", instructions),
-                ("sources", sources),
-                ("tools", tools),
-            )
-            if value
-        ]
-        if inline:
-            raise ConfigurationError(
-                f"environment cannot be combined with inline {'/'.join(inline)}",
-                hint="Put them on the Environment, or drop the environment.",
-            )
-        return environment
-    if isinstance(sources, (str, bytes)):  # type: ignore[unreachable]
-        raise ConfigurationError(
-            "sources must be a sequence of Source values, not a string",
-            hint="Pass sources=[Source.from_text(...)] (or source=... on run()).",
-        )
-    if isinstance(sources, Source):
-        raise ConfigurationError(
-            "sources must be a sequence of Source values, got one Source",
-            hint="Pass sources=[source] (or source=source on run()).",
-        )
-    if isinstance(tools, ToolDeclaration):
-        raise ConfigurationError(
-            "tools must be a sequence of ToolDeclaration values, got one ToolDeclaration",
-            hint="Pass tools=[tool].",
-        )
-    return Environment(instructions=instructions, sources=tuple(sources), tools=tuple(tools or ()))
-
-
-def build_inputs(prompts: str | Sequence[str | None] | None) -> list[Input]:
-    """One Input per prompt, in order."""
-    items: Sequence[str | None] = (
-        (prompts,) if prompts is None or isinstance(prompts, str) else prompts
-    )
-    if isinstance(items, (bytes, bytearray)):  # type: ignore[unreachable]
-        raise ConfigurationError("prompts must be text", hint="Pass a string or a list of strings.")
-    if isinstance(items, (Set, Mapping)):
-        # Answers come back in prompt order; a set or a mapping has no order to keep.
-        raise ConfigurationError(
-            f"prompts must be an ordered sequence, got {type(items).__name__}",
-            hint="Pass a list of prompts, for example list(prompts) in the order you want "
-            "the answers.",
-        )
-    inputs: list[Input] = []
-    for position, prompt in enumerate(items):
-        if prompt is not None and not isinstance(prompt, str):
-            raise ConfigurationError(
-                f"prompt {position} must be a string, got {type(prompt).__name__}",
-                hint="Pass prompts as strings.",
-            )
-        if prompt is None or not prompt.strip():
-            raise ConfigurationError(
-                f"prompt {position} is empty",
-                hint="Every prompt needs text; ask the question about the sources explicitly.",
-            )
-        inputs.append(Input(content=prompt))
-    if not inputs:
-        raise ConfigurationError(
-            "run_many() needs at least one prompt", hint="Pass a prompt or a list of prompts."
-        )
-    return inputs
+__all__ = ["Session"]
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -253,61 +174,41 @@ class Session:
         sources: Sequence[Source] = (),
         environment: Environment | None = None,
         instructions: str | None = None,
-        output: ResponseSchemaInput | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        reasoning_effort: str | None = None,
-        reasoning_budget_tokens: int | None = None,
-        tool_choice: ToolChoice | None = None,
         tools: Sequence[ToolDeclaration] | None = None,
-        provider_options: dict[str, dict[str, Any]] | None = None,
+        **settings: Unpack[GenerationSettings],
     ) -> OutputCollection:
         """Run many prompts over shared sources; see :func:`pollux.run_many`.
 
-        A failed prompt yields an Output with ``metrics.completion_status == "error"`` and the
-        error in ``diagnostics.error``; the other answers are kept.
+        Takes :func:`pollux.run_many`'s arguments except ``config`` (the generation keywords
+        are :class:`pollux.interaction.GenerationSettings`). A failed prompt yields an Output
+        with ``metrics.completion_status == "error"`` and the error in ``diagnostics.error``;
+        the other answers are kept.
         """
-        outputs = await self._run_many(
+        call = describe_call(
             prompts,
-            sources=sources,
             environment=environment,
+            sources=sources,
             instructions=instructions,
             tools=tools,
-            requirements=OutputRequirements(
-                output_schema=output,
-                temperature=temperature,
-                top_p=top_p,
-                max_tokens=max_tokens,
-                seed=seed,
-                reasoning_effort=reasoning_effort,
-                reasoning_budget_tokens=reasoning_budget_tokens,
-                tool_choice=tool_choice,
-                provider_options=provider_options,
-            ),
-            raise_errors=False,
+            settings=settings,
         )
+        outputs = await self.run_call(call, raise_errors=False)
         return OutputCollection(outputs=tuple(outputs), prompt_indexes=tuple(range(len(outputs))))
 
-    async def _run_many(
-        self,
-        prompts: str | Sequence[str | None] | None,
-        *,
-        sources: Sequence[Source],
-        environment: Environment | None,
-        instructions: str | None,
-        tools: Sequence[ToolDeclaration] | None,
-        requirements: OutputRequirements,
-        raise_errors: bool,
-    ) -> list[Output]:
+    async def run_call(self, call: CallDescription, *, raise_errors: bool) -> list[Output]:
+        """Run a :class:`pollux.interaction.CallDescription`: one Output per input, in order.
+
+        Args:
+            call: The validated call (see :func:`pollux.interaction.describe_call`).
+            raise_errors: Raise the first failed call's error instead of returning it as an
+                error Output.
+
+        Returns:
+            The Outputs, in input order.
+        """
         self._runtime()
-        env = build_environment(
-            environment, instructions=instructions, sources=sources, tools=tools
-        )
-        rt = self._runtime_for(env)
-        inputs = build_inputs(prompts)
-        results = await run_calls(rt, env, inputs, requirements)
+        rt = self._runtime_for(call.environment)
+        results = await run_calls(rt, call.environment, call.inputs, call.requirements)
         if raise_errors:
             for result in results:
                 if isinstance(result, Failure):
@@ -318,33 +219,13 @@ class Session:
         self,
         environment: Environment,
         input: Input,
-        *,
-        output: ResponseSchemaInput | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        reasoning_effort: str | None = None,
-        reasoning_budget_tokens: int | None = None,
-        tool_choice: ToolChoice | None = None,
-        provider_options: dict[str, dict[str, Any]] | None = None,
+        **settings: Unpack[GenerationSettings],
     ) -> Output:
         """Run one interaction; see :func:`pollux.interact`. Raises the call's error."""
+        call = describe_call(input=input, environment=environment, settings=settings)
         self._runtime()
-        env = build_environment(environment, instructions=None, sources=(), tools=None)
-        rt = self._runtime_for(env)
-        requirements = OutputRequirements(
-            output_schema=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            tool_choice=tool_choice,
-            provider_options=provider_options,
-        )
-        (result,) = await run_calls(rt, env, [input], requirements)
+        rt = self._runtime_for(call.environment)
+        (result,) = await run_calls(rt, call.environment, call.inputs, call.requirements)
         if isinstance(result, Failure):
             raise result.error
         return result
@@ -353,16 +234,7 @@ class Session:
         self,
         environment: Environment,
         input: Input,
-        *,
-        output: ResponseSchemaInput | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        reasoning_effort: str | None = None,
-        reasoning_budget_tokens: int | None = None,
-        tool_choice: ToolChoice | None = None,
-        provider_options: dict[str, dict[str, Any]] | None = None,
+        **settings: Unpack[GenerationSettings],
     ) -> AsyncGenerator[Event, None]:
         """Stream one interaction as Events; see :func:`pollux.stream`.
 
@@ -370,21 +242,10 @@ class Session:
         are checked now, capabilities when iteration starts. Close it (``aclose()``) when you
         stop early, or iterate it to the end.
         """
+        call = describe_call(input=input, environment=environment, settings=settings)
         self._runtime()
-        env = build_environment(environment, instructions=None, sources=(), tools=None)
-        rt = self._runtime_for(env)
-        requirements = OutputRequirements(
-            output_schema=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            tool_choice=tool_choice,
-            provider_options=provider_options,
-        )
-        return stream_call(rt, env, input, requirements)
+        rt = self._runtime_for(call.environment)
+        return stream_call(rt, call.environment, call.inputs[0], call.requirements)
 
     async def check_ready(self) -> ProviderReadiness:
         """Probe the provider; see :func:`pollux.check_ready`."""
@@ -455,38 +316,22 @@ class Session:
         *,
         sources: Sequence[Source] = (),
         instructions: str | None = None,
-        output: ResponseSchemaInput | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        reasoning_effort: str | None = None,
-        reasoning_budget_tokens: int | None = None,
-        provider_options: dict[str, dict[str, Any]] | None = None,
+        **settings: Unpack[GenerationSettings],
     ) -> DeferredHandle:
         """Submit prompts as one provider-side job; see :func:`pollux.defer`."""
         rt = self._runtime()
-        items: Sequence[str | None] = (
-            (prompts,) if prompts is None or isinstance(prompts, str) else prompts
-        )
-        if isinstance(items, (list, tuple)) and not items:
+        if isinstance(prompts, (list, tuple)) and not prompts:
             raise ConfigurationError(
                 "defer() requires at least one prompt",
                 hint="Pass one or more prompts to submit for deferred collection.",
             )
-        env = build_environment(None, instructions=instructions, sources=sources, tools=None)
-        inputs = build_inputs(items)
-        requirements = OutputRequirements(
-            output_schema=output,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            reasoning_effort=reasoning_effort,
-            reasoning_budget_tokens=reasoning_budget_tokens,
-            provider_options=provider_options,
-        )
-        return await _deferred.submit(rt, env, inputs, requirements)
+        if settings.get("tool_choice") is not None:
+            raise ConfigurationError(
+                "defer() does not take tool_choice",
+                hint="Tool calling is out of scope for deferred delivery; use run_many().",
+            )
+        call = describe_call(prompts, sources=sources, instructions=instructions, settings=settings)
+        return await _deferred.submit(rt, call.environment, list(call.inputs), call.requirements)
 
     async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
         """The job's normalized status; see :func:`pollux.inspect_deferred`."""

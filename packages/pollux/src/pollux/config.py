@@ -20,16 +20,25 @@ ProviderName = Literal["gemini", "openai", "anthropic", "openrouter", "local"]
 
 PROVIDER_NAMES: tuple[str, ...] = get_args(ProviderName)
 
-#: Capability names that ``Config.capabilities`` may override.
+#: Capability names that ``Config.capabilities`` may override: every flag of the providers'
+#: ``Capabilities`` table (``pollux.providers.base`` checks at import that the two agree).
 KNOWN_CAPABILITIES: frozenset[str] = frozenset(
     {
         "conversation",
         "deferred_delivery",
         "implicit_caching",
+        "max_tokens",
         "persistent_cache",
+        "prompt_cache_ttl",
         "reasoning",
         "reasoning_budget_tokens",
+        "seed",
+        "streaming",
         "structured_outputs",
+        "temperature",
+        "tool_result_errors",
+        "tools",
+        "top_p",
         "uploads",
     }
 )

@@ -7,6 +7,7 @@ Every error carries a ``hint`` that says how to fix the problem::
         ├── ConfigurationError       bad configuration or input (also a ValueError)
         │   └── ToolCallParseError   a model's tool-call arguments are not a JSON object
         ├── SourceError              a source could not be validated or loaded
+        │   └── SourceTypeError      a source argument of the wrong type (also a TypeError)
         ├── PlanningError            execution planning failed
         ├── InternalError            a pollux bug or broken invariant
         ├── APIError                 a provider call failed (retryable, status_code, ...)
@@ -41,6 +42,7 @@ __all__ = [
     "PolluxError",
     "RateLimitError",
     "SourceError",
+    "SourceTypeError",
     "ToolCallParseError",
 ]
 
@@ -95,6 +97,10 @@ class ConfigurationError(PolluxError, ValueError):
 
 class SourceError(PolluxError):
     """Source validation or loading failed."""
+
+
+class SourceTypeError(SourceError, TypeError):
+    """A source constructor got an argument of the wrong type (also a ``TypeError``)."""
 
 
 class PlanningError(PolluxError):

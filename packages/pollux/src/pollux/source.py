@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from .errors import SourceError
+from .errors import SourceError, SourceTypeError
 
 __all__ = ["ProviderHint", "Source", "SourceType"]
 
@@ -350,10 +350,11 @@ class Source:
                 ``https://arxiv.org/pdf/<id>.pdf``.
 
         Raises:
+            SourceTypeError: ``ref`` is not a str (also a TypeError).
             SourceError: The reference is not a valid arXiv id or arxiv.org URL.
         """
         if not isinstance(ref, str):
-            raise SourceError(
+            raise SourceTypeError(
                 f"arXiv reference must be a str, got {type(ref).__name__}",
                 hint="Pass an id such as '2301.07041' or an arxiv.org URL.",
             )

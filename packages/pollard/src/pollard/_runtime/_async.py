@@ -123,6 +123,47 @@ class AsyncRun(RunView):
         self._state = state
         self._offload = offload
 
+    @staticmethod
+    def of(run: Run | AsyncRun) -> AsyncRun:
+        """The async view of ``run``: an `AsyncRun` as is, or a sync `Run`'s cursor, async-driven.
+
+        A sync run's store I/O stays inline, on the caller's thread, as the sync runtime
+        expects; its cursor moves and charges are the sync run's.
+
+        Raises:
+            TypeError: ``run`` is not a pollard run.
+        """
+        if isinstance(run, (AsyncRun, Run)):
+            return async_view(run)
+        raise TypeError(
+            "a pollard run is needed (from Runtime(...).run() or AsyncRuntime(...).run()), "
+            f"got {type(run).__name__}"
+        )
+
+    def fork(self) -> AsyncRun:
+        """A second cursor at this run's cursor that reports into this run (no anchor node).
+
+        Concurrent steps on one cursor would race for it (each step moves it); a fan-out gives
+        each concurrent step its own fork, so every step's node is a child of the same node and
+        its charges count in this run's report.
+
+        Example:
+            >>> import asyncio
+            >>> from pollard import AsyncRuntime
+            >>> async def model(payload):
+            ...     return {"text": payload["q"]}
+            >>> async def main():
+            ...     async with AsyncRuntime().run("fan") as run:
+            ...         a, b = run.fork(), run.fork()
+            ...         x, y = await asyncio.gather(
+            ...             a.model_call({"q": "1"}, fn=model), b.model_call({"q": "2"}, fn=model)
+            ...         )
+            ...         return x.parent == y.parent == run.cursor_id
+            >>> asyncio.run(main())
+            True
+        """
+        return fork(self)
+
     async def _drive(self, gen: Step) -> Node:
         return cast(Node, await drive_async(gen, self._offload))
 

@@ -402,6 +402,15 @@ class RunView:
         """``"record"``, ``"hybrid"`` or ``"replay"``."""
         return self._state.mode
 
+    @property
+    def limited(self) -> bool:
+        """Whether a budget or a rate window can refuse this run's steps.
+
+        A fan-out that must refuse the same steps on every run admits them in order only when
+        this is true; without limits nothing can be refused.
+        """
+        return self._state.limited
+
     def __repr__(self) -> str:
         name = type(self).__name__
         return f"<{name} {self.label!r} cursor={self.cursor_id[:12]} depth={self.depth}>"

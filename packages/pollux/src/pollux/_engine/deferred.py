@@ -27,6 +27,7 @@ from pollux._engine.plan import plan_calls
 from pollux._engine.retry import raise_stamped, with_retries
 from pollux.config import Config
 from pollux.errors import APIError, ConfigurationError, DeferredNotReadyError, InternalError
+from pollux.interaction.call import requirements_from
 from pollux.interaction.deferred import DeferredHandle
 from pollux.interaction.input import Input
 from pollux.interaction.output import (
@@ -208,7 +209,7 @@ async def cancel(rt: Runtime, handle: DeferredHandle) -> None:
 def _collect_requirements(
     handle: DeferredHandle, response_schema: type[Any] | dict[str, Any] | None
 ) -> OutputRequirements:
-    requirements = OutputRequirements(output_schema=response_schema)
+    requirements = requirements_from({"output": response_schema})
     if response_schema is None:
         return requirements
     if handle.schema_hash is None:

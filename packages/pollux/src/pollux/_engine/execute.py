@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +17,19 @@ from pollux._engine.assemble import StreamAccumulator, assemble
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
-from pollux.errors import APIError, ToolCallParseError
+from pollux.errors import APIError, InternalError, ToolCallParseError
 from pollux.interaction.environment import CachePolicy
 from pollux.interaction.events import Event
+from pollux.interaction.intercept import ProviderCall, active_interceptors
 from pollux.interaction.output import Output, error_output
 from pollux.providers.base import PreparedSources
 
 if TYPE_CHECKING:
+    from pollux._engine.plan import Plan
     from pollux.config import Config
     from pollux.interaction.environment import Environment
     from pollux.interaction.input import Input
+    from pollux.interaction.intercept import CallInterceptor
     from pollux.interaction.requirements import OutputRequirements
     from pollux.providers.base import Provider, ProviderRequest, StreamChunk
 
@@ -136,6 +139,9 @@ async def run_calls(
     plan = plan_calls(provider, config, environment, inputs, requirements)
     if not plan.requests:
         return []
+    interceptors = active_interceptors()
+    if interceptors:
+        return await _run_intercepted(rt, environment, inputs, plan, interceptors)
     await _preflight(rt, plan.requests[0])
     prepared = await _prepare(rt, environment, plan.requests)
     try:
@@ -150,21 +156,94 @@ async def run_calls(
             except Exception as exc:
                 return Failure(exc, time.perf_counter() - start)
 
-        warm_up_first = getattr(provider, "warm_up_first", None)
-        if len(requests) > 1 and warm_up_first is not None and warm_up_first(requests):
-            # The first call writes the provider's prompt cache; the rest then read it.
-            first = await call(0)
-            rest = await run_bounded(
-                len(requests) - 1, lambda i: call(i + 1), concurrency=config.request_concurrency
-            )
-            results: list[Output | Failure | Exception] = [first, *rest]
-        else:
-            results = list(
-                await run_bounded(len(requests), call, concurrency=config.request_concurrency)
-            )
+        results = await _fan_out(rt, requests, call)
         return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
     finally:
         await provider.release_sources(prepared)
+
+
+async def _run_intercepted(
+    rt: Runtime,
+    environment: Environment,
+    inputs: Sequence[Input],
+    plan: Plan,
+    interceptors: tuple[CallInterceptor, ...],
+) -> list[Output | Failure]:
+    # The seam: each planned call goes through the interceptors. Pre-flight and source
+    # preparation happen once, when the first call proceeds, so a call whose every request is
+    # served (a replay) reads and uploads nothing.
+    provider = rt.provider
+    config = rt.config
+    count = len(plan.requests)
+    continuable = count == 1 and plan.capabilities.conversation
+    ready = asyncio.Lock()
+    prepared: list[PreparedSources] = []
+
+    async def sources() -> PreparedSources:
+        async with ready:
+            if not prepared:
+                await _preflight(rt, plan.requests[0])
+                prepared.append(await _prepare(rt, environment, plan.requests))
+            return prepared[0]
+
+    def through(index: int, depth: int) -> Callable[[], Awaitable[Output]]:
+        async def proceed() -> Output:
+            if depth < len(interceptors):
+                output = await interceptors[depth].call(described[index], through(index, depth + 1))
+                if not isinstance(output, Output):
+                    raise InternalError(
+                        f"interceptor {type(interceptors[depth]).__name__} returned "
+                        f"{type(output).__name__}, not an Output",
+                        hint="An interceptor returns await proceed() or an Output it serves.",
+                    )
+                return output
+            request = replace(plan.requests[index], sources=await sources())
+            return await _call_one(rt, request, index, continuable)
+
+        return proceed
+
+    described = [
+        ProviderCall(
+            provider=provider.name,
+            model=request.model,
+            use_mock=config.use_mock,
+            environment=environment,
+            input=turn,
+            requirements=request.requirements,
+            index=index,
+            count=count,
+        )
+        for index, (turn, request) in enumerate(zip(inputs, plan.requests, strict=True))
+    ]
+
+    async def call(index: int) -> Output | Failure:
+        start = time.perf_counter()
+        try:
+            return await through(index, 0)()
+        except Exception as exc:
+            return Failure(exc, time.perf_counter() - start)
+
+    try:
+        results = await _fan_out(rt, plan.requests, call)
+        return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
+    finally:
+        if prepared:
+            await provider.release_sources(prepared[0])
+
+
+async def _fan_out(
+    rt: Runtime,
+    requests: Sequence[ProviderRequest],
+    call: Callable[[int], Awaitable[Output | Failure]],
+) -> list[Output | Failure | Exception]:
+    warm_up_first = getattr(rt.provider, "warm_up_first", None)
+    concurrency = rt.config.request_concurrency
+    if len(requests) > 1 and warm_up_first is not None and warm_up_first(requests):
+        # The first call writes the provider's prompt cache; the rest then read it.
+        first = await call(0)
+        rest = await run_bounded(len(requests) - 1, lambda i: call(i + 1), concurrency=concurrency)
+        return [first, *rest]
+    return list(await run_bounded(len(requests), call, concurrency=concurrency))
 
 
 async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuable: bool) -> Output:

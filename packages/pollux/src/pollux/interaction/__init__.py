@@ -7,6 +7,11 @@ Pure value types with no I/O: :class:`Environment`, :class:`Input`, :class:`Mess
 
 from __future__ import annotations
 
+from .call import CallDescription as CallDescription
+from .call import GenerationSettings as GenerationSettings
+from .call import describe_call as describe_call
+from .call import requirements_from as requirements_from
+from .call import settings_from as settings_from
 from .continuation import Continuation as Continuation
 from .deferred import DeferredHandle as DeferredHandle
 from .deferred import DeferredSnapshot as DeferredSnapshot
@@ -17,6 +22,9 @@ from .environment import Environment as Environment
 from .events import Event as Event
 from .events import EventType as EventType
 from .input import Input as Input
+from .intercept import CallInterceptor as CallInterceptor
+from .intercept import ProviderCall as ProviderCall
+from .intercept import intercept_calls as intercept_calls
 from .messages import Message as Message
 from .messages import MessageRole as MessageRole
 from .output import CacheMode as CacheMode
@@ -41,6 +49,8 @@ __all__ = [
     "CacheMode",
     "CachePolicy",
     "CacheSetting",
+    "CallDescription",
+    "CallInterceptor",
     "CollectionStatus",
     "CompletionStatus",
     "Continuation",
@@ -51,6 +61,7 @@ __all__ = [
     "Environment",
     "Event",
     "EventType",
+    "GenerationSettings",
     "Input",
     "Message",
     "MessageRole",
@@ -58,6 +69,7 @@ __all__ = [
     "Output",
     "OutputCollection",
     "OutputRequirements",
+    "ProviderCall",
     "ResponseSchemaInput",
     "ToolCall",
     "ToolCallDelta",
@@ -66,5 +78,9 @@ __all__ = [
     "ToolResult",
     "Usage",
     "completion_status_for",
+    "describe_call",
     "error_output",
+    "intercept_calls",
+    "requirements_from",
+    "settings_from",
 ]

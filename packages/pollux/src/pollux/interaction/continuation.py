@@ -147,6 +147,11 @@ class Continuation:
             data: The serialized continuation.
             expected_provider: When given, the provider the continuation must belong to.
 
+        Also loads the layout pollux 2.0 stored (version 2 with ``messages``, ``response_id``
+        and ``provider_state`` instead of ``state``), so stored continuations keep working: the
+        response id continues an OpenAI conversation server-side, and the messages continue a
+        Chat Completions one (OpenRouter, local servers).
+
         Raises:
             ConfigurationError: A different schema version, a malformed payload, or a
                 provider other than ``expected_provider``.
@@ -173,6 +178,8 @@ class Continuation:
                 hint="Start a new interaction instead of editing continuation state.",
             )
         state = data.get("state")
+        if state is None and "messages" in data:
+            state = _seed_layout_state(data)
         if not isinstance(state, Mapping):
             raise ConfigurationError(
                 "Incompatible continuation: state must be an object",
@@ -189,3 +196,28 @@ class Continuation:
         if expected_provider is not None:
             continuation._require_provider(expected_provider)
         return continuation
+
+
+def _seed_layout_state(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider state of a continuation stored in pollux 2.0's layout."""
+    hint = "Start a new interaction instead of editing continuation state."
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+        raise ConfigurationError(
+            "Incompatible continuation: messages must be a list of objects", hint=hint
+        )
+    response_id = data.get("response_id")
+    if response_id is not None and not isinstance(response_id, str):
+        raise ConfigurationError(
+            "Incompatible continuation: response_id must be a string or null", hint=hint
+        )
+    provider_state = data.get("provider_state")
+    if provider_state is not None and not isinstance(provider_state, Mapping):
+        raise ConfigurationError(
+            "Incompatible continuation: provider_state must be an object or null", hint=hint
+        )
+    state: dict[str, Any] = dict(provider_state or {})
+    state["messages"] = [dict(m) for m in messages]
+    if response_id:
+        state["response_id"] = response_id
+    return state

@@ -46,7 +46,8 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pollux._scrub import scrub
-from pollux.errors import ConfigurationError
+from pollux.config import KNOWN_CAPABILITIES
+from pollux.errors import ConfigurationError, InternalError
 
 if TYPE_CHECKING:
     from pollux.interaction.environment import CachePolicy, CacheSetting
@@ -138,6 +139,14 @@ class Capabilities:
                 )
             changes[name] = value
         return replace(self, **changes)
+
+
+if {f.name for f in fields(Capabilities)} != KNOWN_CAPABILITIES:  # pragma: no cover - a guard
+    # The table and Config's list of overridable names are one set of names.
+    raise InternalError(
+        "Capabilities and config.KNOWN_CAPABILITIES disagree",
+        hint="Add the capability to both pollux.config.KNOWN_CAPABILITIES and Capabilities.",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,81 @@
+"""The pollux bridge: every pollux interaction as a governed, budgeted, replayable pollard step.
+
+``pip install "pollard[pollux]"``. The functions mirror pollux's entry points and take a pollard
+run first, an `AsyncRun` or a sync `Run` (pollux is async, so with a sync `Runtime` call them
+through ``asyncio.run(...)``; its store I/O then stays on the calling thread):
+
+* `governed_run` (like ``pollux.run``) and `governed_interact` (like ``pollux.interact``) record one
+  ``model_call`` node under the run's cursor and return the `pollux.Output`;
+* `governed_stream` (like ``pollux.stream``) yields the `pollux.Event` timeline while the step
+  runs; the events are kept with the node, so replay yields the same timeline;
+* `governed_run_many` (like ``pollux.run_many``) makes **each prompt its own step**: the prompts
+  run concurrently (at most ``config.request_concurrency`` in flight), each prompt is checked
+  against the budgets before its provider call, and a refused or failed prompt becomes an error
+  `pollux.Output` while the others keep their answers, exactly like pollux's partial results.
+
+What a node records:
+
+* its **identity payload** is the model-visible request: ``provider``, ``model``, the
+  environment (`pollux.Environment.fingerprint`, the instructions, every source's
+  ``cache_identity_hash`` and size, the tool names), the input (content, portable history, the
+  digest of the continuation, tool results) and the output requirements that are set
+  (temperature and top_p in pollard's canonical float form, max_tokens, seed, reasoning, the
+  output schema's hash, tool choice, the active provider's options). Connection details
+  (``base_url``, keys, timeouts, retries, concurrency) are not part of it, so a recording made
+  against one server replays against another; ``use_mock=True`` is (as ``"mock": true``), so mock
+  recordings never answer for a real provider.
+* its **result** is ``{"text", "output": Output.to_jsonable(), "usage"}``; ``usage`` carries the
+  normalized counts every pollard adapter reports (``input_tokens`` and ``output_tokens`` are the
+  whole volume; ``cache_read_tokens``, ``cache_write_tokens`` and ``reasoning_tokens`` are
+  breakdowns), which `pollard.meters.TokenMeter` and `pollard.meters.CostMeter` charge.
+
+Replay rebuilds the Output with ``Output.from_jsonable`` (validating structured output into the
+pydantic model you pass as ``output=``) and makes no provider call; a request that was not recorded
+raises `pollard.MissingRecording`. A continuation comes back from the recorded output, so a
+replayed tool loop sends the same continuation on its next turn and is served again.
+
+Failed provider calls raise from `governed_run`, `governed_interact` and `governed_stream` (after
+pollard recorded the failed dispatch and charged its estimate); `governed_run_many` records them
+the same way and returns them as error outputs. Failed calls are not results: hybrid mode runs them
+again, replay raises `pollard.MissingRecording` for them.
+
+Example:
+    >>> import asyncio
+    >>> from pollard import AsyncRuntime, Budget
+    >>> from pollard.adapters.pollux import governed_run_many
+    >>> from pollux import Config
+    >>> async def main():
+    ...     config = Config(provider="openai", model="gpt-5-nano", use_mock=True)
+    ...     async with AsyncRuntime() as rt:
+    ...         run = rt.run("demo", budget=Budget(steps=10))
+    ...         answers = await governed_run_many(run, ["Q1?", "Q2?"], config=config)
+    ...         return answers.status, run.report()["spent"]["steps"]
+    >>> asyncio.run(main())
+    ('ok', 2)
+"""
+
+from __future__ import annotations
+
+try:
+    import pollux  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the extra is installed in every test environment
+    raise ImportError(
+        'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
+    ) from exc
+
+from ._calls import governed_interact, governed_run
+from ._estimator import PolluxTokenEstimator
+from ._fanout import governed_run_many
+from ._identity import BRIDGE_VERSION, output_from_node
+from ._identity import request_identity as _payload  # noqa: F401  (the identity tests build payloads)
+from ._stream import governed_stream
+
+__all__ = [
+    "BRIDGE_VERSION",
+    "PolluxTokenEstimator",
+    "governed_interact",
+    "governed_run",
+    "governed_run_many",
+    "governed_stream",
+    "output_from_node",
+]

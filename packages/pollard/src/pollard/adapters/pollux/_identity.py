@@ -1,0 +1,189 @@
+"""The identity of a bridge node (the model-visible request) and its recorded result."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pollard.errors import PollardError
+from pollux import Config, Environment, Input, Output, OutputRequirements, Source
+from pollux.interaction import requirements_from
+
+if TYPE_CHECKING:
+    from pollard._core._node import Node
+    from pollux import ResponseSchemaInput
+
+__all__ = [
+    "BRIDGE_VERSION",
+    "canonical",
+    "output_from_node",
+    "request_identities",
+    "request_identity",
+    "result_of",
+]
+
+BRIDGE_VERSION = 1
+"""The ``"pollux"`` field of every identity payload; bumped when the payload's meaning changes."""
+
+# pollux provider -> OpenTelemetry ``gen_ai.provider.name`` (read from ``payload["_pollard"]``).
+_GEN_AI_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+    "openrouter": "openrouter",
+}
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical(value)).hexdigest()
+
+
+def _json(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{what} must be JSON data to be part of a pollard identity: {exc}"
+        ) from None
+
+
+def _source_identity(source: Source, provider: str) -> dict[str, Any]:
+    return {
+        "type": source.source_type,
+        "mime_type": source.mime_type,
+        "hash": source.cache_identity_hash(provider=provider),
+        "bytes": source.size_bytes,
+    }
+
+
+def _requirements_identity(requirements: OutputRequirements, provider: str) -> dict[str, Any]:
+    identity: dict[str, Any] = {}
+    schema_hash = requirements.output_schema_hash()
+    if schema_hash is not None:
+        identity["output_schema"] = schema_hash
+    for name in (
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "reasoning_effort",
+        "reasoning_budget_tokens",
+    ):
+        value = getattr(requirements, name)
+        if value is not None:
+            identity[name] = value
+    choice = requirements.tool_choice
+    if choice is not None:
+        identity["tool_choice"] = choice if isinstance(choice, str) else dict(choice)
+    options = requirements.provider_options_for(provider)
+    if options:
+        identity["provider_options"] = _json(options, "provider_options")
+    return identity
+
+
+def _input_identity(turn: Input) -> dict[str, Any]:
+    identity: dict[str, Any] = {}
+    if turn.content is not None:
+        identity["content"] = turn.content
+    if turn.history is not None:
+        identity["history"] = [_json(m.to_jsonable(), "history") for m in turn.history]
+    if turn.continuation is not None:
+        # The digest commits to the exact prior state; the state itself is in the previous
+        # node's recorded output, so long conversations are not stored once per turn.
+        identity["continuation"] = _digest(turn.continuation.to_jsonable())
+    if turn.tool_results:
+        identity["tool_results"] = [r.to_jsonable() for r in turn.tool_results]
+    return identity
+
+
+def request_identities(
+    api: str,
+    config: Config,
+    environment: Environment,
+    turns: Sequence[Input],
+    requirements: OutputRequirements,
+) -> list[dict[str, Any]]:
+    """One identity payload per turn; the shared parts are computed (and hashed) once."""
+    provider = config.provider
+    env: dict[str, Any] = {"fingerprint": environment.fingerprint(provider=provider)}
+    if environment.instructions is not None:
+        env["instructions"] = environment.instructions
+    if environment.sources:
+        env["sources"] = [_source_identity(s, provider) for s in environment.sources]
+    if environment.tools:
+        env["tools"] = [tool.name for tool in environment.tools]
+    common: dict[str, Any] = {
+        "pollux": BRIDGE_VERSION,
+        "api": api,
+        "provider": provider,
+        "model": config.model,
+    }
+    if config.use_mock:
+        common["mock"] = True
+    elif provider in _GEN_AI_PROVIDERS:
+        common["_pollard"] = {"provider": _GEN_AI_PROVIDERS[provider]}
+    common["environment"] = env
+    required = _requirements_identity(requirements, provider)
+    payloads = []
+    for turn in turns:
+        payload = {**common, "input": _input_identity(turn)}
+        if required:
+            payload["requirements"] = required
+        payloads.append(payload)
+    return payloads
+
+
+def request_identity(
+    api: str,
+    config: Config,
+    environment: Environment,
+    turn: Input,
+    requirements: OutputRequirements,
+) -> dict[str, Any]:
+    return request_identities(api, config, environment, (turn,), requirements)[0]
+
+
+def result_of(output: Output) -> dict[str, Any]:
+    usage = output.usage
+    return {
+        "text": output.text,
+        "output": output.to_jsonable(),
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cached_tokens or 0,
+            "cache_write_tokens": 0,
+            "reasoning_tokens": usage.reasoning_tokens or 0,
+        },
+    }
+
+
+def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -> Output:
+    """Rebuild the `pollux.Output` a bridge node recorded.
+
+    Args:
+        node: A ``model_call`` node recorded by this module.
+        output: The pydantic model the call asked for, to validate ``structured`` into it (a JSON
+            Schema dict, or None, keeps it as JSON data).
+
+    Returns:
+        The recorded Output.
+
+    Raises:
+        PollardError: The node has no recorded pollux output.
+    """
+    result = node.result
+    data = result.get("output") if isinstance(result, Mapping) else None
+    if not isinstance(data, Mapping):
+        raise PollardError(
+            f"node {node.id} holds no recorded pollux output",
+            hint="pass a model_call node recorded by pollard.adapters.pollux",
+        )
+    model = requirements_from({"output": output}).output_schema_model()
+    return Output.from_jsonable(data, response_schema=model)

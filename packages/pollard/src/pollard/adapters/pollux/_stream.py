@@ -1,0 +1,135 @@
+"""`governed_stream`: the pollux Event timeline as one governed step, kept for replay."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pollux
+from pollard.errors import PollardError
+from pollux import Config, Environment, Event, Input, Output
+from pollux.interaction import describe_call
+
+from ._calls import check_config, check_run, settings_of
+from ._identity import output_from_node, request_identity, result_of
+
+if TYPE_CHECKING:
+    from pollard._runtime._async import AsyncRun
+    from pollard._runtime._sync import Run
+    from pollux import ResponseSchemaInput, ToolChoice
+
+__all__ = ["governed_stream"]
+
+
+async def governed_stream(
+    run: AsyncRun | Run,
+    environment: Environment,
+    input: Input,
+    *,
+    config: Config,
+    output: ResponseSchemaInput | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    reasoning_effort: str | None = None,
+    reasoning_budget_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+    attempt: int = 0,
+) -> AsyncGenerator[Event, None]:
+    """``pollux.stream`` as one governed ``model_call`` step: the same `pollux.Event` timeline.
+
+    Events are yielded as the provider streams them and stored with the node (pollard's
+    ``keep_chunks``), so hybrid and replay yield the recorded timeline without a provider call.
+    The terminal ``done`` event carries the Output; charges settle once, after the stream ends.
+    Closing the iterator early cancels the call (pollard records the cancelled dispatch).
+
+    Args:
+        run: The run to record into (an `AsyncRun`, or a sync `Run`; see the module docs).
+        environment: The reusable model-facing setup.
+        input: The turn.
+        config: The pollux configuration.
+        output: A pydantic model or JSON Schema for structured output.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling probability.
+        max_tokens: Hard cap on output tokens.
+        seed: Sampling seed where supported.
+        reasoning_effort: Qualitative reasoning effort.
+        reasoning_budget_tokens: Explicit reasoning token budget.
+        tool_choice: Tool-choice control.
+        provider_options: Raw provider-scoped generation options.
+        attempt: pollard's attempt number.
+
+    Yields:
+        Each event of the timeline, ending in ``done``.
+
+    Raises:
+        BudgetExceeded: A budget refused the call before any provider I/O.
+        MissingRecording: Replay mode, and this turn was not recorded here.
+        APIError: The provider call or stream failed (recorded and charged).
+    """
+    settings = settings_of(locals())
+    run = check_run(run, "governed_stream")
+    config = check_config(config)
+    call = describe_call(input=input, environment=environment, settings=settings)
+    env, (turn,) = call.environment, call.inputs
+    requirements = call.requirements
+    payload = request_identity("stream", config, env, turn, requirements)
+    # One event in hand at a time: the consumer's pace drives the stream, as with pollux.stream,
+    # and closing the iterator early cancels the call.
+    queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=1)
+    live: list[Output] = []
+
+    async def chunks() -> AsyncIterator[dict[str, Any]]:
+        events = pollux.stream(env, turn, config=config, **settings)
+        final: Output | None = None
+        try:
+            async for event in events:
+                if event.type == "done":
+                    final = event.output
+                else:
+                    # An empty delta leaves the settled result alone; the event rides along.
+                    yield {"delta": {}, "event": event.to_jsonable()}
+        finally:
+            await events.aclose()
+        if final is None:
+            raise PollardError(
+                "the pollux stream ended without a done event",
+                hint="this is a pollux bug; please report it",
+            )
+        live.append(final)
+        yield {"result": result_of(final)}
+
+    def fn(_payload: Any) -> AsyncIterator[dict[str, Any]]:
+        return chunks()
+
+    async def on_delta(chunk: Mapping[str, Any]) -> None:
+        event = chunk.get("event")
+        if isinstance(event, Mapping):
+            await queue.put(Event.from_jsonable(event))
+
+    task = asyncio.ensure_future(
+        run.model_call(payload, fn=fn, attempt=attempt, on_delta=on_delta, keep_chunks=True)
+    )
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+                continue
+            getter.cancel()
+            while not queue.empty():
+                yield queue.get_nowait()
+            break
+        node = task.result()
+        final = live[0] if live else output_from_node(node, output=requirements.output_schema)
+        yield Event(type="done", output=final)
+    finally:
+        if not task.done():
+            task.cancel()
+        # Let pollard record the cancelled (or failed) dispatch before the iterator closes; a
+        # step error was raised by task.result() above.
+        await asyncio.gather(task, return_exceptions=True)

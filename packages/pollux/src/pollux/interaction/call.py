@@ -1,0 +1,283 @@
+"""One neutral description of a call: environment, inputs and generation settings.
+
+Every front door (``run``, ``run_many``, ``interact``, ``stream``, ``defer``, the ``Session``
+methods) and the pollard bridge build their call here, so the inline-argument rules, the prompt
+rules and the output requirements are written once. The seed's generation keywords are declared
+once, in :class:`GenerationSettings`; adding one is an edit there (and in the public signatures
+that list it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from pollux.errors import ConfigurationError
+from pollux.source import Source
+
+from .environment import Environment
+from .input import Input
+from .requirements import OutputRequirements
+from .tools import ToolDeclaration
+
+if TYPE_CHECKING:
+    from .requirements import ResponseSchemaInput
+    from .tools import ToolChoice
+
+__all__ = [
+    "SETTING_NAMES",
+    "CallDescription",
+    "GenerationSettings",
+    "build_environment",
+    "build_inputs",
+    "describe_call",
+    "requirements_from",
+    "settings_from",
+]
+
+
+class GenerationSettings(TypedDict, total=False):
+    """The generation keywords every front door takes (all optional).
+
+    Attributes:
+        output: A pydantic model class or JSON Schema dict for structured output.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling probability.
+        max_tokens: Hard cap on output tokens.
+        seed: Sampling seed where supported.
+        reasoning_effort: Qualitative reasoning effort.
+        reasoning_budget_tokens: Explicit reasoning token budget.
+        tool_choice: Tool-choice control.
+        provider_options: Raw provider-scoped generation options.
+    """
+
+    output: ResponseSchemaInput | None
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    seed: int | None
+    reasoning_effort: str | None
+    reasoning_budget_tokens: int | None
+    tool_choice: ToolChoice | None
+    provider_options: dict[str, dict[str, Any]] | None
+
+
+SETTING_NAMES: tuple[str, ...] = (
+    "output",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "reasoning_effort",
+    "reasoning_budget_tokens",
+    "tool_choice",
+    "provider_options",
+)
+"""The keys of :class:`GenerationSettings`, in the seed's order."""
+
+
+def settings_from(values: Mapping[str, Any]) -> GenerationSettings:
+    """The generation settings found in ``values`` (a front door's ``locals()``), None left out.
+
+    A front door with the seed's explicit signature passes its ``locals()`` here instead of
+    copying the keyword block into its call.
+    """
+    settings: dict[str, Any] = {}
+    for name in SETTING_NAMES:
+        value = values.get(name)
+        if value is not None:
+            settings[name] = value
+    return settings  # type: ignore[return-value]
+
+
+def requirements_from(settings: Mapping[str, Any]) -> OutputRequirements:
+    """The validated :class:`OutputRequirements` for ``settings`` (the one place they are built).
+
+    Raises:
+        ConfigurationError: An unknown setting, or a value OutputRequirements refuses.
+    """
+    unknown = sorted(set(settings) - set(SETTING_NAMES))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown generation setting(s): {', '.join(unknown)}",
+            hint="Generation settings are: " + ", ".join(SETTING_NAMES) + ".",
+        )
+    return OutputRequirements(
+        output_schema=settings.get("output"),
+        temperature=settings.get("temperature"),
+        top_p=settings.get("top_p"),
+        max_tokens=settings.get("max_tokens"),
+        seed=settings.get("seed"),
+        reasoning_effort=settings.get("reasoning_effort"),
+        reasoning_budget_tokens=settings.get("reasoning_budget_tokens"),
+        tool_choice=settings.get("tool_choice"),
+        provider_options=settings.get("provider_options"),
+    )
+
+
+def build_environment(
+    environment: Environment | None,
+    *,
+    instructions: str | None = None,
+    sources: Sequence[Source] = (),
+    tools: Sequence[ToolDeclaration] | None = None,
+) -> Environment:
+    """The given environment, or one built from inline arguments (never both).
+
+    Raises:
+        ConfigurationError: Both were given, or ``sources``/``tools`` is not a sequence.
+    """
+    if environment is not None:
+        if not isinstance(environment, Environment):
+            raise ConfigurationError(
+                f"environment must be an Environment, got {type(environment).__name__}",
+                hint="Build one with Environment(instructions=..., sources=[...], tools=[...]).",
+            )
+        inline = [
+            name
+            for name, value in (
+                ("instructions", instructions),
+                ("sources", sources),
+                ("tools", tools),
+            )
+            if value
+        ]
+        if inline:
+            raise ConfigurationError(
+                f"environment cannot be combined with inline {'/'.join(inline)}",
+                hint="Put them on the Environment, or drop the environment.",
+            )
+        return environment
+    if isinstance(sources, (str, bytes)):  # type: ignore[unreachable]
+        raise ConfigurationError(
+            "sources must be a sequence of Source values, not a string",
+            hint="Pass sources=[Source.from_text(...)] (or source=... on run()).",
+        )
+    if isinstance(sources, Source):
+        raise ConfigurationError(
+            "sources must be a sequence of Source values, got one Source",
+            hint="Pass sources=[source] (or source=source on run()).",
+        )
+    if isinstance(tools, ToolDeclaration):
+        raise ConfigurationError(
+            "tools must be a sequence of ToolDeclaration values, got one ToolDeclaration",
+            hint="Pass tools=[tool].",
+        )
+    return Environment(instructions=instructions, sources=tuple(sources), tools=tuple(tools or ()))
+
+
+def build_inputs(prompts: str | Sequence[str | None] | None) -> list[Input]:
+    """One Input per prompt, in order.
+
+    Raises:
+        ConfigurationError: No prompt, an empty or non-text prompt, or an unordered collection.
+    """
+    items: Sequence[str | None] = (
+        (prompts,) if prompts is None or isinstance(prompts, str) else prompts
+    )
+    if isinstance(items, (bytes, bytearray)):  # type: ignore[unreachable]
+        raise ConfigurationError("prompts must be text", hint="Pass a string or a list of strings.")
+    if isinstance(items, (Set, Mapping)):
+        # Answers come back in prompt order; a set or a mapping has no order to keep.
+        raise ConfigurationError(
+            f"prompts must be an ordered sequence, got {type(items).__name__}",
+            hint="Pass a list of prompts, for example list(prompts) in the order you want "
+            "the answers.",
+        )
+    inputs: list[Input] = []
+    for position, prompt in enumerate(items):
+        if prompt is not None and not isinstance(prompt, str):
+            raise ConfigurationError(
+                f"prompt {position} must be a string, got {type(prompt).__name__}",
+                hint="Pass prompts as strings.",
+            )
+        if prompt is None or not prompt.strip():
+            raise ConfigurationError(
+                f"prompt {position} is empty",
+                hint="Every prompt needs text; ask the question about the sources explicitly.",
+            )
+        inputs.append(Input(content=prompt))
+    if not inputs:
+        raise ConfigurationError(
+            "run_many() needs at least one prompt", hint="Pass a prompt or a list of prompts."
+        )
+    return inputs
+
+
+@dataclass(frozen=True, slots=True)
+class CallDescription:
+    """A validated call: what the model sees (environment, inputs) and how it answers.
+
+    Attributes:
+        environment: The model-facing setup shared by every input.
+        inputs: One :class:`Input` per call, in order.
+        requirements: The validated generation settings.
+    """
+
+    environment: Environment
+    inputs: tuple[Input, ...]
+    requirements: OutputRequirements
+
+
+def describe_call(
+    prompts: str | Sequence[str | None] | None = None,
+    *,
+    input: Input | None = None,
+    environment: Environment | None = None,
+    source: Source | None = None,
+    sources: Sequence[Source] = (),
+    instructions: str | None = None,
+    tools: Sequence[ToolDeclaration] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> CallDescription:
+    """Build and validate one call description (no I/O).
+
+    Pass ``prompts`` (the ``run``/``run_many`` shape) or one ``input`` (the ``interact``/
+    ``stream`` shape, with ``environment``).
+
+    Args:
+        prompts: One prompt or an ordered sequence of prompts.
+        input: One explicit turn, instead of prompts.
+        environment: A prepared Environment (not combined with the inline arguments).
+        source: One inline source (``run()``'s convenience, not combined with ``sources``).
+        sources: Inline sources.
+        instructions: An inline system instruction.
+        tools: Inline tool declarations.
+        settings: The generation settings (see :class:`GenerationSettings`).
+
+    Returns:
+        The :class:`CallDescription`.
+
+    Raises:
+        ConfigurationError: Any rule above broken, or an invalid setting.
+
+    Example:
+        >>> call = describe_call(["Q1?", "Q2?"], instructions="Be brief.", settings={"seed": 1})
+        >>> len(call.inputs), call.requirements.seed
+        (2, 1)
+    """
+    if source is not None:
+        if sources:
+            raise ConfigurationError(
+                "run() takes source= or sources=, not both",
+                hint="Pass sources=[a, b] for several sources.",
+            )
+        if environment is not None:
+            raise ConfigurationError(
+                "environment cannot be combined with inline source/sources",
+                hint="Build the Environment with the sources, or drop the environment.",
+            )
+        sources = (source,)
+    requirements = requirements_from(settings or {})
+    env = build_environment(environment, instructions=instructions, sources=sources, tools=tools)
+    if input is not None:
+        if not isinstance(input, Input):
+            raise ConfigurationError(
+                f"input must be an Input, got {type(input).__name__}",
+                hint="Pass Input('your question') or Input(continuation=..., tool_results=[...]).",
+            )
+        inputs: tuple[Input, ...] = (input,)
+    else:
+        inputs = tuple(build_inputs(prompts))
+    return CallDescription(environment=env, inputs=inputs, requirements=requirements)
