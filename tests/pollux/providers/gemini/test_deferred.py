@@ -135,3 +135,20 @@ def test_rest_request_keeps_user_keys() -> None:
     assert "zip_code" in rest["generationConfig"]["responseJsonSchema"]["properties"]
     assert rest["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
     assert rest["contents"][0]["parts"][0]["functionResponse"]["response"] == {"temp_c": 1}
+
+
+async def test_requests_an_expired_job_never_ran_are_expired_not_failed(
+    emu: Emulator, config: Config
+) -> None:
+    # Google answers the requests an expired job never ran with a per-request 504
+    # DEADLINE_EXCEEDED: they expired with the job (as on Anthropic), nothing about them failed.
+    emu.wire("gemini").batch_window_seconds = 5
+    handle = await defer(["a", "b"], config=config)
+    emu.advance(6)
+    snapshot = await inspect_deferred(restarted(handle))
+    assert snapshot.status == "expired" and snapshot.succeeded == 0
+    result = await collect_deferred(restarted(handle))
+    items = [o.diagnostics.raw["deferred"] for o in result.outputs]
+    assert [item["status"] for item in items] == ["expired", "expired"]
+    assert all(o.metrics.completion_status == "error" for o in result.outputs)
+    assert "defer()" in items[0]["error"]["hint"]
