@@ -618,3 +618,41 @@ def test_module_level_calls_share_uploads_until_the_loop_ends(
             "anthropic.files.upload",
             "anthropic.files.delete",
         ]
+
+
+class Labelled(pydantic.BaseModel):
+    label: str
+
+
+class Tree(pydantic.BaseModel):
+    label: str
+    kids: list[Tree] = []
+
+
+class Forest(pydantic.BaseModel):
+    trees: list[Tree]
+
+
+async def test_a_schema_whose_root_is_a_ref_is_served(emu: Emulator, config: Config) -> None:
+    # A JSON Schema may name its root object in $defs; the root is that object.
+    declared = {
+        "$defs": {"Labelled": Labelled.model_json_schema()},
+        "$ref": "#/$defs/Labelled",
+    }
+    out = await run("Label it.", config=config, output=declared)
+    assert out.structured == {"label": "label"}
+    schema = emu.last_request.json["output_config"]["format"]["schema"]
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert "$ref" not in schema and declared["$ref"] == "#/$defs/Labelled"  # input untouched
+
+
+@pytest.mark.parametrize("model", [Tree, Forest], ids=["root", "nested"])
+async def test_a_recursive_schema_is_refused_before_any_request(
+    emu: Emulator, config: Config, model: type[pydantic.BaseModel]
+) -> None:
+    # Anthropic's structured output does not serve recursive schemas: say so, not "the root
+    # must be an object", and spend nothing.
+    with pytest.raises(ConfigurationError, match="recursive") as caught:
+        await run("Draw a tree.", config=config, output=model)
+    assert "#/$defs/Tree" in str(caught.value) and "nest" in (caught.value.hint or "")
+    assert emu.requests_for("anthropic.messages.create") == []
