@@ -209,7 +209,7 @@ async def test_results_out_of_order_come_back_in_prompt_order(
     assert (await inspect_deferred(handle)).status == "completed"
     (batch,) = emu.wire("anthropic").batches.values()
     batch.lines.reverse()
-    assert [line["custom_id"] for line in batch.lines][0] == "pollux-000002"
+    assert batch.lines[0]["custom_id"] == "pollux-000002"
     restarted = DeferredHandle.from_dict(json.loads(json.dumps(handle.to_dict())))
     results = await collect_deferred(restarted)
     assert results.answers == ["one", "two", "three"]
