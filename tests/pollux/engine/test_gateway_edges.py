@@ -299,6 +299,8 @@ async def test_openai_400_for_an_unknown_model_keeps_the_model_hint(
         ("The model produced invalid JSON", False),
         ("Unsupported value: temperature does not support 0.2 with this model", False),
         ("tools are not supported by this model", False),
+        # Gemini 2.5 Pro refusing thinking_budget=0: one sentence ends before "model" starts.
+        ("Budget 0 is invalid. This model only works in thinking mode.", False),
     ],
 )
 def test_unknown_model_detection(message: str, unknown: bool) -> None:

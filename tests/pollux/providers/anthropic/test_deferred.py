@@ -196,3 +196,22 @@ async def test_collect_in_another_process(emu: Emulator, config: Config, tmp_pat
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["far away"]
     restored = DeferredHandle.from_dict(json.loads(saved.read_text()))
     assert restored == handle
+
+
+async def test_results_out_of_order_come_back_in_prompt_order(
+    emu: Emulator, config: Config
+) -> None:
+    # Anthropic documents that batch results may not follow the request order: pollux matches
+    # them back to the prompts by custom_id.
+    emu.script("anthropic.messages.create", Reply("one"), Reply("two"), Reply("three"))
+    handle = await defer(["First?", "Second?", "Third?"], config=config)
+    emu.advance(60)
+    assert (await inspect_deferred(handle)).status == "completed"
+    (batch,) = emu.wire("anthropic").batches.values()
+    batch.lines.reverse()
+    assert batch.lines[0]["custom_id"] == "pollux-000002"
+    restarted = DeferredHandle.from_dict(json.loads(json.dumps(handle.to_dict())))
+    results = await collect_deferred(restarted)
+    assert results.answers == ["one", "two", "three"]
+    ids = [o.diagnostics.raw["deferred"]["request_id"] for o in results.outputs]
+    assert ids == ["pollux-000000", "pollux-000001", "pollux-000002"]

@@ -618,3 +618,69 @@ def test_module_level_calls_share_uploads_until_the_loop_ends(
             "anthropic.files.upload",
             "anthropic.files.delete",
         ]
+
+
+class Labelled(pydantic.BaseModel):
+    label: str
+
+
+class Tree(pydantic.BaseModel):
+    label: str
+    kids: list[Tree] = []
+
+
+class Forest(pydantic.BaseModel):
+    trees: list[Tree]
+
+
+async def test_a_schema_whose_root_is_a_ref_is_served(emu: Emulator, config: Config) -> None:
+    # A JSON Schema may name its root object in $defs; the root is that object.
+    declared = {
+        "$defs": {"Labelled": Labelled.model_json_schema()},
+        "$ref": "#/$defs/Labelled",
+    }
+    out = await run("Label it.", config=config, output=declared)
+    assert out.structured == {"label": "label"}
+    schema = emu.last_request.json["output_config"]["format"]["schema"]
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert "$ref" not in schema and declared["$ref"] == "#/$defs/Labelled"  # input untouched
+
+
+@pytest.mark.parametrize("model", [Tree, Forest], ids=["root", "nested"])
+async def test_a_recursive_schema_is_refused_before_any_request(
+    emu: Emulator, config: Config, model: type[pydantic.BaseModel]
+) -> None:
+    # Anthropic's structured output does not serve recursive schemas: say so, not "the root
+    # must be an object", and spend nothing.
+    with pytest.raises(ConfigurationError, match="recursive") as caught:
+        await run("Draw a tree.", config=config, output=model)
+    assert "#/$defs/Tree" in str(caught.value) and "nest" in (caught.value.hint or "")
+    assert emu.requests_for("anthropic.messages.create") == []
+
+
+async def test_a_file_deleted_behind_the_sessions_back_is_uploaded_again(
+    emu: Emulator, config: Config, tmp_path: Path
+) -> None:
+    # Anthropic keeps uploads until someone deletes them: a cleanup job or another process may.
+    # The call that finds its file gone fails once, saying so; the next call uploads it again.
+    import anthropic
+
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4 fake pdf body")
+    sdk = anthropic.Anthropic(api_key="k", base_url=emu.base_url("anthropic"), max_retries=0)
+    async with Session(config) as session:
+        await session.run_many(["a?"], sources=[Source.from_file(pdf)])
+        (first,) = [f.id for f in sdk.beta.files.list()]
+        sdk.beta.files.delete(first)
+        failed = (await session.run_many(["b?"], sources=[Source.from_file(pdf)])).outputs[0]
+        assert failed.metrics.completion_status == "error"
+        assert "uploads it again" in failed.diagnostics.raw["error"]["hint"]
+        again = await session.run_many(["c?"], sources=[Source.from_file(pdf)])
+        assert again.answers == ["Emulated reply to: c? [1 file]"]
+        assert len(emu.requests_for("anthropic.files.upload")) == 2
+        (second,) = [f.id for f in sdk.beta.files.list()]
+        assert second != first
+    # Only the live upload is deleted on close; the vanished one is not asked for again.
+    (delete,) = emu.requests_for("anthropic.files.delete")[1:]
+    assert delete.path.endswith(second)
+    sdk.close()

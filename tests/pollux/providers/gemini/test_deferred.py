@@ -13,6 +13,7 @@ from pollux import (
     Config,
     DeferredHandle,
     DeferredNotReadyError,
+    Session,
     Source,
     cancel_deferred,
     collect_deferred,
@@ -135,3 +136,36 @@ def test_rest_request_keeps_user_keys() -> None:
     assert "zip_code" in rest["generationConfig"]["responseJsonSchema"]["properties"]
     assert rest["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
     assert rest["contents"][0]["parts"][0]["functionResponse"]["response"] == {"temp_c": 1}
+
+
+async def test_requests_an_expired_job_never_ran_are_expired_not_failed(
+    emu: Emulator, config: Config
+) -> None:
+    # Google answers the requests an expired job never ran with a per-request 504
+    # DEADLINE_EXCEEDED: they expired with the job (as on Anthropic), nothing about them failed.
+    emu.wire("gemini").batch_window_seconds = 5
+    handle = await defer(["a", "b"], config=config)
+    emu.advance(6)
+    snapshot = await inspect_deferred(restarted(handle))
+    assert snapshot.status == "expired" and snapshot.succeeded == 0
+    result = await collect_deferred(restarted(handle))
+    items = [o.diagnostics.raw["deferred"] for o in result.outputs]
+    assert [item["status"] for item in items] == ["expired", "expired"]
+    assert all(o.metrics.completion_status == "error" for o in result.outputs)
+    assert "defer()" in items[0]["error"]["hint"]
+
+
+async def test_inline_results_out_of_order_come_back_in_prompt_order(
+    emu: Emulator, config: Config
+) -> None:
+    # Results are matched to prompts by metadata.key, not by position.
+    emu.script("gemini.generate.content", Reply(text="one"), Reply(text="two"), Reply(text="3"))
+    handle = await defer(["a", "b", "c"], config=config)
+    emu.advance(30)
+    assert (await inspect_deferred(handle)).status == "completed"
+    (job,) = emu.wire("gemini").batches.values()
+    job.results.reverse()
+    assert job.results[0]["metadata"]["key"] == "pollux-000002"
+    async with Session(config) as fresh:  # nothing remembered from the inspect above
+        result = await fresh.collect_deferred(restarted(handle))
+    assert result.answers == ["one", "two", "3"]

@@ -116,6 +116,32 @@ async def test_effort_none_refused_on_gemini_3_before_io(fake: FakeGemini) -> No
     assert info.value.hint and not fake.requests
 
 
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [
+        ("gemini-2.5-pro", {"reasoning_budget_tokens": 0}),
+        ("gemini-2.5-pro", {"reasoning_effort": "none"}),
+        ("gemini-3-flash-preview", {"reasoning_budget_tokens": 0}),
+    ],
+)
+async def test_thinking_off_refused_before_io_where_the_model_cannot(
+    fake: FakeGemini, model: str, options: dict[str, Any]
+) -> None:
+    # Gemini 2.5 Pro and Gemini 3 models only work in thinking mode: the API answers 400
+    # "Budget 0 is invalid"; pollux says so before sending anything.
+    async with session_with(fake, config(model)) as s:
+        with pytest.raises(ConfigurationError, match="cannot turn thinking off") as info:
+            await s.run_many("Q", **options)
+    assert "reasoning_budget_tokens" in (info.value.hint or "") and not fake.requests
+
+
+async def test_thinking_off_is_sent_where_the_model_can(fake: FakeGemini) -> None:
+    async with session_with(fake, config("gemini-2.5-flash")) as s:
+        await s.run_many("Q", reasoning_budget_tokens=0)
+    (body,) = fake.bodies()
+    assert body["generationConfig"]["thinkingConfig"]["thinkingBudget"] == 0
+
+
 class Verdict(pydantic.BaseModel):
     label: str
     score: float | None = None

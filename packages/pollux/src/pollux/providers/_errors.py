@@ -197,7 +197,8 @@ def _category(status: int | None, message: str) -> str | None:
 
 # "Invalid model name", "model 'x' not found", "The model `x` does not exist", "unknown model".
 _UNKNOWN_MODEL_RE = re.compile(
-    r"(invalid|unknown|unsupported|no such|not a valid)\W+(\w+\W+){0,2}model"
+    # Within one sentence: "Budget 0 is invalid. This model ..." names no unknown model.
+    r"(invalid|unknown|unsupported|no such|not a valid)[^\w.!?]+(\w+[^\w.!?]+){0,2}model"
     r"|model\b.{0,60}?\b(not found|does not exist|doesn't exist|is not (available|supported|"
     r"served|valid)|not supported)",
     re.I | re.S,

@@ -52,6 +52,7 @@ __all__ = [
     "compile_tool_result",
     "conversation",
     "json_schema",
+    "output_root",
     "plain",
     "validate_options",
 ]
@@ -109,6 +110,69 @@ def json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     root = copy.deepcopy(dict(schema))
     closed: dict[str, Any] = _close(root, "#")
     return closed
+
+
+_DEF_KEYS = ("$defs", "definitions")
+
+
+def _local_refs(node: Any) -> set[str]:
+    """Every local ``$ref`` under ``node``."""
+    if isinstance(node, list):
+        return set().union(*(_local_refs(item) for item in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+    for key, value in node.items():
+        if key not in _DEF_KEYS:
+            found |= _local_refs(value)
+    return found
+
+
+def output_root(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The output schema with a root ``$ref`` resolved; recursive schemas refused.
+
+    Pydantic names a recursive model's root in ``$defs`` (``{"$ref": "#/$defs/Tree"}``), and a
+    hand-written schema may do the same. Anthropic's structured output serves neither
+    recursion nor a root that is not an object, so recursion is refused here with its own
+    message, before any request is paid for.
+
+    Raises:
+        ConfigurationError: A definition refers back to itself, directly or through others.
+    """
+    definitions = {
+        f"#/{key}/{name}": sub
+        for key in _DEF_KEYS
+        if isinstance(schema.get(key), Mapping)
+        for name, sub in schema[key].items()
+    }
+    edges = {ref: _local_refs(sub) & definitions.keys() for ref, sub in definitions.items()}
+
+    def cycle_from(start: str) -> bool:
+        seen: set[str] = set()
+        todo = list(edges[start])
+        while todo:
+            ref = todo.pop()
+            if ref == start:
+                return True
+            if ref not in seen:
+                seen.add(ref)
+                todo.extend(edges.get(ref, ()))
+        return False
+
+    for ref in sorted(definitions):
+        if cycle_from(ref):
+            raise ConfigurationError(
+                f"The output schema is recursive ({ref} refers to itself), which Anthropic's "
+                "structured output cannot serve",
+                hint="Bound the recursion: nest a fixed number of levels with their own models, "
+                "or make the recursive part a JSON string field you parse yourself.",
+            )
+    root_ref = schema.get("$ref")
+    target = definitions.get(root_ref) if isinstance(root_ref, str) else None
+    if not isinstance(target, Mapping):
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "$ref"}
+    return {**rest, **target}
 
 
 def _close(node: Any, path: str) -> Any:
@@ -411,13 +475,14 @@ def compile_request(
         kwargs["tool_choice"] = compile_tool_choice(tool_choice)
     output_config: dict[str, Any] = {}
     if output_schema is not None:
-        if output_schema.get("type") != "object":
+        root = output_root(output_schema)
+        if root.get("type") != "object":
             raise ConfigurationError(
                 "provider='anthropic' structured output needs a JSON Schema whose root is an "
                 "object",
                 hint='Wrap the value: {"type": "object", "properties": {"items": <your schema>}}.',
             )
-        output_config["format"] = {"type": "json_schema", "schema": json_schema(output_schema)}
+        output_config["format"] = {"type": "json_schema", "schema": json_schema(root)}
     budget = _budget(fam.adaptive_thinking, reasoning_effort, reasoning_budget_tokens)
     if reasoning_budget_tokens == 0:
         kwargs["thinking"] = {"type": "disabled"}

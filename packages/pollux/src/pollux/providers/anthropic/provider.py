@@ -25,7 +25,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pollux.errors import ConfigurationError
+from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
     Capabilities,
@@ -302,10 +302,26 @@ class AnthropicProvider(ProviderBase):
                 client = self._sdk()
                 message = await client.messages.create(**call.kwargs, extra_headers=call.headers())
         except Exception as exc:
-            raise wrap_anthropic_error(
-                exc, phase="generate", timeout_s=self._config.request_timeout_s
+            raise self._note_failure(
+                wrap_anthropic_error(
+                    exc, phase="generate", timeout_s=self._config.request_timeout_s
+                )
             ) from exc
         return extract_response(message)
+
+    def _note_failure(self, error: PolluxError) -> PolluxError:
+        # A request naming an upload that was deleted elsewhere fails with 400/404 quoting
+        # its id: stop reusing that file, so the next call uploads the content again.
+        if (
+            isinstance(error, APIError)
+            and error.status_code in (400, 404)
+            and self._uploads.forget_gone(str(error))
+        ):
+            error.hint = (
+                "The uploaded file this request named is gone (deleted outside this Session); "
+                "pollux uploads it again on the next call."
+            )
+        return error
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         """Create one streamed message and yield neutral chunks; the SDK stream is closed."""
@@ -316,7 +332,9 @@ class AnthropicProvider(ProviderBase):
         try:
             events = await client.messages.create(**call.kwargs, extra_headers=call.headers())
         except Exception as exc:
-            raise wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s) from exc
+            raise self._note_failure(
+                wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s)
+            ) from exc
         try:
             while True:
                 try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -289,6 +290,26 @@ class UploadRegistry:
                 # A failed upload is forgotten, so the next call tries again.
                 del self._files[key]
             raise
+
+    def forget_gone(self, message: str) -> list[str]:
+        """Stop reusing the files an error message names (they were deleted elsewhere).
+
+        Anthropic keeps uploads until they are deleted, so a cleanup job or another process
+        may remove one this Session still reuses: the request naming it fails, and the next
+        call must upload the content again. A forgotten file is not deleted on close.
+
+        Returns:
+            The ids forgotten.
+        """
+        forgotten = []
+        for key, future in list(self._files.items()):
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                continue
+            file_id = future.result()
+            if re.search(rf"(?<![\w-]){re.escape(file_id)}(?![\w-])", message):
+                del self._files[key]
+                forgotten.append(file_id)
+        return forgotten
 
     async def blocks(self, sources: Sequence[Source]) -> tuple[dict[str, Any], ...]:
         """The content blocks for ``sources`` (uploads run concurrently, each content once)."""

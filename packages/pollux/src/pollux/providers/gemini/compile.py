@@ -87,27 +87,40 @@ def _levels(model: str) -> bool:
     return not name.startswith(("gemini-2", "gemini-1"))
 
 
+def _always_thinks(model: str) -> bool:
+    """Whether the model refuses to turn thinking off (Gemini 2.5 Pro, Gemini 3 and later)."""
+    return _levels(model) or model.rsplit("/", 1)[-1].startswith("gemini-2.5-pro")
+
+
 def validate_options(
     *,
     model: str,
     reasoning_effort: str | None,
     provider_options: Mapping[str, Any] | None,
+    reasoning_budget_tokens: int | None = None,
 ) -> None:
     """Reject what Gemini cannot honour, before any I/O.
 
     Raises:
-        ConfigurationError: An unknown effort, or provider options that would overwrite keys
-            pollux generates.
+        ConfigurationError: An unknown effort, thinking turned off on a model that always
+            thinks, or provider options that would overwrite keys pollux generates.
     """
     if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
         raise ConfigurationError(
             f"Unknown reasoning_effort {reasoning_effort!r} for provider='gemini'",
             hint=f"Use one of {', '.join(REASONING_EFFORTS)}, or reasoning_budget_tokens=N.",
         )
-    if reasoning_effort == "none" and _levels(model):
+    off = (
+        "reasoning_effort='none'"
+        if reasoning_effort == "none"
+        else ("reasoning_budget_tokens=0" if reasoning_budget_tokens == 0 else None)
+    )
+    if off is not None and _always_thinks(model):
         raise ConfigurationError(
-            f"{model} cannot turn thinking off (reasoning_effort='none')",
-            hint="Use reasoning_effort='minimal' or 'low' on Gemini 3 models.",
+            f"{model} cannot turn thinking off ({off}): it only works in thinking mode",
+            hint="Use reasoning_effort='low' ('minimal' on Gemini 3) or a small "
+            "reasoning_budget_tokens such as 128, or a model that can stop thinking "
+            "(gemini-2.5-flash).",
         )
     if provider_options:
         reserved = sorted(_RESERVED & set(provider_options))

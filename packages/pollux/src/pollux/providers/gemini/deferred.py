@@ -23,7 +23,8 @@ remembered).
 Collection reads ``dest.inlined_responses`` or downloads ``dest.file_name``; each result is
 matched to its prompt by ``metadata.key`` / ``key`` (by position when a key is missing), so
 results come back in prompt order. A per-request error is a failed item (Google's 499
-``CANCELLED`` is a cancelled one). Owned files are deleted once an inspect, collect or cancel
+``CANCELLED`` is a cancelled one, and the 504 ``DEADLINE_EXCEEDED`` of a request an expired job
+never ran is an expired one). Owned files are deleted once an inspect, collect or cancel
 sees the job terminal. A handle carries everything needed, so collection works after a restart.
 """
 
@@ -139,7 +140,7 @@ def _item_error(message: str, *, category: str, status: int | None = None) -> AP
     return error
 
 
-def _item(request_id: str, response: Any, error: Any) -> DeferredItem:
+def _item(request_id: str, response: Any, error: Any, *, job_state: str = "") -> DeferredItem:
     if error is not None:
         code = field(error, "code")
         message = str(field(error, "message") or "the request failed")
@@ -150,6 +151,16 @@ def _item(request_id: str, response: Any, error: Any) -> DeferredItem:
                 "cancelled",
                 error=_item_error(message, category="cancelled"),
                 provider_status="CANCELLED",
+            )
+        if job_state == "JOB_STATE_EXPIRED" and (
+            code_int == 504 or field(error, "status") == "DEADLINE_EXCEEDED"
+        ):
+            # A request an expired job never ran expired with it; nothing about it failed.
+            return DeferredItem(
+                request_id,
+                "expired",
+                error=_item_error(message, category="expired"),
+                provider_status="DEADLINE_EXCEEDED",
             )
         return DeferredItem(
             request_id,
@@ -332,6 +343,7 @@ class GeminiBatches:
         if cached is not None:
             return cached
         ids = request_ids(handle.request_count)
+        raw = _state(job)
         by_key: dict[str, DeferredItem] = {}
         dest = field(job, "dest")
         inlined = field(dest, "inlined_responses")
@@ -340,7 +352,9 @@ class GeminiBatches:
                 key = field(field(entry, "metadata"), "key")
                 if not isinstance(key, str) and position < len(ids):
                     key = ids[position]
-                by_key[str(key)] = _item(str(key), field(entry, "response"), field(entry, "error"))
+                by_key[str(key)] = _item(
+                    str(key), field(entry, "response"), field(entry, "error"), job_state=raw
+                )
         file_name = field(dest, "file_name")
         if isinstance(file_name, str) and file_name:
             try:
@@ -364,8 +378,9 @@ class GeminiBatches:
                 key = line.get("key") if isinstance(line, Mapping) else None
                 if not isinstance(key, str) and position < len(ids):
                     key = ids[position]
-                by_key[str(key)] = _item(str(key), line.get("response"), line.get("error"))
-        raw = _state(job)
+                by_key[str(key)] = _item(
+                    str(key), line.get("response"), line.get("error"), job_state=raw
+                )
         items: list[DeferredItem] = []
         for request_id in ids:
             item = by_key.get(request_id)

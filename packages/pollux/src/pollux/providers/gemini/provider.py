@@ -307,6 +307,7 @@ class GeminiProvider(ProviderBase):
         validate_options(
             model=self._model(request),
             reasoning_effort=requirements.reasoning_effort,
+            reasoning_budget_tokens=requirements.reasoning_budget_tokens,
             provider_options=requirements.provider_options_for(PROVIDER),
         )
         validate_sources(request.sources.sources)
