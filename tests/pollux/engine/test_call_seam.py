@@ -5,7 +5,7 @@ Through the public API and, for uploads, through the official OpenAI SDK against
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from pollux import (
     Config,
     ConfigurationError,
     Environment,
+    Event,
     Input,
     InternalError,
     Output,
@@ -25,8 +26,10 @@ from pollux import (
     intercept_calls,
     run,
     run_many,
+    stream,
 )
-from pollux.testing import Emulator
+from pollux.interaction import StreamInterceptor
+from pollux.testing import Emulator, ErrorResponse
 
 MOCK = Config(provider="openai", model="gpt-5-nano", use_mock=True)
 Proceed = Callable[[], Awaitable[Output]]
@@ -196,3 +199,110 @@ async def test_provider_options_for_another_known_provider_are_ignored(
     with pytest.raises(ConfigurationError) as caught:
         await run("Hi", config=openai, provider_options={"nope": {}})
     assert caught.value.hint
+
+
+# -- streamed calls pass the seam too ------------------------------------------------------------
+
+StreamProceed = Callable[[], AsyncIterator[Event]]
+
+
+class StreamRecorder(Recorder):
+    def __init__(self, timeline: list[Event] | None = None) -> None:
+        super().__init__()
+        self.timeline = timeline
+        self.seen: list[str] = []
+
+    async def stream(self, call: ProviderCall, proceed: StreamProceed) -> AsyncIterator[Event]:
+        self.calls.append(call)
+        if self.timeline is not None:
+            for event in self.timeline:
+                yield event
+            return
+        async for event in proceed():
+            self.seen.append(event.type)
+            yield event
+
+
+async def _timeline(events: AsyncIterator[Event]) -> list[Event]:
+    return [event async for event in events]
+
+
+async def test_a_streamed_call_passes_the_seam_and_done_matches_interact() -> None:
+    recorder = StreamRecorder()
+    env = Environment(instructions="Be brief.")
+    with intercept_calls(recorder):
+        timeline = await _timeline(stream(env, Input("Hello?"), config=MOCK, max_tokens=32))
+    (call,) = recorder.calls
+    assert call.input.content == "Hello?" and call.requirements.max_tokens == 32
+    assert (call.index, call.count) == (0, 1)
+    assert recorder.seen == [event.type for event in timeline]
+    assert timeline[0].type == "start" and timeline[-1].type == "done"
+    direct = await interact(env, Input("Hello?"), config=MOCK, max_tokens=32)
+    done = timeline[-1].output
+    assert done is not None and done.text == direct.text
+    assert done.to_jsonable()["usage"] == direct.to_jsonable()["usage"]
+
+
+async def test_a_served_timeline_makes_no_provider_call(emu: Emulator, openai: Config) -> None:
+    served = [
+        Event(type="start"),
+        Event(type="text_delta", text="rec"),
+        Event(type="done", output=Output(text="rec")),
+    ]
+    with intercept_calls(StreamRecorder(served)):
+        timeline = await _timeline(stream(Environment(), Input("Hi"), config=openai))
+    assert [e.type for e in timeline] == ["start", "text_delta", "done"]
+    assert timeline[-1].output is not None and timeline[-1].output.text == "rec"
+    assert emu.requests == []
+
+
+async def test_a_streamed_call_retries_before_its_first_chunk_under_the_seam(
+    emu: Emulator, openai: Config
+) -> None:
+    emu.script("openai.responses", ErrorResponse(503))
+    recorder = StreamRecorder()
+    with intercept_calls(recorder):
+        timeline = await _timeline(stream(Environment(), Input("Hi"), config=openai))
+    done = timeline[-1].output
+    assert done is not None and done.diagnostics.raw["attempts"] == 2
+    assert [r.route for r in emu.requests].count("openai.responses.create") == 2
+    assert recorder.seen[-1] == "done"
+
+
+async def test_an_interceptor_without_stream_refuses_streamed_calls_with_a_hint() -> None:
+    with intercept_calls(Recorder()), pytest.raises(ConfigurationError) as caught:
+        await _timeline(stream(Environment(), Input("Hi"), config=MOCK))
+    assert "stream(self, call, proceed)" in (caught.value.hint or "")
+
+
+async def test_a_streamed_refusal_raises_from_the_iterator(emu: Emulator, openai: Config) -> None:
+    class Refuse(Recorder):
+        async def stream(self, call: ProviderCall, proceed: StreamProceed) -> AsyncIterator[Event]:
+            raise APIError("refused by policy", hint="Ask something else.")
+            yield Event(type="start")  # pragma: no cover - makes this an async generator
+
+    with intercept_calls(Refuse()), pytest.raises(APIError, match="refused by policy"):
+        await _timeline(stream(Environment(), Input("Hi"), config=openai))
+    assert emu.requests == []
+
+
+@pytest.mark.parametrize(
+    "timeline",
+    [
+        [Event(type="start")],
+        [Event(type="done", output=Output(text="a")), Event(type="start")],
+        [Event(type="done")],
+    ],
+    ids=["no-done", "event-after-done", "done-without-output"],
+)
+async def test_an_interceptor_timeline_must_end_in_one_done_with_an_output(
+    timeline: list[Event],
+) -> None:
+    with intercept_calls(StreamRecorder(timeline)), pytest.raises(InternalError) as caught:
+        await _timeline(stream(Environment(), Input("Hi"), config=MOCK))
+    assert caught.value.hint
+
+
+def test_stream_interceptor_is_a_typed_protocol() -> None:
+    assert isinstance(StreamRecorder(), StreamInterceptor)
+    assert not isinstance(Recorder(), StreamInterceptor)

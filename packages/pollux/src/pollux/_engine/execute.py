@@ -17,7 +17,7 @@ from pollux._engine.assemble import StreamAccumulator, assemble
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
-from pollux.errors import APIError, InternalError, ToolCallParseError
+from pollux.errors import APIError, ConfigurationError, InternalError, ToolCallParseError
 from pollux.interaction.environment import CachePolicy
 from pollux.interaction.events import Event
 from pollux.interaction.intercept import ProviderCall, active_interceptors
@@ -338,9 +338,90 @@ async def stream_call(
     item: Input,
     requirements: OutputRequirements,
 ) -> AsyncGenerator[Event, None]:
-    """Stream one interaction: start, deltas, tool calls, finish, then done (or raise)."""
+    """Stream one interaction: start, deltas, tool calls, finish, then done (or raise).
+
+    With interceptors installed (the call seam), the timeline passes through their ``stream``
+    methods; pre-flight and source preparation happen only when the innermost one proceeds.
+    """
+    plan = plan_calls(rt.provider, rt.config, environment, [item], requirements, stream=True)
+    interceptors = active_interceptors()
+    if not interceptors:
+        async for event in _stream_provider(rt, environment, plan):
+            yield event
+        return
+    described = ProviderCall(
+        provider=rt.provider.name,
+        model=plan.requests[0].model,
+        use_mock=rt.config.use_mock,
+        environment=environment,
+        input=item,
+        requirements=plan.requests[0].requirements,
+        index=0,
+        count=1,
+    )
+
+    def through(depth: int) -> Callable[[], AsyncIterator[Event]]:
+        def proceed() -> AsyncIterator[Event]:
+            if depth == len(interceptors):
+                return _stream_provider(rt, environment, plan)
+            return _checked(interceptors[depth], described, through(depth + 1))
+
+        return proceed
+
+    events = through(0)()
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await close_async_iterator(events)
+
+
+async def _checked(
+    interceptor: CallInterceptor,
+    call: ProviderCall,
+    proceed: Callable[[], AsyncIterator[Event]],
+) -> AsyncGenerator[Event, None]:
+    # One interceptor's timeline, checked: Events only, ending in exactly one done with an Output.
+    name = type(interceptor).__name__
+    method = getattr(interceptor, "stream", None)
+    if method is None:
+        raise ConfigurationError(
+            f"interceptor {name} has no stream(call, proceed) method, so it cannot see a "
+            "streamed call",
+            hint="Add async def stream(self, call, proceed) to the interceptor (return "
+            "proceed() to call through), or call pollux.stream outside intercept_calls.",
+        )
+    events = method(call, proceed)
+    done = False
+    try:
+        async for event in events:
+            if done or not isinstance(event, Event):
+                what = "an event after done" if done else type(event).__name__
+                raise InternalError(
+                    f"interceptor {name} streamed {what}, not a timeline of Events",
+                    hint="An interceptor's stream yields Events and ends with one done Event.",
+                )
+            if event.type == "done":
+                if not isinstance(event.output, Output):
+                    raise InternalError(
+                        f"interceptor {name} streamed a done event without an Output",
+                        hint="End the timeline with Event(type='done', output=...).",
+                    )
+                done = True
+            yield event
+    finally:
+        await close_async_iterator(events)
+    if not done:
+        raise InternalError(
+            f"interceptor {name}'s stream ended without a done event",
+            hint="End the timeline with Event(type='done', output=...).",
+        )
+
+
+async def _stream_provider(
+    rt: Runtime, environment: Environment, plan: Plan
+) -> AsyncGenerator[Event, None]:
     provider = rt.provider
-    plan = plan_calls(provider, rt.config, environment, [item], requirements, stream=True)
     await _preflight(rt, plan.requests[0])
     prepared = await _prepare(rt, environment, plan.requests)
     try:

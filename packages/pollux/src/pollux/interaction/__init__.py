@@ -24,6 +24,7 @@ from .events import EventType as EventType
 from .input import Input as Input
 from .intercept import CallInterceptor as CallInterceptor
 from .intercept import ProviderCall as ProviderCall
+from .intercept import StreamInterceptor as StreamInterceptor
 from .intercept import intercept_calls as intercept_calls
 from .messages import Message as Message
 from .messages import MessageRole as MessageRole
@@ -71,6 +72,7 @@ __all__ = [
     "OutputRequirements",
     "ProviderCall",
     "ResponseSchemaInput",
+    "StreamInterceptor",
     "ToolCall",
     "ToolCallDelta",
     "ToolChoice",

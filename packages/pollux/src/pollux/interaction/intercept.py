@@ -9,6 +9,13 @@ decides what happens, like an httpx transport or a pydantic-ai wrapper model:
 * **refuse**: raise. An :class:`pollux.APIError` stays with its prompt (``run_many`` keeps the
   other answers); any other exception ends the whole call.
 
+A streamed call (``pollux.stream``) goes through the interceptor's optional ``stream(call,
+proceed)`` method instead: an async iterator of :class:`Event` ending in one ``done`` event that
+carries the Output. ``proceed()`` returns the provider's timeline (retries happen before its
+first chunk, as without the seam); the interceptor can forward and observe it, serve a recorded
+timeline without a provider call, or raise. An interceptor without ``stream`` refuses streamed
+calls with a :class:`pollux.ConfigurationError` (it is never bypassed silently).
+
 Interceptors are installed for a block of code with :func:`intercept_calls`; every provider
 call of every front door started inside the block (in this task and the tasks it starts) goes
 through them. Sources are prepared once per front-door call, when the first call proceeds: a
@@ -33,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -42,11 +49,18 @@ from pollux.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .environment import Environment
+    from .events import Event
     from .input import Input
     from .output import Output
     from .requirements import OutputRequirements
 
-__all__ = ["CallInterceptor", "ProviderCall", "active_interceptors", "intercept_calls"]
+__all__ = [
+    "CallInterceptor",
+    "ProviderCall",
+    "StreamInterceptor",
+    "active_interceptors",
+    "intercept_calls",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +94,20 @@ class CallInterceptor(Protocol):
 
     async def call(self, call: ProviderCall, proceed: Callable[[], Awaitable[Output]]) -> Output:
         """Return the call's Output: ``await proceed()``, a served Output, or raise."""
+        ...
+
+
+@runtime_checkable
+class StreamInterceptor(CallInterceptor, Protocol):
+    """A `CallInterceptor` that also sees streamed calls (see the module docs)."""
+
+    def stream(
+        self, call: ProviderCall, proceed: Callable[[], AsyncIterator[Event]]
+    ) -> AsyncIterator[Event]:
+        """Return the call's timeline: ``proceed()``, a served timeline, or raise.
+
+        The timeline ends with one ``done`` event carrying the Output.
+        """
         ...
 
 
