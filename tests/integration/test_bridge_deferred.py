@@ -245,3 +245,20 @@ async def test_an_unpriced_model_is_marked_and_refused_under_a_usd_budget(
         answers = [c for c in run.store.children(job.node_id) if c.kind.value == "model_call"]
         assert answers and all(c.meta["unpriced"] is True for c in answers)
         assert "usd" not in run.report()["total"]
+
+
+async def test_a_job_is_collected_only_in_its_run_and_is_not_submitted_twice(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    async with runtime(tmp_path / "runs.db") as rt:
+        run = rt.run("nightly")
+        job = await governed_defer(run, PROMPTS, config=config(), max_tokens=64)
+        calls = len(openai_requests(emu))
+        run.checkout(run.root_id)
+        same = await governed_defer(run, PROMPTS, config=config(), max_tokens=64)
+        assert same == job and len(openai_requests(emu)) == calls  # recorded: not resubmitted
+        emu.advance(15)
+        with pytest.raises(PollardError, match="not in run 'other'") as wrong:
+            await governed_collect(rt.run("other"), job)
+        assert "nightly" in (wrong.value.hint or "")
+        assert len(openai_requests(emu)) == calls

@@ -7,7 +7,16 @@ import asyncio
 
 import pytest
 
-from pollard import AsyncRuntime, Budget, BudgetExceeded, PollardError, Runtime, Store
+from pollard import (
+    AsyncRuntime,
+    Budget,
+    BudgetExceeded,
+    PollardError,
+    Runtime,
+    Store,
+    recompute_charges,
+    verify,
+)
 from pollard.errors import MissingRecording
 from pollard.meters import CostMeter
 
@@ -37,6 +46,9 @@ def test_charges_are_admitted_before_fn_and_a_settlement_credits_once(store: Sto
     assert first.id == second.id and first.parent == job.id
     assert run.cursor_id == job.id  # a record beside the cursor leaves it
     assert run.report(exact=True)["total"] == {"steps": "1", "tokens": "100", "usd": "0.1"}
+    # the audit sums the nodes' own charges, credits included, to the same totals
+    assert recompute_charges(store, run.root_id) == {"steps": "1", "tokens": "100", "usd": "0.1"}
+    assert verify(store).ok
 
     run.rollback()  # back to the root: the same call under the same parent is the same node
     again = run.record_charged("model_call", {"job": 2}, charges={"usd": "0.5"}, fn=submit)

@@ -174,8 +174,9 @@ async def governed_defer(
     the estimated input (`PolluxTokenEstimator`) plus ``max_tokens``, and ``usd`` that volume at
     the batch price (`batch_price`). Every limit of the run is checked with those amounts before
     anything is sent. An unpriced model charges no ``usd``, is marked ``"unpriced": true`` on the
-    node, and is refused when the run has a ``usd`` budget. In hybrid and replay mode an
-    identical recorded job is returned without submitting.
+    node, and is refused when the run has a ``usd`` budget. A job already recorded under the
+    cursor (the same requests and ``attempt``) is returned without submitting, in every mode
+    (so replay never submits); pass another ``attempt`` to submit the same job again.
 
     Args:
         run: The run to record into.
@@ -261,6 +262,14 @@ def _job_node(arun: AsyncRun, job: GovernedJob) -> Node:
         raise PollardError(
             f"deferred job node {job.node_id} is not in this store",
             hint="collect with a runtime on the ledger the job was submitted to",
+        )
+    current: Node | None = node
+    while current is not None and current.id != arun.root_id:
+        current = None if current.parent is None else arun.store.find(current.parent)
+    if current is None:
+        raise PollardError(
+            f"deferred job node {job.node_id} is not in run {arun.label!r}",
+            hint=f"collect with the run it was submitted in: runtime.run({job.run!r})",
         )
     return node
 
