@@ -227,6 +227,8 @@ async def governed_defer(
         meta["unpriced"] = True
     else:
         charges["usd"] = usd
+    # Exact text: the settlement credits exactly this (meta charges may be rounded floats).
+    meta["reserved"] = {name: str(Decimal(str(value))) for name, value in charges.items()}
     payload = {"pollux": requests[0]["pollux"], "api": "defer", "requests": requests}
     payload["provider"], payload["model"] = config.provider, config.model
 
@@ -352,9 +354,9 @@ async def _settle(
             meta=meta,
         )
     reserved = {
-        name: Decimal(str(value))
-        for name, value in (node.meta.get("charges") or {}).items()
-        if name != "steps"
+        name: Decimal(value)
+        for name, value in (node.meta.get("reserved") or {}).items()
+        if name != "steps"  # the job stays one step
     }
     meta = {
         "deferred": "settled",
