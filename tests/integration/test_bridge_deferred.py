@@ -262,3 +262,37 @@ async def test_a_job_is_collected_only_in_its_run_and_is_not_submitted_twice(
             await governed_collect(rt.run("other"), job)
         assert "nightly" in (wrong.value.hint or "")
         assert len(openai_requests(emu)) == calls
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "variables"),
+    [
+        ("anthropic", "claude-haiku-4-5", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")),
+        ("gemini", "gemini-2.5-flash", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY")),
+    ],
+)
+async def test_the_anthropic_and_gemini_batch_wires_settle_the_same_way(
+    emu: Emulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    model: str,
+    variables: tuple[str, str],
+) -> None:
+    monkeypatch.setenv(variables[0], emu.base_url(provider))
+    monkeypatch.setenv(variables[1], "test-key")
+    cfg = Config(provider=provider, model=model, retry=FAST_RETRY, request_timeout_s=5.0)  # type: ignore[arg-type]
+    async with runtime(tmp_path / "runs.db") as rt:
+        run = rt.run("nightly", budget=Budget(usd=1))
+        # room for Gemini 2.5's emulated thinking, which alone would use a small cap
+        job = await governed_defer(run, PROMPTS, config=cfg, max_tokens=2048)
+        worst = run.store.get(job.node_id).meta["worst_case_usage"]
+        reserved = Decimal(run.report(exact=True)["total"]["usd"])
+        assert reserved == batch_price(provider, model, worst) and reserved > 0
+        emu.advance(60)
+        answers = await governed_collect(run, job)
+        assert answers.status == "ok", [o.diagnostics.error for o in answers.outputs]
+        settled = run.report(exact=True)["total"]
+        used = sum(o.usage.input_tokens + o.usage.output_tokens for o in answers.outputs)
+        assert int(settled["tokens"]) == used
+        assert Decimal(settled["usd"]) < reserved
