@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pollard._core._budget import Budget
@@ -19,6 +19,7 @@ from pollard._runtime._sync import (
     run_state,
     tool_step,
 )
+from pollard._step._charged import record_charged
 from pollard._step._cursor import ARGS, PAYLOAD, RunState
 from pollard._step._effects import Step, drive_async, drive_sync
 from pollard._step._protocols import Meter
@@ -229,6 +230,35 @@ class AsyncRun(RunView):
         """Execute a call held for confirmation; see `Run.confirm` (``args`` as there)."""
         gate = gate_of(self._state, "confirm()")
         return await self._drive(gate.confirm(self._state, token, args=args))
+
+    async def record_charged(
+        self,
+        kind: str | NodeKind,
+        payload: Any,
+        *,
+        charges: Mapping[str, Any],
+        fn: Callable[[Any], Any] | None = None,
+        result: Any = None,
+        parent: str | None = None,
+        attempt: int = 0,
+        meta: Mapping[str, Any] | None = None,
+        unknown: Collection[str] = (),
+    ) -> Node:
+        """Record a node with caller-stated charges, exactly once; see `Run.record_charged`."""
+        return await self._drive(
+            record_charged(
+                self._state,
+                kind,
+                payload,
+                charges=charges,
+                fn=fn,
+                result=result,
+                parent=parent,
+                attempt=attempt,
+                meta=meta,
+                unknown=unknown,
+            )
+        )
 
     async def note(self, payload: Any, *, attempt: int = 0) -> Node:
         """Record a plain note; see `Run.note`."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -18,6 +18,7 @@ from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._core._store import Store
 from pollard._governance._firewall import Firewall
+from pollard._step._charged import record_charged
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._cursor import ARGS, PAYLOAD, RunState
 from pollard._step._effects import Emit, Step, drive_sync, io
@@ -586,6 +587,66 @@ class Run(RunView):
         """
         gate = gate_of(self._state, "confirm()")
         return _drive(gate.confirm(self._state, token, args=args))
+
+    def record_charged(
+        self,
+        kind: str | NodeKind,
+        payload: Any,
+        *,
+        charges: Mapping[str, Any],
+        fn: Callable[[Any], Any] | None = None,
+        result: Any = None,
+        parent: str | None = None,
+        attempt: int = 0,
+        meta: Mapping[str, Any] | None = None,
+        unknown: Collection[str] = (),
+    ) -> Node:
+        """Record a node whose charges you measured yourself, exactly once.
+
+        For work the runtime's meters cannot charge when it happens (a batch job: priced at
+        another tier, known hours later, collected in another process). With ``fn``, the
+        positive charges are admitted against every limit as exact estimates (refused, recorded
+        and raised as `BudgetExceeded` before ``fn`` runs), then ``fn(payload)`` gives the result
+        and the node commits with ``charges``. Without ``fn`` the ``result`` is recorded unchecked:
+        a settlement, whose charges may be negative (a credit against an earlier charge). A node
+        already stored at its id (a pure function of kind, payload, parent and attempt) is
+        returned and charged nothing, so a settlement recorded twice counts once.
+
+        Args:
+            kind: The node kind (``"model_call"``, ``"note"``, ...).
+            payload: The identity payload.
+            charges: Meter name -> amount (a number, possibly negative).
+            fn: Called once with ``payload`` after admission; returns the result.
+            result: The result to record when there is no ``fn``.
+            parent: Record under this node of the run (the cursor stays); default: the cursor
+                (which then moves onto the node).
+            attempt: The attempt number.
+            meta: Extra meta for the node.
+            unknown: Meters whose charge you cannot state (an unpriced model): a run limiting
+                one of them refuses (``PollardError``, before ``fn`` runs); the node's meta
+                lists them as ``"unknown_charges"``.
+
+        Returns:
+            The stored node (the earlier one when it was already recorded).
+
+        Raises:
+            BudgetExceeded: ``fn`` was given and a limit refused the charges (nothing ran).
+            MissingRecording: Replay mode, and the node is not recorded.
+        """
+        return _drive(
+            record_charged(
+                self._state,
+                kind,
+                payload,
+                charges=charges,
+                fn=fn,
+                result=result,
+                parent=parent,
+                attempt=attempt,
+                meta=meta,
+                unknown=unknown,
+            )
+        )
 
     def note(self, payload: Any, *, attempt: int = 0) -> Node:
         """Record a plain note under the cursor and move onto it (identical notes are reused)."""

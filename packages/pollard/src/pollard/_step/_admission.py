@@ -30,7 +30,7 @@ from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 if TYPE_CHECKING:
     from pollard._step._cursor import RunState
 
-__all__ = ["Estimates", "admit", "check_depth", "precheck", "refuse"]
+__all__ = ["Estimates", "admit", "check_depth", "precheck", "refuse", "refuse_budget"]
 
 Estimates = dict[str, tuple[Decimal | None, bool]]
 """Precheck estimates by meter: ``(amount or None, whether approximate)``."""
@@ -48,7 +48,7 @@ def admit(state: RunState, node: Node) -> Step:
     # hands the admission to ``undo``, so no reservation outlives the step.
     admission: Admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
     if admission.shortfall is not None:
-        yield from _refuse_budget(state, admission.shortfall, node)
+        yield from refuse_budget(state, admission.shortfall, node)
     return estimates, admission.reservation_id
 
 
@@ -65,7 +65,7 @@ def precheck(state: RunState, node: Node) -> Step:
             hold=False,
         )
         if admission.shortfall is not None:
-            yield from _refuse_budget(state, admission.shortfall, node)
+            yield from refuse_budget(state, admission.shortfall, node)
 
 
 def check_depth(state: RunState, node: Node) -> Step:
@@ -82,7 +82,7 @@ def check_depth(state: RunState, node: Node) -> Step:
                 limit,
                 Decimal(state.depth),
             )
-            yield from _refuse_budget(state, short, node)
+            yield from refuse_budget(state, short, node)
 
 
 def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:
@@ -113,7 +113,8 @@ def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], l
     return claims, windows
 
 
-def _refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
+def refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
+    """Record and raise the `BudgetExceeded` refusal of ``node`` for ``short``."""
     kind = node.kind.value
     remaining = short.remaining if short.remaining > 0 else ZERO
     # The refusal payload is identity: amounts stay exact text there, so ids never depend on

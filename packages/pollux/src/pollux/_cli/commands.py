@@ -30,10 +30,11 @@ from .inputs import (
     parse_sources,
     positive_int_option,
     read_handle,
+    read_job,
     read_prompts,
     write_handle,
 )
-from .options import LedgerOptions, ledger_options
+from .options import LedgerOptions, collect_ledger_options, ledger_options
 from .progress import job_progress
 from .records import RecordSink, answered_indexes, jsonable, record_for
 
@@ -41,12 +42,6 @@ if TYPE_CHECKING:
     from .ledger import Ledger
 
 __all__ = ["run_command"]
-
-_DEFERRED_LEDGER_HINT = (
-    "deferred jobs are not bridged yet: their tokens are spent at the provider between "
-    "submission and collection, where no budget can refuse them; use 'pollux many --ledger' "
-    "for governed calls"
-)
 
 
 def _out(text: str) -> None:
@@ -188,13 +183,8 @@ def _many(args: argparse.Namespace) -> int:
 # -- deferred -----------------------------------------------------------------------------------
 
 
-def _refuse_ledger(args: argparse.Namespace, command: str) -> None:
-    if args.ledger is not None:
-        raise CLIError(f"--ledger is not supported on '{command}' yet", hint=_DEFERRED_LEDGER_HINT)
-
-
 def _defer(args: argparse.Namespace) -> int:
-    _refuse_ledger(args, "pollux defer")
+    options = ledger_options(args, "pollux defer")
     if args.mock:
         raise CLIError(
             "--mock cannot defer across commands: mock jobs live only in the process that "
@@ -204,22 +194,59 @@ def _defer(args: argparse.Namespace) -> int:
         )
     prompts = read_prompts(args.prompts_file)
     target = check_new_handle(args.handle)
-    config = build_config(args)
+    config = build_config(args, replay=options is not None and options.replay)
     sources = parse_sources(args.source)
     schema = load_schema(args.schema)
+    max_out = (
+        None
+        if args.max_output_tokens is None
+        else positive_int_option(args.max_output_tokens, "--max-output-tokens")
+    )
 
-    async def submit() -> int:
-        handle = await pollux.defer(
-            prompts, sources=sources, instructions=args.instructions, output=schema, config=config
-        )
-        write_handle(target, handle)
+    def submitted(handle: dict[str, Any], extra: str = "") -> None:
         _out(
-            f"submitted job {handle.job_id}: {handle.request_count} requests to "
-            f"{handle.provider} {handle.model}; handle saved to {target}"
+            f"submitted job {handle['job_id']}: {handle['request_count']} requests to "
+            f"{handle['provider']} {handle['model']}; handle saved to {target}{extra}"
         )
+
+    if options is None:
+
+        async def submit() -> int:
+            handle = await pollux.defer(
+                prompts,
+                sources=sources,
+                instructions=args.instructions,
+                output=schema,
+                max_tokens=max_out,
+                config=config,
+            )
+            write_handle(target, handle)
+            submitted(handle.to_dict())
+            return EXIT_OK
+
+        return _run(submit())
+    if max_out is None:  # before the ledger is opened: a usage error leaves no file behind
+        raise CLIError(
+            "defer --ledger needs --max-output-tokens: it bounds the worst case the budget "
+            "reserves at submit",
+            hint="pass --max-output-tokens N (the most tokens one answer may use)",
+        )
+    ledger = _open_ledger(options, config)
+    assert ledger is not None
+
+    async def governed() -> int:
+        job = await ledger.defer(
+            prompts,
+            sources=sources,
+            instructions=args.instructions,
+            output=schema,
+            max_tokens=max_out,
+        )
+        write_handle(target, job)
+        submitted(job["handle"], f"; its worst case is reserved in {options.display}")
         return EXIT_OK
 
-    return _run(submit())
+    return _with_report(ledger, lambda: _run(governed()))
 
 
 def _snapshot_json(snapshot: pollux.DeferredSnapshot) -> dict[str, Any]:
@@ -262,14 +289,27 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    _refuse_ledger(args, "pollux collect")
     poll = number_option(args.poll_seconds, "--poll-seconds")
     handle = read_handle(args.handle)
+    ledger: Ledger | None = None
+    job: dict[str, Any] = {}
+    if args.ledger is not None:
+        job = read_job(args.handle)
+        if "governed_job" not in job:
+            raise CLIError(
+                f"{args.handle} was not submitted with --ledger: there is nothing to settle",
+                hint="collect it without --ledger, or submit with 'pollux defer --ledger'",
+            )
+        options = collect_ledger_options(args, str(job.get("run") or "pollux defer"))
+        config = Config(provider=handle.provider, model=handle.model)  # type: ignore[arg-type]
+        ledger = _open_ledger(options, config)
+    elif args.replay:
+        collect_ledger_options(args, "")  # raises: --replay needs --ledger
     schema = load_schema(args.schema)
     out = Path(args.out) if args.out else None
 
     async def collect() -> int:
-        if args.wait:
+        if args.wait and not (ledger is not None and ledger.options.replay):
             progress = job_progress()
             try:
                 while True:
@@ -281,7 +321,10 @@ def _collect(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
         try:
-            results = await pollux.collect_deferred(handle, response_schema=schema)
+            if ledger is None:
+                results = await pollux.collect_deferred(handle, response_schema=schema)
+            else:
+                results = await ledger.collect(job, output=schema)
         except DeferredNotReadyError as exc:
             raise CLIError(
                 f"job {handle.job_id} is not finished: {exc.message}",
@@ -302,7 +345,9 @@ def _collect(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED if failed or not results.outputs else EXIT_OK
 
-    return _run(collect())
+    if ledger is None:
+        return _run(collect())
+    return _with_report(ledger, lambda: _run(collect()))
 
 
 def _cancel(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "parse_sources",
     "positive_int_option",
     "read_handle",
+    "read_job",
     "read_prompts",
     "write_handle",
 ]
@@ -237,15 +239,36 @@ def load_schema(path: str | None) -> dict[str, Any] | None:
     return schema
 
 
+def read_job(path: str) -> dict[str, Any]:
+    """The JSON object saved in a handle file (a handle, or a governed job from ``--ledger``).
+
+    Raises:
+        CLIError: The file is missing or is not a JSON object.
+    """
+    text = _read_text(path, "handle file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(
+            f"{path}: not JSON ({exc.msg})", hint="pass the file 'pollux defer --handle' wrote"
+        ) from None
+    if not isinstance(data, dict):
+        raise CLIError(f"{path}: not a saved handle", hint="pass the file 'pollux defer' wrote")
+    return data
+
+
 def read_handle(path: str) -> DeferredHandle:
-    """The DeferredHandle saved in ``path``.
+    """The DeferredHandle saved in ``path`` (also inside a governed job's file).
 
     Raises:
         CLIError: The file is missing or is not a saved handle.
     """
     text = _read_text(path, "handle file")
     try:
-        return DeferredHandle.from_dict(json.loads(text))
+        data = json.loads(text)
+        if isinstance(data, dict) and "governed_job" in data:  # written by defer --ledger
+            data = data.get("handle")
+        return DeferredHandle.from_dict(data)
     except json.JSONDecodeError as exc:
         raise CLIError(
             f"{path}: not JSON ({exc.msg})", hint="pass the file 'pollux defer --handle' wrote"
@@ -274,8 +297,9 @@ def check_new_handle(path: str) -> Path:
     return target
 
 
-def write_handle(target: Path, handle: DeferredHandle) -> None:
-    """Write ``handle.to_dict()`` to ``target`` atomically (a rename, never a partial file)."""
+def write_handle(target: Path, handle: DeferredHandle | Mapping[str, Any]) -> None:
+    """Write ``handle.to_dict()`` (or JSON data) to ``target`` atomically (a rename)."""
+    data = handle.to_dict() if isinstance(handle, DeferredHandle) else dict(handle)
     temporary = target.with_name(f".{target.name}.tmp")
-    temporary.write_text(json.dumps(handle.to_dict(), indent=2) + "\n", encoding="utf-8")
+    temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, target)

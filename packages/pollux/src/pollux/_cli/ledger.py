@@ -19,9 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, MissingRecording, PollardError
-from pollard.adapters.pollux import PolluxTokenEstimator, governed_run
+from pollard.adapters.pollux import (
+    PolluxTokenEstimator,
+    governed_collect,
+    governed_defer,
+    governed_run,
+)
 from pollard.meters import CostMeter, StepMeter, TokenMeter
-from pollux import Config, Environment, Output, PolluxError
+from pollux import Config, Environment, Output, OutputCollection, PolluxError, Source
 
 from .errors import EXIT_FAILED, CLIError
 from .options import LedgerOptions
@@ -193,6 +198,75 @@ class Ledger:
         # Not reached when the step was cancelled: that run object is not reused.
         self._give_back(run)
         return record
+
+    async def defer(
+        self,
+        prompts: list[str],
+        *,
+        sources: list[Source],
+        instructions: str | None,
+        output: Any,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        """One governed ``pollux.defer``; the governed job as JSON data for the handle file.
+
+        Raises:
+            CLIError: The budget refused the job's worst case (exit 1, nothing was sent), no
+                ``--max-output-tokens``, or an unpriced model under ``--max-usd`` (exit 2).
+        """
+        if max_tokens is None:
+            raise CLIError(
+                "defer --ledger needs --max-output-tokens: it bounds the worst case the "
+                "budget reserves at submit",
+                hint="pass --max-output-tokens N (the most tokens one answer may use)",
+            )
+        run = self._take()
+        try:
+            job = await governed_defer(
+                run,
+                prompts,
+                sources=sources,
+                instructions=instructions,
+                output=output,
+                config=self.config,
+                max_tokens=max_tokens,
+            )
+        except BudgetExceeded as exc:
+            raise CLIError(
+                f"refused by the budget before anything was sent: {exc}",
+                hint=exc.hint or "raise the limit, lower --max-output-tokens, or submit fewer",
+                code=EXIT_FAILED,
+            ) from None
+        except MissingRecording as exc:
+            raise CLIError(
+                f"not in the ledger: {exc}",
+                hint="record it first: run the same command without --replay",
+                code=EXIT_FAILED,
+            ) from None
+        except PollardError as exc:
+            raise CLIError(str(exc), hint=exc.hint or "see 'pollux defer --help'") from None
+        return job.to_dict()
+
+    async def collect(self, job: dict[str, Any], *, output: Any) -> OutputCollection:
+        """Collect and settle a governed job (served from the ledger once settled).
+
+        Raises:
+            CLIError: The job is not in this ledger (exit 2), or ``--replay`` and it was never
+                collected there (exit 1).
+        """
+        run = self._take()
+        try:
+            return await governed_collect(run, job, output=output)
+        except MissingRecording as exc:
+            raise CLIError(
+                f"not in the ledger: {exc}",
+                hint="collect it once without --replay first",
+                code=EXIT_FAILED,
+            ) from None
+        except PollardError as exc:
+            raise CLIError(
+                str(exc), hint=exc.hint or "pass the ledger the job was submitted to"
+            ) from None
 
     def report_line(self) -> str:
         """The one-line cost report of this command."""

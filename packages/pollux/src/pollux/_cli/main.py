@@ -174,7 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--handle", metavar="JOB.json", required=True, help="where to save the job handle"
     )
     _provider_options(p)
-    p.add_argument("--ledger", metavar="STORE", help="refused: deferred jobs are not bridged yet")
+    p.add_argument(
+        "--max-output-tokens",
+        metavar="N",
+        help="cap each answer at N output tokens (needed with --ledger: it bounds the job's "
+        "worst case, which the budget reserves at submit)",
+    )
+    _ledger_options(p, "'pollux defer'")
 
     p = add(
         "status",
@@ -208,7 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.json",
         help="the JSON Schema given to 'pollux defer', to rebuild the structured answers",
     )
-    p.add_argument("--ledger", metavar="STORE", help="refused: deferred jobs are not bridged yet")
+    g = p.add_argument_group("governance (pollard)")
+    g.add_argument(
+        "--ledger",
+        metavar="STORE",
+        help="settle the job submitted with 'pollux defer --ledger' in STORE: its answers' "
+        "actual cost replaces the worst case reserved at submit (once, however often you collect)",
+    )
+    g.add_argument(
+        "--replay",
+        action="store_true",
+        help="answer from the ledger only (a job collected there before), without any provider",
+    )
 
     p = add(
         "cancel",

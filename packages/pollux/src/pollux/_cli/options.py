@@ -10,7 +10,7 @@ from decimal import Decimal
 from .errors import CLIError
 from .inputs import decimal_option
 
-__all__ = ["LedgerOptions", "ledger_options"]
+__all__ = ["LedgerOptions", "collect_ledger_options", "ledger_options"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,31 @@ def ledger_options(args: argparse.Namespace, default_label: str) -> LedgerOption
         max_usd=parsed["--max-usd"],
         max_tokens=parsed["--max-tokens"],
         max_calls=parsed["--max-calls"],
+    )
+
+
+def collect_ledger_options(args: argparse.Namespace, label: str) -> LedgerOptions | None:
+    """The ledger options of ``pollux collect`` (no budget: collecting settles, it never spends).
+
+    Raises:
+        CLIError: ``--replay`` without ``--ledger``, or an empty store.
+    """
+    if args.ledger is None:
+        if args.replay:
+            raise CLIError(
+                "--replay needs --ledger",
+                hint="pass --ledger runs.db, the ledger the job was collected into",
+            )
+        return None
+    store, display = _store_target(args.ledger)
+    return LedgerOptions(
+        store=store,
+        display=display,
+        label=label,
+        replay=bool(args.replay),
+        max_usd=None,
+        max_tokens=None,
+        max_calls=None,
     )
 
 

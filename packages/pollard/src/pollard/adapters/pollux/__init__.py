@@ -8,6 +8,10 @@ through ``asyncio.run(...)``; its store I/O then stays on the calling thread):
   ``model_call`` node under the run's cursor and return the `pollux.Output`;
 * `governed_stream` (like ``pollux.stream``) yields the `pollux.Event` timeline while the step
   runs; the events are kept with the node, so replay yields the same timeline;
+* `governed_defer` / `governed_collect` (like ``pollux.defer`` / ``pollux.collect_deferred``,
+  with `governed_inspect` and `governed_cancel`): a batch job charged its batch-priced worst case
+  at submit (refused before anything is sent when it does not fit), settled to its actual usage
+  at collect, exactly once, from any process (see docs/bridge.md);
 * `governed_run_many` (like ``pollux.run_many``) makes **each prompt its own step**: the prompts
   run concurrently (at most ``config.request_concurrency`` in flight), each prompt is checked
   against the budgets before its provider call, and a refused or failed prompt becomes an error
@@ -64,6 +68,15 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in every
     ) from exc
 
 from ._calls import governed_interact, governed_run
+from ._deferred import (
+    BATCH_DISCOUNT,
+    GovernedJob,
+    batch_price,
+    governed_cancel,
+    governed_collect,
+    governed_defer,
+    governed_inspect,
+)
 from ._estimator import PolluxTokenEstimator
 from ._fanout import governed_run_many
 from ._identity import BRIDGE_VERSION, output_from_node
@@ -71,8 +84,15 @@ from ._identity import request_identity as _payload  # noqa: F401  (the identity
 from ._stream import governed_stream
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "BRIDGE_VERSION",
+    "GovernedJob",
     "PolluxTokenEstimator",
+    "batch_price",
+    "governed_cancel",
+    "governed_collect",
+    "governed_defer",
+    "governed_inspect",
     "governed_interact",
     "governed_run",
     "governed_run_many",
