@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
+from pollux.providers._batch_jobs import require_requests
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
@@ -244,11 +245,7 @@ class GeminiBatches:
         self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
     ) -> DeferredJob:
         """Upload sources (and, for large jobs, the JSONL), then create the job."""
-        if not requests:
-            raise ConfigurationError(
-                "defer() requires at least one prompt",
-                hint="Pass one or more prompts to submit for deferred collection.",
-            )
+        require_requests(requests)
         if len(requests) > MAX_REQUESTS:
             raise ConfigurationError(
                 f"A Gemini batch from pollux takes at most {MAX_REQUESTS:,} requests, "
