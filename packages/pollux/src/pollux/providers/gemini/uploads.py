@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pollux.errors import APIError, ConfigurationError, SourceError
+from pollux.providers._uploads import base_mime, is_text_mime
 
 from .errors import PROVIDER, is_not_found, wrap_gemini_error
 from .extract import field
@@ -75,35 +76,13 @@ REUSE_MARGIN_S = 3600.0
 _POLL_FIRST_S = 0.25
 _POLL_MAX_S = 5.0
 
-_TEXT_LIKE_APPLICATION = frozenset(
-    {
-        "application/json",
-        "application/jsonl",
-        "application/x-ndjson",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/toml",
-        "application/javascript",
-        "application/x-tex",
-        "application/x-latex",
-        "application/x-sh",
-        "application/sql",
-        "application/csv",
-    }
-)
-
 
 def _mime(source: Source) -> str:
-    return source.mime_type.split(";", 1)[0].strip().lower()
+    return base_mime(source.mime_type)
 
 
 def _is_text_like(mime: str) -> bool:
-    return (
-        mime.startswith("text/")
-        or mime in _TEXT_LIKE_APPLICATION
-        or mime.endswith(("+json", "+xml", "+yaml"))
-    )
+    return is_text_mime(mime)
 
 
 def uses_url_context(source: Source) -> bool:
