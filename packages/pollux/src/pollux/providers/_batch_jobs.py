@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pollux.errors import APIError, ConfigurationError
@@ -21,9 +22,26 @@ if TYPE_CHECKING:
     from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.providers.base import ProviderRequest
 
-__all__ = ["BatchJobs", "require_requests"]
+__all__ = ["BatchJobs", "count", "iso_time", "require_requests"]
 
 _Compiled = TypeVar("_Compiled")
+
+
+def count(value: Any) -> int:
+    """A request count from the wire: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def iso_time(value: Any) -> float | None:
+    """A ``datetime`` or ISO 8601 string (``Z`` allowed) as epoch seconds; None otherwise."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
 
 
 def require_requests(requests: Sequence[ProviderRequest]) -> None:

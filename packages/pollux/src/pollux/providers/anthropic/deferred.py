@@ -31,12 +31,11 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import BatchJobs, require_requests
+from pollux.providers._batch_jobs import BatchJobs, count, iso_time, require_requests
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
@@ -76,21 +75,10 @@ _ERROR_STATUS = {
 }
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _time(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+    return iso_time(value)
 
 
 def normalize_status(
@@ -133,10 +121,10 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
     status, succeeded, failed, pending = normalize_status(
         raw,
         request_count=handle.request_count,
-        succeeded=_count(field(counts, "succeeded")),
-        errored=_count(field(counts, "errored")),
-        canceled=_count(field(counts, "canceled")),
-        expired=_count(field(counts, "expired")),
+        succeeded=count(field(counts, "succeeded")),
+        errored=count(field(counts, "errored")),
+        canceled=count(field(counts, "canceled")),
+        expired=count(field(counts, "expired")),
     )
     return DeferredSnapshot(
         job_id=handle.job_id,

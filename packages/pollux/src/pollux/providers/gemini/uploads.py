@@ -38,11 +38,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pollux.errors import APIError, ConfigurationError, SourceError
+from pollux.providers._batch_jobs import iso_time
 from pollux.providers._uploads import base_mime, is_text_mime
 
 from .errors import PROVIDER, is_not_found, wrap_gemini_error
@@ -177,17 +177,6 @@ class UploadedFile:
         return self.expires_at is None or self.expires_at - now > REUSE_MARGIN_S
 
 
-def _timestamp(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def local_expiry(
     resource: Any, expiry_field: str, anchors: Sequence[str], now: float
 ) -> float | None:
@@ -196,11 +185,11 @@ def local_expiry(
     Google reports expiries on its own clock; the time left is measured against the
     resource's own create/update time, so a skewed local clock does not misjudge it.
     """
-    expiry = _timestamp(field(resource, expiry_field))
+    expiry = iso_time(field(resource, expiry_field))
     if expiry is None:
         return None
     for name in anchors:
-        anchor = _timestamp(field(resource, name))
+        anchor = iso_time(field(resource, name))
         if anchor is not None:
             return now + (expiry - anchor)
     return expiry

@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import BatchJobs, require_requests
+from pollux.providers._batch_jobs import BatchJobs, count, require_requests
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error, body_message
 from pollux.providers.base import PreparedSources
@@ -83,10 +83,6 @@ _TIMESTAMP = {
     "expired": "expired_at",
     "cancelled": "cancelled_at",
 }
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def normalize_status(
@@ -130,8 +126,8 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
     status, succeeded, failed, pending = normalize_status(
         raw,
         request_count=handle.request_count,
-        succeeded=_count(field(counts, "completed")),
-        failed=_count(field(counts, "failed")),
+        succeeded=count(field(counts, "completed")),
+        failed=count(field(counts, "failed")),
     )
     stamp = _TIMESTAMP.get(raw)
     return DeferredSnapshot(
