@@ -1,7 +1,7 @@
 """The Anthropic provider's ``run_many`` fan-out beside the raw ``anthropic`` SDK and a bare socket.
 
 Workload: 300 prompts over one shared 20 KB text source, ``request_concurrency=32``, against a
-loopback Messages server (``bench/_messages_server.py``, its own process) that answers after 50 ms
+loopback Messages server (``bench/_canned_server.py``, its own process) that answers after 50 ms
 with a canned message. Efficiency = ideal time (``ceil(300 / 32) * 50 ms``) / actual time.
 
 Clients, each warmed up first (connections, imports), then measured in the same run:
@@ -23,16 +23,12 @@ bare socket's (issue 16).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
-import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bench._fanout import SOURCE_TEXT, best_of, canned_server, measure, questions
 from bench._result import Result
 
 N_PROMPTS = 300
@@ -40,62 +36,6 @@ CONCURRENCY = 32
 LATENCY_S = 0.05
 MODEL = "claude-sonnet-4-6"
 ROUNDS = 5
-SOURCE_TEXT = "".join(f"Context sentence {i:05d} about the benchmark. " for i in range(500))[
-    :20_000
-]
-
-
-@contextlib.contextmanager
-def _server(latency: float) -> Iterator[str]:
-    script = Path(__file__).with_name("_messages_server.py")
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(latency)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _prompts() -> list[str]:
-    return [f"Question {i}: what does sentence {i:05d} say?" for i in range(N_PROMPTS)]
-
-
-def _measure_once(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
-    """Run ``work`` in a fresh loop after a warm-up pass; return (wall s, client CPU s)."""
-    result: dict[str, float] = {}
-
-    async def main() -> None:
-        await work()
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        await work()
-        result["wall"] = time.perf_counter() - wall0
-        result["cpu"] = time.process_time() - cpu0
-
-    asyncio.run(main())
-    return result["wall"], result["cpu"]
-
-
-def _measure_all(
-    clients: dict[str, Callable[[], Callable[[], Awaitable[None]]]],
-) -> dict[str, tuple[float, float]]:
-    """Best of :data:`ROUNDS` rounds per client, the clients interleaved within each round.
-
-    The machine is shared: interleaving spreads other processes' load over every client alike,
-    and the best round is the one least disturbed.
-    """
-    best: dict[str, tuple[float, float]] = {}
-    for _ in range(ROUNDS):
-        for name, make in clients.items():
-            wall, cpu = _measure_once(make())
-            old = best.get(name)
-            best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
-    return best
 
 
 def _pollux_fanout(base_url: str, *, cache: Any) -> Callable[[], Awaitable[None]]:
@@ -113,7 +53,7 @@ def _pollux_fanout(base_url: str, *, cache: Any) -> Callable[[], Awaitable[None]
         retry=pollux.RetryPolicy(max_attempts=1),
     )
     env = pollux.Environment(sources=[pollux.Source.from_text(SOURCE_TEXT)], cache=cache)
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
     state: dict[str, Any] = {}
 
     async def work() -> None:
@@ -134,7 +74,7 @@ def _pollux_fanout(base_url: str, *, cache: Any) -> Callable[[], Awaitable[None]
 def _sdk_fanout(base_url: str, *, aiohttp: bool) -> Callable[[], Awaitable[None]]:
     import anthropic
 
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
     state: dict[str, Any] = {}
 
     async def work() -> None:
@@ -224,7 +164,7 @@ class _BareClient:
 
 
 def _bare_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
 
     async def work() -> None:
         client = _BareClient(base_url)
@@ -243,15 +183,17 @@ def _bare_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
 
 def run() -> list[Result]:
     ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
-    with _server(LATENCY_S) as url:
-        best = _measure_all(
+    with canned_server(LATENCY_S) as url:
+        best = best_of(
+            ROUNDS,
             {
                 "p": lambda: _pollux_fanout(url, cache="none"),
                 "p_warm": lambda: _pollux_fanout(url, cache=None),
                 "sdk_httpx": lambda: _sdk_fanout(url, aiohttp=False),
                 "sdk_aio": lambda: _sdk_fanout(url, aiohttp=True),
                 "bare": lambda: _bare_fanout(url),
-            }
+            },
+            lambda make: measure(make()),
         )
     p, p_warm = best["p"], best["p_warm"]
     sdk_httpx, sdk_aio, bare = best["sdk_httpx"], best["sdk_aio"], best["bare"]

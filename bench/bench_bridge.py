@@ -15,32 +15,16 @@ own process answering after 50 ms. Measured, each after a warm-up pass:
 
 from __future__ import annotations
 
-import asyncio
 import math
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from bench._fanout import SOURCE_TEXT, canned_server, measure, questions
 from bench._result import Result
-from bench.bench_pollux_fanout import CONCURRENCY, LATENCY_S, MODEL, N_PROMPTS, SOURCE_TEXT, _server
+from bench.bench_pollux_fanout import CONCURRENCY, LATENCY_S, MODEL, N_PROMPTS
 
 IDEAL_S = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
-
-
-def _measure(work: Callable[[], Awaitable[None]], warm: bool = True) -> tuple[float, float]:
-    result: dict[str, float] = {}
-
-    async def main() -> None:
-        if warm:
-            await work()
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        await work()
-        result["wall"] = time.perf_counter() - wall0
-        result["cpu"] = time.process_time() - cpu0
-
-    asyncio.run(main())
-    return result["wall"], result["cpu"]
 
 
 def run() -> list[Result]:
@@ -48,11 +32,11 @@ def run() -> list[Result]:
     from pollard import AsyncRuntime, Budget
     from pollard.adapters.pollux import governed_run_many
 
-    prompts = [f"Question {i}: what does sentence {i:05d} say?" for i in range(N_PROMPTS)]
+    prompts = questions(N_PROMPTS)
     source = pollux.Source.from_text(SOURCE_TEXT)
     budget = Budget(steps=10 * N_PROMPTS)
     results: list[Result] = []
-    with _server(LATENCY_S) as base_url, tempfile.TemporaryDirectory() as tmp:
+    with canned_server(LATENCY_S, path="/v1") as base_url, tempfile.TemporaryDirectory() as tmp:
         config = pollux.Config(
             provider="local",
             model=MODEL,
@@ -75,9 +59,9 @@ def run() -> list[Result]:
             return work
 
         db = str(Path(tmp) / "bridge.db")
-        plain_wall, plain_cpu = _measure(plain)
-        memory_wall, _ = _measure(governed(None, "memory"))
-        sqlite_wall, sqlite_cpu = _measure(governed(db, "sqlite"))
+        plain_wall, plain_cpu = measure(plain)
+        memory_wall, _ = measure(governed(None, "memory"))
+        sqlite_wall, sqlite_cpu = measure(governed(db, "sqlite"))
 
         async def replay() -> None:
             async with AsyncRuntime(db, mode="replay") as rt:
@@ -85,7 +69,7 @@ def run() -> list[Result]:
                 answers = await governed_run_many(run, prompts, sources=[source], config=config)
                 assert answers.status == "ok" and run.report()["spent"] == {}
 
-        replay_wall, _ = _measure(replay, warm=False)
+        replay_wall, _ = measure(replay, warm=False)
 
     note = f"{N_PROMPTS} prompts, C={CONCURRENCY}, {LATENCY_S * 1000:.0f} ms server"
     results += [

@@ -24,15 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._fanout import SOURCE_TEXT, canned_server, questions
 from bench._result import Result
-from bench.bench_pollux_fanout import CONCURRENCY, LATENCY_S, MODEL, N_PROMPTS, SOURCE_TEXT, _server
+from bench.bench_pollux_fanout import CONCURRENCY, LATENCY_S, MODEL, N_PROMPTS
 
 POLLUX = Path(sys.executable).with_name("pollux")
 REPEATS = 3
-
-
-def _prompts() -> list[str]:
-    return [f"Question {i}: what does sentence {i:05d} say?" for i in range(N_PROMPTS)]
 
 
 def _in_process(base_url: str) -> float:
@@ -44,7 +41,7 @@ def _in_process(base_url: str) -> float:
     source = pollux.Source.from_text(SOURCE_TEXT)
 
     async def work() -> None:
-        results = await pollux.run_many(_prompts(), sources=[source], config=config)
+        results = await pollux.run_many(questions(N_PROMPTS), sources=[source], config=config)
         assert results.status == "ok", results.status
 
     asyncio.run(work())  # warm-up
@@ -68,7 +65,7 @@ def _cli_engine(base_url: str, directory: Path) -> float:
         provider="local", model=MODEL, base_url=base_url, request_concurrency=CONCURRENCY
     )
     source = pollux.Source.from_text(SOURCE_TEXT)
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
 
     def once() -> float:
         sink = RecordSink(directory / "engine.jsonl", append=False)
@@ -112,9 +109,12 @@ def _command(*args: str, cwd: Path) -> float:
 
 
 def run() -> list[Result]:
-    with tempfile.TemporaryDirectory() as directory, _server(LATENCY_S) as base_url:
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        canned_server(LATENCY_S, path="/v1") as base_url,
+    ):
         work = Path(directory)
-        (work / "q.txt").write_text("\n".join(_prompts()) + "\n")
+        (work / "q.txt").write_text("\n".join(questions(N_PROMPTS)) + "\n")
         (work / "src.txt").write_text(SOURCE_TEXT)
         fan = ["many", "q.txt", "--source", "src.txt", "--out", "out.jsonl"]
         local = ["--provider", "local", "--model", MODEL, "--base-url", base_url]

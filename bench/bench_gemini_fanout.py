@@ -1,7 +1,7 @@
 """The gemini provider's ``run_many`` fan-out, side by side with raw google-genai and a bare socket.
 
 300 prompts over one shared 20 KB text source, C=32, a canned Gemini server
-(``bench/_gemini_server.py``, its own process) answering after 50 ms. Clients, each warmed up
+(``bench/_canned_server.py``, its own process) answering after 50 ms. Clients, each warmed up
 first and measured in the same run:
 
 - pollux ``run_many`` with ``provider="gemini"``: ``generateContent`` goes through the Session's
@@ -19,61 +19,19 @@ raw SDK on aiohttp (CPU ratio <= 1.1).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
-import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bench._fanout import SOURCE_TEXT, canned_server, measure, questions
 from bench._result import Result
 
 N_PROMPTS = 300
 CONCURRENCY = 32
 LATENCY_S = 0.05
 MODEL = "gemini-2.5-flash"
-SOURCE_TEXT = "".join(f"Context sentence {i:05d} about the benchmark. " for i in range(500))[
-    :20_000
-]
-
-
-@contextlib.contextmanager
-def _server(latency: float) -> Iterator[str]:
-    script = Path(__file__).with_name("_gemini_server.py")
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(latency)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _prompts() -> list[str]:
-    return [f"Question {i}: what does sentence {i:05d} say?" for i in range(N_PROMPTS)]
-
-
-def _measure(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
-    result: dict[str, float] = {}
-
-    async def main() -> None:
-        await work()  # warm-up
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        await work()
-        result["wall"] = time.perf_counter() - wall0
-        result["cpu"] = time.process_time() - cpu0
-
-    asyncio.run(main())
-    return result["wall"], result["cpu"]
 
 
 def _pollux() -> Callable[[], Awaitable[None]]:
@@ -87,7 +45,7 @@ def _pollux() -> Callable[[], Awaitable[None]]:
         retry=pollux.RetryPolicy(max_attempts=1),
     )
     source = pollux.Source.from_text(SOURCE_TEXT)
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
 
     async def work() -> None:
         async with pollux.Session(config) as session:
@@ -102,7 +60,7 @@ def _sdk(transport: str) -> Callable[[], Awaitable[None]]:
     from google import genai
     from google.genai import types
 
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
 
     async def work() -> None:
         options: dict[str, Any] = {"retry_options": types.HttpRetryOptions(attempts=1)}
@@ -162,7 +120,7 @@ class _Bare:
 
 
 def _bare(base_url: str) -> Callable[[], Awaitable[None]]:
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
 
     async def work() -> None:
         client = _Bare(base_url)
@@ -182,14 +140,14 @@ def _bare(base_url: str) -> Callable[[], Awaitable[None]]:
 def run() -> list[Result]:
     ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
     previous = os.environ.get("GOOGLE_GEMINI_BASE_URL")
-    with _server(LATENCY_S) as url:
+    with canned_server(LATENCY_S) as url:
         os.environ["GOOGLE_GEMINI_BASE_URL"] = url
         try:
             measured = {
-                "pollux": _measure(_pollux()),
-                "raw SDK aiohttp": _measure(_sdk("aiohttp")),
-                "raw SDK httpx": _measure(_sdk("httpx")),
-                "bare socket": _measure(_bare(url)),
+                "pollux": measure(_pollux()),
+                "raw SDK aiohttp": measure(_sdk("aiohttp")),
+                "raw SDK httpx": measure(_sdk("httpx")),
+                "bare socket": measure(_bare(url)),
             }
         finally:
             if previous is None:

@@ -1,6 +1,6 @@
 """pollux's engine against a loopback Chat Completions server, side by side with the raw SDK.
 
-Four measurements, each run against a server in its own process (``bench/_chat_server.py``):
+Four measurements, each run against a server in its own process (``bench/_canned_server.py``):
 
 1. Fan-out: ``run_many`` of 300 prompts over one shared 20 KB text source, ``provider="local"``,
    ``request_concurrency=32``, server answering after 50 ms. Efficiency = ideal time
@@ -19,76 +19,28 @@ Each client warms up first (connections, imports), so the numbers are steady-sta
 Why a dedicated server rather than ``pollux.testing.Emulator(process=True)``: the emulator is a
 faithful model (it parses every request, counts tokens, echoes the prompt) and costs the server
 process enough CPU per request that, on a 2-core machine, it caps a C=32 fan-out at about 0.4
-efficiency whatever the client does. ``bench/_chat_server.py`` answers with canned bytes so the
+efficiency whatever the client does. ``bench/_canned_server.py`` answers with canned bytes so the
 numbers measure the client.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
-import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bench._fanout import SOURCE_TEXT, canned_server, measure, questions
 from bench._result import Result
 
 N_PROMPTS = 300
 CONCURRENCY = 32
 LATENCY_S = 0.05
-SOURCE_TEXT = "".join(f"Context sentence {i:05d} about the benchmark. " for i in range(500))[
-    :20_000
-]
 ONE_SHOT_CALLS = 300
 STREAM_CHUNKS = 500
 STREAMS = 20
 MODEL = "bench-model"
-
-
-@contextlib.contextmanager
-def _server(latency: float, chunks: int = STREAM_CHUNKS) -> Iterator[str]:
-    script = Path(__file__).with_name("_chat_server.py")
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(latency), str(chunks)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _prompts() -> list[str]:
-    return [f"Question {i}: what does sentence {i:05d} say?" for i in range(N_PROMPTS)]
-
-
-def _measure(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
-    """Run ``work`` in a fresh loop after a warm-up pass; return (wall s, client CPU s)."""
-    result: dict[str, float] = {}
-
-    async def main() -> None:
-        await work()  # warm-up: connections, imports, caches
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        await work()
-        result["wall"] = time.perf_counter() - wall0
-        result["cpu"] = time.process_time() - cpu0
-
-    asyncio.run(main())
-    return result["wall"], result["cpu"]
-
-
-# -- the three fan-out clients -----------------------------------------------------------------
 
 
 def _pollux_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
@@ -102,7 +54,7 @@ def _pollux_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
         retry=pollux.RetryPolicy(max_attempts=1),
     )
     source = pollux.Source.from_text(SOURCE_TEXT)
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
 
     async def work() -> None:
         result = await pollux.run_many(prompts, sources=[source], config=config)
@@ -115,7 +67,7 @@ def _pollux_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
 def _sdk_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
     from openai import AsyncOpenAI
 
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
     state: dict[str, Any] = {}
 
     async def work() -> None:
@@ -224,7 +176,7 @@ class _BareClient:
 
 
 def _bare_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
-    prompts = _prompts()
+    prompts = questions(N_PROMPTS)
     runs = {"n": 0}
 
     async def work() -> None:
@@ -323,16 +275,16 @@ def _sdk_stream(base_url: str) -> Callable[[], Awaitable[None]]:
 
 def run() -> list[Result]:
     ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
-    with _server(LATENCY_S) as url:
-        pollux_wall, pollux_cpu = _measure(_pollux_fanout(url))
-        sdk_wall, sdk_cpu = _measure(_sdk_fanout(url))
-        bare_wall, bare_cpu = _measure(_bare_fanout(url))
-    with _server(0.0) as url:
-        one_wall, _ = _measure(_pollux_one_shot(url))
-        sdk_one_wall, _ = _measure(_sdk_one_shot(url))
-        _, pollux_stream_cpu = _measure(_pollux_stream(url))
-        _, bare_stream_cpu = _measure(_bare_stream(url))
-        _, sdk_stream_cpu = _measure(_sdk_stream(url))
+    with canned_server(LATENCY_S, stream_chunks=STREAM_CHUNKS, path="/v1") as url:
+        pollux_wall, pollux_cpu = measure(_pollux_fanout(url))
+        sdk_wall, sdk_cpu = measure(_sdk_fanout(url))
+        bare_wall, bare_cpu = measure(_bare_fanout(url))
+    with canned_server(0.0, stream_chunks=STREAM_CHUNKS, path="/v1") as url:
+        one_wall, _ = measure(_pollux_one_shot(url))
+        sdk_one_wall, _ = measure(_sdk_one_shot(url))
+        _, pollux_stream_cpu = measure(_pollux_stream(url))
+        _, bare_stream_cpu = measure(_bare_stream(url))
+        _, sdk_stream_cpu = measure(_sdk_stream(url))
 
     per = 1000.0 / N_PROMPTS
     chunks = STREAMS * STREAM_CHUNKS

@@ -26,13 +26,11 @@ import json
 import math
 import os
 import resource
-import subprocess
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from bench._fanout import SOURCE_TEXT, Work, best_of, canned_server, questions
 from bench._result import Result
 
 N_PROMPTS = 300
@@ -41,9 +39,6 @@ LATENCY_S = 0.05
 BIG_PROMPTS = 10_000
 BIG_CONCURRENCY = 256
 ROUNDS = 3
-SOURCE_TEXT = "".join(f"Context sentence {i:05d} about the benchmark. " for i in range(500))[
-    :20_000
-]
 MODELS = {
     "local": "bench-model",
     "openrouter": "openai/gpt-5-nano",
@@ -51,29 +46,6 @@ MODELS = {
     "anthropic": "claude-sonnet-4-6",
     "gemini": "gemini-2.5-flash",
 }
-
-Work = Callable[[], Awaitable[None]]
-
-
-@contextlib.contextmanager
-def _server(latency: float) -> Iterator[str]:
-    script = Path(__file__).with_name("_canned_server.py")
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(latency)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def _prompts(n: int) -> list[str]:
-    return [f"Question {i}: what does sentence {i % 500:05d} say?" for i in range(n)]
 
 
 def _point_sdks_at(url: str) -> None:
@@ -119,7 +91,7 @@ def _pollux(url: str, provider: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -
             cache="none" if provider == "anthropic" else None,
         )
         session = pollux.Session(config)
-        prompts = _prompts(n)
+        prompts = questions(n)
 
         async def work() -> None:
             result = await session.run_many(prompts, environment=env)
@@ -133,7 +105,7 @@ def _pollux(url: str, provider: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -
 def _sdk(provider: str) -> Any:
     def make() -> tuple[Work, Work]:
         limiter = asyncio.Semaphore(CONCURRENCY)
-        prompts = _prompts(N_PROMPTS)
+        prompts = questions(N_PROMPTS)
         if provider == "openai":
             import openai
 
@@ -230,7 +202,7 @@ def _bare(url: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -> Any:
     def make() -> tuple[Work, Work]:
         client = _Bare(url)
         limiter = asyncio.Semaphore(c)
-        prompts = _prompts(n)
+        prompts = questions(n)
 
         async def one(prompt: str) -> None:
             async with limiter:
@@ -279,7 +251,7 @@ def run() -> list[Result]:
             "OPENROUTER_BASE_URL",
         )
     }
-    with _server(LATENCY_S) as url:
+    with canned_server(LATENCY_S) as url:
         _point_sdks_at(url)
         try:
             for provider in MODELS:
@@ -287,12 +259,7 @@ def run() -> list[Result]:
             for provider in ("openai", "anthropic", "gemini"):
                 clients[f"raw SDK {provider}"] = _sdk(provider)
             clients["bare socket"] = _bare(url)
-            best: dict[str, tuple[float, float]] = {}
-            for _ in range(ROUNDS):
-                for name, make in clients.items():
-                    wall, cpu = _measure(make)
-                    old = best.get(name)
-                    best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
+            best = best_of(ROUNDS, clients, _measure)
             big = {p: _big(url, p) for p in ("bare socket", "local", "anthropic")}
         finally:
             for key, value in saved.items():

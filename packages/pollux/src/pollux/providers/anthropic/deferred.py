@@ -29,17 +29,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
+from pollux.providers._batch_jobs import BatchJobs, count, iso_time, require_requests
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
 
+from .compile import AnthropicCall
 from .errors import PROVIDER, wrap_anthropic_error
 from .extract import extract_response, field
 from .uploads import UploadRegistry, delete_files
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from pollux.interaction.deferred import DeferredHandle, DeferredStatus
     from pollux.providers.base import ProviderRequest
 
-    from .compile import AnthropicCall
 
 __all__ = [
     "MAX_BYTES",
@@ -75,21 +75,10 @@ _ERROR_STATUS = {
 }
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _time(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+    return iso_time(value)
 
 
 def normalize_status(
@@ -132,10 +121,10 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
     status, succeeded, failed, pending = normalize_status(
         raw,
         request_count=handle.request_count,
-        succeeded=_count(field(counts, "succeeded")),
-        errored=_count(field(counts, "errored")),
-        canceled=_count(field(counts, "canceled")),
-        expired=_count(field(counts, "expired")),
+        succeeded=count(field(counts, "succeeded")),
+        errored=count(field(counts, "errored")),
+        canceled=count(field(counts, "canceled")),
+        expired=count(field(counts, "expired")),
     )
     return DeferredSnapshot(
         job_id=handle.job_id,
@@ -217,7 +206,7 @@ def item_from_result(line: Any) -> DeferredItem:
     return DeferredItem(request_id, "failed", error=error, provider_status=error_type)
 
 
-class MessageBatches:
+class MessageBatches(BatchJobs[AnthropicCall]):
     """The Message Batches backend of one :class:`~pollux.providers.anthropic.AnthropicProvider`.
 
     Args:
@@ -227,22 +216,20 @@ class MessageBatches:
         timeout_s: The request timeout, quoted in error hints.
     """
 
-    def __init__(
-        self,
-        client: Callable[[], Any],
-        compile_request: Callable[[ProviderRequest], AnthropicCall],
-        *,
-        model: str,
-        timeout_s: float,
-    ) -> None:
-        self._client = client
-        self._compile = compile_request
-        self._model = model
-        self._timeout_s = timeout_s
-        self._cleaned: set[str] = set()
-
     def _wrap(self, exc: Exception, phase: str) -> PolluxError:
         return wrap_anthropic_error(exc, phase=phase, timeout_s=self._timeout_s)
+
+    def _snapshot(self, handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
+        return snapshot_from_batch(handle, batch)
+
+    async def _fetch(self, client: Any, job_id: str) -> Any:
+        return await client.messages.batches.retrieve(job_id)
+
+    async def _cancel(self, client: Any, job_id: str) -> Any:
+        return await client.messages.batches.cancel(job_id)
+
+    async def _delete_files(self, client: Any, file_ids: Sequence[str]) -> object:
+        return await delete_files(client, file_ids)
 
     # -------------------------------------------------------------------- submit
 
@@ -250,11 +237,7 @@ class MessageBatches:
         self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
     ) -> DeferredJob:
         """Upload the sources, then create the batch (all or nothing)."""
-        if not requests:
-            raise ConfigurationError(
-                "defer() requires at least one prompt",
-                hint="Pass one or more prompts to submit for deferred collection.",
-            )
+        require_requests(requests)
         if len(requests) > MAX_REQUESTS:
             raise ConfigurationError(
                 f"An Anthropic Message Batch takes at most {MAX_REQUESTS:,} requests, got "
@@ -315,28 +298,6 @@ class MessageBatches:
 
     # ------------------------------------------------------------------- lifecycle
 
-    async def _retrieve(self, handle: DeferredHandle, phase: str) -> Any:
-        try:
-            return await self._client().messages.batches.retrieve(handle.job_id)
-        except Exception as exc:
-            raise self._wrap(exc, phase) from exc
-
-    async def _cleanup(self, handle: DeferredHandle) -> None:
-        if handle.job_id in self._cleaned:
-            return
-        state = handle.provider_state or {}
-        owned = [str(i) for i in state.get("owned_file_ids") or () if isinstance(i, str)]
-        await delete_files(self._client(), owned)
-        self._cleaned.add(handle.job_id)
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """Retrieve and normalize the batch; release the job's uploads once it ended."""
-        batch = await self._retrieve(handle, "batch_status")
-        snapshot = snapshot_from_batch(handle, batch)
-        if snapshot.is_terminal:
-            await self._cleanup(handle)
-        return snapshot
-
     async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
         """The snapshot and, for an ended batch, every request's outcome."""
         batch = await self._retrieve(handle, "batch_collect")
@@ -354,18 +315,3 @@ class MessageBatches:
             raise self._wrap(exc, "batch_collect") from exc
         await self._cleanup(handle)
         return DeferredResults(snapshot, tuple(items))
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask Anthropic to cancel; a batch that already ended is left alone."""
-        client = self._client()
-        try:
-            batch = await client.messages.batches.cancel(handle.job_id)
-        except Exception as exc:
-            error = self._wrap(exc, "batch_cancel")
-            if not (isinstance(error, APIError) and error.status_code in (400, 409)):
-                raise error from exc
-            batch = await self._retrieve(handle, "batch_cancel")
-            if not snapshot_from_batch(handle, batch).is_terminal:
-                raise error from exc
-        if snapshot_from_batch(handle, batch).is_terminal:
-            await self._cleanup(handle)

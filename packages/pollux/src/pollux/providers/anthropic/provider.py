@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
+from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
     Capabilities,
@@ -48,8 +49,6 @@ from .uploads import UploadRegistry, validate_sources
 
 if TYPE_CHECKING:
     from pollux.config import Config
-    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
-    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 __all__ = ["CAPABILITIES", "AnthropicProvider"]
@@ -78,7 +77,7 @@ CAPABILITIES = Capabilities(
 )
 
 
-class AnthropicProvider(ProviderBase):
+class AnthropicProvider(BatchDelegation, ProviderBase):
     """The Anthropic Messages API provider (``Config(provider="anthropic", model=...)``)."""
 
     name = PROVIDER
@@ -374,47 +373,15 @@ class AnthropicProvider(ProviderBase):
             messages.append({"role": "assistant", "content": list(content)})
         return {"messages": messages}
 
-    # --------------------------------------------------------- deferred (Message Batches)
-
-    async def submit_deferred(
-        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
-    ) -> DeferredJob:
-        """Submit the requests as one Message Batch (see :mod:`.deferred`)."""
-        return await self._batches.submit_deferred(requests, request_ids)
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """The batch's normalized status."""
-        return await self._batches.inspect_deferred(handle)
-
-    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
-        """The batch's status and, once it ended, every request's outcome."""
-        return await self._batches.collect_deferred(handle)
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask Anthropic to cancel the batch."""
-        await self._batches.cancel_deferred(handle)
+    # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""
-        target = model or self._config.model
-        try:
-            await self._sdk().models.retrieve(target)
-        except Exception as exc:
-            error = wrap_anthropic_error(exc, phase="metadata")
-            return ProviderReadiness(
-                ready=False,
-                provider=PROVIDER,
-                status_code=getattr(error, "status_code", None),
-                message=f"{error} ({error.hint})" if error.hint else str(error),
-                model=target,
-            )
-        return ProviderReadiness(
-            ready=True,
+        return await model_readiness(
+            model or self._config.model,
+            lambda target: self._sdk().models.retrieve(target),
+            wrap_anthropic_error,
             provider=PROVIDER,
-            status_code=200,
-            message=f"model {target!r} is available",
-            model=target,
-            model_verified=True,
         )
 
 

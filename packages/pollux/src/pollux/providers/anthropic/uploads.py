@@ -27,13 +27,19 @@ is left behind.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from pollux.errors import ConfigurationError, SourceError
+from pollux.providers._uploads import (
+    base_mime,
+    is_text_mime,
+    media_hint,
+    refuse_unreachable,
+    stream_upload,
+    upload_name,
+)
 from pollux.source import Source
 
 from .errors import wrap_anthropic_error
@@ -61,38 +67,17 @@ MAX_FILE_BYTES = 500 * 1024 * 1024
 
 IMAGE_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _IMAGE_ALIASES = {"image/jpg": "image/jpeg"}
-_TEXT_LIKE_APPLICATION = frozenset(
-    {
-        "application/json",
-        "application/jsonl",
-        "application/x-ndjson",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/toml",
-        "application/javascript",
-        "application/x-tex",
-        "application/x-latex",
-        "application/x-bibtex",
-        "application/x-sh",
-        "application/sql",
-        "application/csv",
-    }
-)
+# Text-like beyond the shared set (:data:`pollux.providers._uploads.TEXT_LIKE_APPLICATION`).
+_MORE_TEXT_LIKE = frozenset({"application/x-bibtex"})
 
 
 def is_text_like(mime: str) -> bool:
     """Whether content of this MIME type is text (sent as a ``text/plain`` document)."""
-    base = mime.split(";", 1)[0].strip().lower()
-    return (
-        base.startswith("text/")
-        or base in _TEXT_LIKE_APPLICATION
-        or base.endswith(("+json", "+xml", "+yaml"))
-    )
+    return is_text_mime(base_mime(mime), also=_MORE_TEXT_LIKE)
 
 
 def _mime(source: Source) -> str:
-    base = source.mime_type.split(";", 1)[0].strip().lower()
+    base = base_mime(source.mime_type)
     return _IMAGE_ALIASES.get(base, base)
 
 
@@ -106,18 +91,9 @@ def plan_source(source: Source) -> Route:
     mime = _mime(source)
     if kind in ("text", "json"):
         return "text"
-    if kind == "youtube":
-        raise ConfigurationError(
-            "provider='anthropic' cannot read YouTube videos",
-            hint="Use provider='gemini' for YouTube, or pass a transcript as Source.from_text().",
-        )
+    refuse_unreachable(source, provider="anthropic")
     if kind in ("uri", "arxiv"):
         uri = source.identifier
-        if not uri.startswith(("http://", "https://")):
-            raise ConfigurationError(
-                f"provider='anthropic' can only fetch http(s) URLs, got {uri!r}",
-                hint="Download the file and pass Source.from_file(path) instead.",
-            )
         if mime in IMAGE_MIMES:
             return "url_image"
         if mime == "application/pdf":
@@ -142,13 +118,10 @@ def plan_source(source: Source) -> Route:
                 hint="Split the document, or pass a smaller excerpt.",
             )
         return route
-    if mime.startswith(("audio/", "video/")):
-        hint = "Use provider='gemini' for audio and video, or transcribe it first."
-    elif mime.startswith("image/"):
-        hint = "Convert the image to PNG, JPEG, WebP or GIF."
-    else:
-        hint = "Anthropic reads PDFs, images and text: convert the file, or pass mime_type= "
-        hint += "with its real type."
+    hint = media_hint(mime) or (
+        "Anthropic reads PDFs, images and text: convert the file, or pass mime_type= "
+        "with its real type."
+    )
     raise ConfigurationError(
         f"provider='anthropic' cannot read {mime} content ({source.identifier})", hint=hint
     )
@@ -169,12 +142,6 @@ def _inline_text(source: Source) -> str:
             f"Source {source.identifier} is not valid UTF-8 text",
             hint="Re-encode the content as UTF-8.",
         ) from exc
-
-
-def _file_name(source: Source) -> str:
-    if source._path is not None:
-        return source._path.name
-    return Path(source.identifier).name or "upload"
 
 
 def _upload_mime(route: Route, source: Source) -> str:
@@ -204,22 +171,19 @@ async def upload_source(client: Any, source: Source, route: Route, *, timeout_s:
         SourceError: The file cannot be read.
         APIError: The upload failed (``phase="upload"``).
     """
-    name = _file_name(source)
+    name = upload_name(source)
     mime = _upload_mime(route, source)
-    try:
-        with contextlib.ExitStack() as stack:
-            if source._path is not None:
-                handle: Any = stack.enter_context(source._path.open("rb"))
-            else:
-                handle = source._read_bytes()
-            created = await client.beta.files.upload(file=(name, handle, mime), betas=[FILES_BETA])
-    except OSError as exc:
-        raise SourceError(
-            f"Cannot read source file {source.identifier}: {exc.strerror or exc}",
-            hint="Check that the file still exists and is readable.",
-        ) from exc
-    except Exception as exc:
-        raise wrap_anthropic_error(exc, phase="upload", timeout_s=timeout_s) from exc
+
+    def send(handle: Any) -> Awaitable[Any]:
+        return client.beta.files.upload(  # type: ignore[no-any-return]
+            file=(name, handle, mime), betas=[FILES_BETA]
+        )
+
+    created = await stream_upload(
+        source,
+        send,
+        wrap=lambda exc: wrap_anthropic_error(exc, phase="upload", timeout_s=timeout_s),
+    )
     return str(created.id)
 
 
@@ -248,7 +212,7 @@ async def _content_key(source: Source, route: Route) -> tuple[str, str, str]:
         digest = await asyncio.to_thread(source._content_hash)
     else:
         digest = source._content_hash()
-    return (digest, _upload_mime(route, source), _file_name(source))
+    return (digest, _upload_mime(route, source), upload_name(source))
 
 
 class UploadRegistry:

@@ -36,11 +36,11 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
+from pollux.providers._batch_jobs import iso_time, require_requests
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
@@ -119,17 +119,6 @@ def normalize_status(
     else:
         status = "running"
     return status, succeeded, failed, pending
-
-
-def _time(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
 
 
 def _item_error(message: str, *, category: str, status: int | None = None) -> APIError:
@@ -244,11 +233,7 @@ class GeminiBatches:
         self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
     ) -> DeferredJob:
         """Upload sources (and, for large jobs, the JSONL), then create the job."""
-        if not requests:
-            raise ConfigurationError(
-                "defer() requires at least one prompt",
-                hint="Pass one or more prompts to submit for deferred collection.",
-            )
+        require_requests(requests)
         if len(requests) > MAX_REQUESTS:
             raise ConfigurationError(
                 f"A Gemini batch from pollux takes at most {MAX_REQUESTS:,} requests, "
@@ -287,7 +272,7 @@ class GeminiBatches:
         except BaseException:
             await asyncio.shield(self._delete(owned))
             raise
-        submitted = _time(field(job, "create_time"))
+        submitted = iso_time(field(job, "create_time"))
         return DeferredJob(
             job_id=str(field(job, "name")),
             model=model,
@@ -426,7 +411,7 @@ class GeminiBatches:
             failed=failed,
             pending=pending,
             submitted_at=handle.submitted_at,
-            completed_at=_time(field(job, "end_time")) if raw in _TERMINAL else None,
+            completed_at=iso_time(field(job, "end_time")) if raw in _TERMINAL else None,
             expires_at=None,
         )
         return snapshot, items

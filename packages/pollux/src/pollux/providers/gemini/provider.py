@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers
 from pollux.providers.base import (
     CacheUse,
@@ -58,9 +59,7 @@ from .uploads import UploadRegistry, file_names, uses_url_context, validate_sour
 
 if TYPE_CHECKING:
     from pollux.config import Config
-    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.interaction.environment import CachePolicy
-    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 __all__ = [
@@ -208,7 +207,7 @@ async def open_stream(client: Any, compiled: Mapping[str, Any]) -> AsyncIterator
     return decoded()
 
 
-class GeminiProvider(ProviderBase):
+class GeminiProvider(BatchDelegation, ProviderBase):
     """The Gemini Developer API provider (``Config(provider="gemini", model=...)``)."""
 
     name = PROVIDER
@@ -461,47 +460,15 @@ class GeminiProvider(ProviderBase):
             contents.append(content)
         return {"contents": contents}
 
-    # --------------------------------------------------------- deferred (Batch API)
-
-    async def submit_deferred(
-        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
-    ) -> DeferredJob:
-        """Submit the requests as one Batch API job (see :mod:`.deferred`)."""
-        return await self._batches.submit_deferred(requests, request_ids)
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """The job's normalized status."""
-        return await self._batches.inspect_deferred(handle)
-
-    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
-        """The job's status and, once it ended, every request's outcome."""
-        return await self._batches.collect_deferred(handle)
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask Google to cancel the job."""
-        await self._batches.cancel_deferred(handle)
+    # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""
-        target = model or self._config.model
-        try:
-            await self._sdk().aio.models.get(model=target)
-        except Exception as exc:
-            error = wrap_gemini_error(exc, phase="metadata")
-            return ProviderReadiness(
-                ready=False,
-                provider=PROVIDER,
-                status_code=getattr(error, "status_code", None),
-                message=f"{error} ({error.hint})" if error.hint else str(error),
-                model=target,
-            )
-        return ProviderReadiness(
-            ready=True,
+        return await model_readiness(
+            model or self._config.model,
+            lambda target: self._sdk().aio.models.get(model=target),
+            wrap_gemini_error,
             provider=PROVIDER,
-            status_code=200,
-            message=f"model {target!r} is available",
-            model=target,
-            model_verified=True,
         )
 
 

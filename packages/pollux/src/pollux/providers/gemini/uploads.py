@@ -38,11 +38,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pollux.errors import APIError, ConfigurationError, SourceError
+from pollux.providers._batch_jobs import iso_time
+from pollux.providers._uploads import base_mime, is_text_mime
 
 from .errors import PROVIDER, is_not_found, wrap_gemini_error
 from .extract import field
@@ -75,35 +76,13 @@ REUSE_MARGIN_S = 3600.0
 _POLL_FIRST_S = 0.25
 _POLL_MAX_S = 5.0
 
-_TEXT_LIKE_APPLICATION = frozenset(
-    {
-        "application/json",
-        "application/jsonl",
-        "application/x-ndjson",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/toml",
-        "application/javascript",
-        "application/x-tex",
-        "application/x-latex",
-        "application/x-sh",
-        "application/sql",
-        "application/csv",
-    }
-)
-
 
 def _mime(source: Source) -> str:
-    return source.mime_type.split(";", 1)[0].strip().lower()
+    return base_mime(source.mime_type)
 
 
 def _is_text_like(mime: str) -> bool:
-    return (
-        mime.startswith("text/")
-        or mime in _TEXT_LIKE_APPLICATION
-        or mime.endswith(("+json", "+xml", "+yaml"))
-    )
+    return is_text_mime(mime)
 
 
 def uses_url_context(source: Source) -> bool:
@@ -198,17 +177,6 @@ class UploadedFile:
         return self.expires_at is None or self.expires_at - now > REUSE_MARGIN_S
 
 
-def _timestamp(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def local_expiry(
     resource: Any, expiry_field: str, anchors: Sequence[str], now: float
 ) -> float | None:
@@ -217,11 +185,11 @@ def local_expiry(
     Google reports expiries on its own clock; the time left is measured against the
     resource's own create/update time, so a skewed local clock does not misjudge it.
     """
-    expiry = _timestamp(field(resource, expiry_field))
+    expiry = iso_time(field(resource, expiry_field))
     if expiry is None:
         return None
     for name in anchors:
-        anchor = _timestamp(field(resource, name))
+        anchor = iso_time(field(resource, name))
         if anchor is not None:
             return now + (expiry - anchor)
     return expiry

@@ -42,6 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
+from pollux.providers._batch_jobs import BatchJobs, count, require_requests
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error, body_message
 from pollux.providers.base import PreparedSources
@@ -82,10 +83,6 @@ _TIMESTAMP = {
     "expired": "expired_at",
     "cancelled": "cancelled_at",
 }
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def normalize_status(
@@ -129,8 +126,8 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
     status, succeeded, failed, pending = normalize_status(
         raw,
         request_count=handle.request_count,
-        succeeded=_count(field(counts, "completed")),
-        failed=_count(field(counts, "failed")),
+        succeeded=count(field(counts, "completed")),
+        failed=count(field(counts, "failed")),
     )
     stamp = _TIMESTAMP.get(raw)
     return DeferredSnapshot(
@@ -255,7 +252,7 @@ def _write_jsonl(
     return handle.tell()
 
 
-class OpenAIBatches:
+class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
     """The Batch API backend of one :class:`~pollux.providers.openai.OpenAIProvider`.
 
     Args:
@@ -265,23 +262,20 @@ class OpenAIBatches:
         timeout_s: The request timeout, quoted in error hints.
     """
 
-    def __init__(
-        self,
-        client: Callable[[], Any],
-        compile_request: Callable[[ProviderRequest], Mapping[str, Any]],
-        *,
-        model: str,
-        timeout_s: float,
-    ) -> None:
-        self._client = client
-        self._compile = compile_request
-        self._model = model
-        self._timeout_s = timeout_s
-        # Jobs whose owned files this provider already deleted (no repeated DELETEs).
-        self._cleaned: set[str] = set()
-
     def _wrap(self, exc: Exception, phase: str) -> PolluxError:
         return wrap_openai_error(exc, phase=phase, timeout_s=self._timeout_s)
+
+    def _snapshot(self, handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
+        return snapshot_from_batch(handle, batch)
+
+    async def _fetch(self, client: Any, job_id: str) -> Any:
+        return await client.batches.retrieve(job_id)
+
+    async def _cancel(self, client: Any, job_id: str) -> Any:
+        return await client.batches.cancel(job_id)
+
+    async def _delete_files(self, client: Any, file_ids: Sequence[str]) -> object:
+        return await delete_files(client, file_ids)
 
     # -------------------------------------------------------------------- submit
 
@@ -294,11 +288,7 @@ class OpenAIBatches:
                 f"An OpenAI batch takes at most {MAX_REQUESTS:,} requests, got {len(requests):,}",
                 hint="Split the prompts over several defer() calls.",
             )
-        if not requests:
-            raise ConfigurationError(
-                "defer() requires at least one prompt",
-                hint="Pass one or more prompts to submit for deferred collection.",
-            )
+        require_requests(requests)
         client = self._client()
         sources = requests[0].sources.sources
         prepared = await prepare_parts(client, sources, timeout_s=self._timeout_s, ttl_s=FILE_TTL_S)
@@ -359,29 +349,6 @@ class OpenAIBatches:
 
     # ------------------------------------------------------------------- lifecycle
 
-    async def _retrieve(self, handle: DeferredHandle, phase: str) -> Any:
-        try:
-            return await self._client().batches.retrieve(handle.job_id)
-        except Exception as exc:
-            raise self._wrap(exc, phase) from exc
-
-    async def _cleanup(self, handle: DeferredHandle) -> None:
-        # Best effort: a file that is already gone (deleted elsewhere, expired) is fine.
-        if handle.job_id in self._cleaned:
-            return
-        state = handle.provider_state or {}
-        owned = [str(i) for i in state.get("owned_file_ids") or () if isinstance(i, str)]
-        await delete_files(self._client(), owned)
-        self._cleaned.add(handle.job_id)
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """Retrieve and normalize the batch; release the job's uploads once it ended."""
-        batch = await self._retrieve(handle, "batch_status")
-        snapshot = snapshot_from_batch(handle, batch)
-        if snapshot.is_terminal:
-            await self._cleanup(handle)
-        return snapshot
-
     async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
         """The snapshot and, for an ended batch, every request's outcome."""
         batch = await self._retrieve(handle, "batch_collect")
@@ -433,19 +400,3 @@ class OpenAIBatches:
             raise
         except Exception as exc:
             raise self._wrap(exc, "batch_collect") from exc
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask OpenAI to cancel; a batch that already ended is left alone."""
-        client = self._client()
-        try:
-            batch = await client.batches.cancel(handle.job_id)
-        except Exception as exc:
-            error = self._wrap(exc, "batch_cancel")
-            if not (isinstance(error, APIError) and error.status_code in (400, 409)):
-                raise error from exc
-            # Refused: usually the batch ended in the meantime. Anything else is re-raised.
-            batch = await self._retrieve(handle, "batch_cancel")
-            if not snapshot_from_batch(handle, batch).is_terminal:
-                raise error from exc
-        if snapshot_from_batch(handle, batch).is_terminal:
-            await self._cleanup(handle)

@@ -2,36 +2,28 @@
 
 The SDK's internal retries are off (``max_retries=0``), so every failure reaches this module
 once per attempt; the engine's retry loop decides from ``retryable`` and ``error_category``.
-Status errors go through the shared table in :mod:`pollux.providers._errors`; this module adds
-what only OpenAI says: the error ``code`` (``context_length_exceeded``, ``insufficient_quota``)
-and the offending ``param``. The SDK is never imported: exceptions are recognised by class name
-along the MRO, so this module loads without ``openai``.
+The SDK's exception family is classified in :mod:`pollux.providers._stainless_errors` (shared
+with Anthropic) and status errors go through the shared table in :mod:`pollux.providers._errors`;
+this module adds what only OpenAI says: the error ``code`` (``context_length_exceeded``,
+``insufficient_quota``) and the offending ``param``. The SDK is never imported: exceptions are
+recognised by class name along the MRO, so this module loads without ``openai``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pollux.errors import APIError, ContextOverflowError, PolluxError, RateLimitError
-from pollux.providers._errors import api_error, body_message, is_unknown_model, network_error
+from pollux.providers._errors import api_error, body_message, is_unknown_model
+from pollux.providers._stainless_errors import (
+    error_body,
+    response_headers,
+    status_code,
+    wrap_stainless_error,
+)
 
 PROVIDER = "openai"
 API_KEY_ENV_VAR = "OPENAI_API_KEY"
 
 _OVERFLOW_CODES = frozenset({"context_length_exceeded"})
-
-
-def _class_names(exc: BaseException) -> set[str]:
-    return {cls.__name__ for cls in type(exc).__mro__}
-
-
-def _error_body(exc: BaseException) -> Mapping[str, Any]:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error")
-        return inner if isinstance(inner, Mapping) else body
-    return {}
 
 
 def wrap_openai_error(
@@ -49,76 +41,35 @@ def wrap_openai_error(
     Returns:
         The pollux error to raise.
     """
-    if isinstance(exc, PolluxError):
-        return exc
-    names = _class_names(exc)
-    if "APITimeoutError" in names or isinstance(exc, TimeoutError):
-        return network_error(
-            provider=PROVIDER,
-            phase=phase,
-            kind="timeout",
-            message="request timed out",
-            base_url=None,
-            timeout_s=timeout_s,
-        )
-    if "APIConnectionError" in names:
-        return network_error(
-            provider=PROVIDER,
-            phase=phase,
-            kind="connect",
-            message=str(exc),
-            base_url=None,
-            timeout_s=timeout_s,
-        )
-    if "APIStatusError" in names:
-        return _status_error(exc, phase=phase)
-    if "APIResponseValidationError" in names or isinstance(exc, ValueError):
-        # The SDK could not decode what came back (a truncated or garbled body or event).
-        return APIError(
-            f"openai {phase} failed: the response could not be decoded ({exc})",
-            hint="The body was cut or garbled on the way (often a proxy); retrying usually helps.",
-            retryable=True,
-            provider=PROVIDER,
-            phase=phase,
-            error_category="malformed_response",
-        )
-    if "APIError" in names:
-        # An error the API reported inside a stream, without an HTTP status.
-        body = _error_body(exc)
-        code = body.get("code")
-        return stream_error(
-            str(getattr(exc, "message", exc)),
-            code=str(code) if code is not None else None,
-            phase=phase,
-        )
-    if "OpenAIError" in names:
-        return APIError(
-            f"openai {phase} failed: {exc}",
-            hint=f"Set {API_KEY_ENV_VAR} or pass Config(api_key=...), then retry.",
-            retryable=False,
-            provider=PROVIDER,
-            phase=phase,
-            error_category="client",
-        )
-    return APIError(
-        f"openai {phase} failed unexpectedly: {exc!r}",
-        hint="This looks like a pollux bug or an unexpected response; please report it.",
-        retryable=False,
+    return wrap_stainless_error(
+        exc,
         provider=PROVIDER,
         phase=phase,
-        error_category="unknown",
+        timeout_s=timeout_s,
+        root_class="OpenAIError",
+        api_key_env_var=API_KEY_ENV_VAR,
+        status_error=_status_error,
+        stream_error=_in_stream_error,
+    )
+
+
+def _in_stream_error(exc: BaseException, *, phase: str) -> APIError:
+    # An error the API reported inside a stream, without an HTTP status.
+    code = error_body(exc).get("code")
+    return stream_error(
+        str(getattr(exc, "message", exc)),
+        code=str(code) if code is not None else None,
+        phase=phase,
     )
 
 
 def _status_error(exc: BaseException, *, phase: str) -> APIError:
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) else None
-    body = _error_body(exc)
+    status = status_code(exc)
+    body = error_body(exc)
     message = body_message(getattr(exc, "body", None)) or str(exc)
     code = body.get("code") or getattr(exc, "code", None)
     param = body.get("param")
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    header_map = dict(headers.items()) if headers is not None else None
+    header_map = response_headers(exc)
     if code in _OVERFLOW_CODES:
         error = api_error(
             provider=PROVIDER,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
 from pollux.errors import ConfigurationError
+from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
     Capabilities,
@@ -43,8 +44,6 @@ from .uploads import UPLOAD_TTL_S, delete_files, prepare_parts, validate_sources
 
 if TYPE_CHECKING:
     from pollux.config import Config
-    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
-    from pollux.providers._deferred import DeferredJob, DeferredResults
     from pollux.source import Source
 
 _log = logging.getLogger("pollux.providers.openai")
@@ -69,7 +68,7 @@ CAPABILITIES = Capabilities(
 )
 
 
-class OpenAIProvider(ProviderBase):
+class OpenAIProvider(BatchDelegation, ProviderBase):
     """The OpenAI Responses API provider (``Config(provider="openai", model=...)``)."""
 
     name = PROVIDER
@@ -315,47 +314,15 @@ class OpenAIProvider(ProviderBase):
             state["stored"] = False
         return state
 
-    # --------------------------------------------------------- deferred (Batch API)
-
-    async def submit_deferred(
-        self, requests: Sequence[ProviderRequest], request_ids: Sequence[str]
-    ) -> DeferredJob:
-        """Submit the requests as one Batch API job (see :mod:`.deferred`)."""
-        return await self._batches.submit_deferred(requests, request_ids)
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """The batch's normalized status."""
-        return await self._batches.inspect_deferred(handle)
-
-    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
-        """The batch's status and, once it ended, every request's outcome."""
-        return await self._batches.collect_deferred(handle)
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask OpenAI to cancel the batch."""
-        await self._batches.cancel_deferred(handle)
+    # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""
-        target = model or self._config.model
-        try:
-            await self._sdk().models.retrieve(target)
-        except Exception as exc:
-            error = wrap_openai_error(exc, phase="metadata")
-            return ProviderReadiness(
-                ready=False,
-                provider=PROVIDER,
-                status_code=getattr(error, "status_code", None),
-                message=f"{error} ({error.hint})" if error.hint else str(error),
-                model=target,
-            )
-        return ProviderReadiness(
-            ready=True,
+        return await model_readiness(
+            model or self._config.model,
+            lambda target: self._sdk().models.retrieve(target),
+            wrap_openai_error,
             provider=PROVIDER,
-            status_code=200,
-            message=f"model {target!r} is available",
-            model=target,
-            model_verified=True,
         )
 
 

@@ -23,13 +23,19 @@ carry ``expires_after`` as a safety net; pollux deletes them right after the cal
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pollux.errors import ConfigurationError, SourceError
+from pollux.providers._uploads import (
+    base_mime,
+    is_text_mime,
+    media_hint,
+    refuse_unreachable,
+    stream_upload,
+    upload_name,
+)
 
 from .errors import wrap_openai_error
 
@@ -54,39 +60,17 @@ DOCUMENT_MIMES = frozenset(
         "application/vnd.oasis.opendocument.text",
     }
 )
-_TEXT_LIKE_APPLICATION = frozenset(
-    {
-        "application/json",
-        "application/jsonl",
-        "application/x-ndjson",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/toml",
-        "application/javascript",
-        "application/x-javascript",
-        "application/x-tex",
-        "application/x-latex",
-        "application/x-bibtex",
-        "application/x-sh",
-        "application/sql",
-        "application/csv",
-    }
-)
+# Text-like beyond the shared set (:data:`pollux.providers._uploads.TEXT_LIKE_APPLICATION`).
+_MORE_TEXT_LIKE = frozenset({"application/x-javascript", "application/x-bibtex"})
 
 
 def is_text_like(mime: str) -> bool:
     """Whether content of this MIME type is text pollux inlines instead of uploading."""
-    base = mime.split(";", 1)[0].strip().lower()
-    return (
-        base.startswith("text/")
-        or base in _TEXT_LIKE_APPLICATION
-        or base.endswith(("+json", "+xml", "+yaml"))
-    )
+    return is_text_mime(base_mime(mime), also=_MORE_TEXT_LIKE)
 
 
 def _mime(source: Source) -> str:
-    return source.mime_type.split(";", 1)[0].strip().lower()
+    return base_mime(source.mime_type)
 
 
 def plan_source(source: Source) -> Route:
@@ -99,18 +83,9 @@ def plan_source(source: Source) -> Route:
     mime = _mime(source)
     if kind in ("text", "json"):
         return "text"
-    if kind == "youtube":
-        raise ConfigurationError(
-            "provider='openai' cannot read YouTube videos",
-            hint="Use provider='gemini' for YouTube, or pass a transcript as Source.from_text().",
-        )
+    refuse_unreachable(source, provider="openai")
     if kind in ("uri", "arxiv"):
         uri = source.identifier
-        if not uri.startswith(("http://", "https://")):
-            raise ConfigurationError(
-                f"provider='openai' can only fetch http(s) URLs, got {uri!r}",
-                hint="Download the file and pass Source.from_file(path) instead.",
-            )
         if mime in IMAGE_MIMES:
             return "url_image"
         if mime in DOCUMENT_MIMES or is_text_like(mime):
@@ -126,12 +101,9 @@ def plan_source(source: Source) -> Route:
         return "upload_image"
     if mime in DOCUMENT_MIMES:
         return "upload_file"
-    if mime.startswith(("audio/", "video/")):
-        hint = "Use provider='gemini' for audio and video, or transcribe it first."
-    elif mime.startswith("image/"):
-        hint = "Convert the image to PNG, JPEG, WebP or GIF."
-    else:
-        hint = "Pass mime_type= with the real type (PDF, image, office or text document)."
+    hint = media_hint(mime) or (
+        "Pass mime_type= with the real type (PDF, image, office or text document)."
+    )
     raise ConfigurationError(
         f"provider='openai' cannot read {mime} content ({source.identifier})", hint=hint
     )
@@ -162,13 +134,6 @@ def _inline_text(source: Source) -> str:
         ) from exc
 
 
-def _file_name(source: Source) -> str:
-    if source._path is not None:
-        return source._path.name
-    name = Path(source.identifier).name
-    return name or "upload"
-
-
 def _upload_key(source: Source) -> tuple[str, str]:
     if source._path is not None:
         return (f"path:{source._path.resolve()}", source.mime_type)
@@ -188,25 +153,18 @@ async def upload_source(
     Raises:
         APIError: The upload failed (wrapped with ``phase="upload"``).
     """
-    name = _file_name(source)
-    try:
-        with contextlib.ExitStack() as stack:
-            if source._path is not None:
-                handle: Any = stack.enter_context(source._path.open("rb"))
-            else:
-                handle = source._read_bytes()
-            created = await client.files.create(
-                file=(name, handle, source.mime_type),
-                purpose="user_data",
-                expires_after={"anchor": "created_at", "seconds": ttl_s},
-            )
-    except OSError as exc:
-        raise SourceError(
-            f"Cannot read source file {source.identifier}: {exc.strerror or exc}",
-            hint="Check that the file still exists and is readable.",
-        ) from exc
-    except Exception as exc:
-        raise wrap_openai_error(exc, phase="upload", timeout_s=timeout_s) from exc
+    name = upload_name(source)
+
+    def send(handle: Any) -> Awaitable[Any]:
+        return client.files.create(  # type: ignore[no-any-return]
+            file=(name, handle, source.mime_type),
+            purpose="user_data",
+            expires_after={"anchor": "created_at", "seconds": ttl_s},
+        )
+
+    created = await stream_upload(
+        source, send, wrap=lambda exc: wrap_openai_error(exc, phase="upload", timeout_s=timeout_s)
+    )
     return str(created.id)
 
 
