@@ -23,9 +23,7 @@ from typing import Any
 __all__ = [
     "capability_table",
     "error_tree",
-    "on_config",
     "on_page_markdown",
-    "optional_nav",
     "render",
     "repository_links",
 ]
@@ -161,33 +159,6 @@ def repository_links(markdown: str, page_path: str, docs_dir: Path) -> str:
         return text if text.strip("`") == relative else f"{text} (`{relative}` in the repository)"
 
     return _LINK.sub(rewrite, markdown)
-
-
-# Concept pages other branches add: listed under "Concepts" when the file exists, so the strict
-# build (which refuses a page missing from the navigation) passes before and after their merge.
-# Move an entry into mkdocs.yml once its page is on main for good.
-OPTIONAL_PAGES: dict[str, str] = {
-    "pollux/cli.md": "pollux CLI",
-    "reliability.md": "Reliability",
-}
-
-
-def optional_nav(nav: list[Any], docs_dir: Path) -> list[Any]:
-    """``nav`` with every existing optional page appended to its "Concepts" section."""
-    present = [
-        {title: page} for page, title in OPTIONAL_PAGES.items() if (docs_dir / page).is_file()
-    ]
-    for section in nav:
-        if isinstance(section, dict) and "Concepts" in section:
-            listed = {p for entry in section["Concepts"] for p in entry.values()}
-            section["Concepts"].extend(e for e in present if next(iter(e.values())) not in listed)
-    return nav
-
-
-def on_config(config: Any, **_: Any) -> Any:
-    """Add the optional pages that exist to the navigation."""
-    config["nav"] = optional_nav(config["nav"], Path(config["docs_dir"]))
-    return config
 
 
 def on_page_markdown(markdown: str, *, page: Any, config: Any, **_: Any) -> str:

@@ -101,15 +101,7 @@ def _load_mkdocs_yml() -> dict[str, Any]:
     return loaded
 
 
-def _hooks() -> Any:
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "hooks" / "docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-NAV = _nav_pages(_hooks().optional_nav(_load_mkdocs_yml()["nav"], DOCS))
+NAV = _nav_pages(_load_mkdocs_yml()["nav"])
 RUN_HERE = [page for page in NAV if page not in DEDICATED and page not in FRAGMENTS]
 
 
