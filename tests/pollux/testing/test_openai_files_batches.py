@@ -194,6 +194,29 @@ def test_batch_expires_when_the_window_closes() -> None:
     assert {line["error"]["code"] for line in missing} == {"batch_expired"}
 
 
+def test_batch_still_validating_when_the_window_closes_expires() -> None:
+    with (
+        Emulator(batch_durations={"validating": 30 * 3600}) as emu,
+        _client(emu) as client,
+    ):
+        file = client.files.create(file=("in.jsonl", _jsonl(_requests(3))), purpose="batch")
+        batch = client.batches.create(
+            input_file_id=file.id, endpoint="/v1/responses", completion_window="24h"
+        )
+        emu.advance(24 * 3600 - 1)
+        assert client.batches.retrieve(batch.id).status == "validating"
+        emu.advance(1)
+        expired = client.batches.retrieve(batch.id)
+        assert expired.status == "expired"
+        assert expired.expired_at == expired.expires_at
+        assert expired.in_progress_at is None
+        missing = _lines(client, expired.error_file_id)
+    assert expired.output_file_id is None  # nothing ran, so there is no output file
+    assert expired.request_counts is not None
+    assert (expired.request_counts.completed, expired.request_counts.failed) == (0, 3)
+    assert [line["error"]["code"] for line in missing] == ["batch_expired"] * 3
+
+
 def test_batch_cancel_goes_through_cancelling(emulator: Emulator) -> None:
     with _client(emulator) as client:
         file = client.files.create(file=("in.jsonl", _jsonl(_requests(10))), purpose="batch")

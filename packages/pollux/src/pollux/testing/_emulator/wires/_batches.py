@@ -154,7 +154,12 @@ def refresh(state: OpenAIState, job: Job) -> None:
             _finish(state, job, "cancelled", end, job.processed_by(job.cancel_at))
         return
     validated = job.created_at + job.durations["validating"]
+    expires = job.created_at + WINDOW
     if now < validated:
+        # A job still validating when its window closes expires with nothing processed,
+        # rather than staying in "validating" forever.
+        if now >= expires:
+            _finish(state, job, "expired", expires, 0)
         return
     if job.errors:
         job.status = "failed"
@@ -163,7 +168,6 @@ def refresh(state: OpenAIState, job: Job) -> None:
     job.total = len(job.lines)
     job.stamps.setdefault("in_progress_at", int(validated))
     job.status = "in_progress"
-    expires = job.created_at + WINDOW
     processed_end = validated + job.durations["in_progress"]
     done_at = processed_end + job.durations["finalizing"]
     if done_at > expires and now >= expires:
