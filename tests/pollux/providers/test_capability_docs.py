@@ -45,10 +45,11 @@ ROWS: dict[str, str] = {
     "max_tokens": r"`max_tokens`",
     "seed": r"`seed`",
     "prompt_cache_ttl": r"^Prompt caching",
+    "implicit_caching": r"^Automatic cache breakpoints",
 }
 OPTIONAL = {"prompt_cache_ttl"}
 #: Declared but not something a reader chooses (the engine does not branch on it).
-UNDOCUMENTED = {"implicit_caching"}
+UNDOCUMENTED: set[str] = set()
 
 
 def capability_rows(section: str) -> list[tuple[str, str]]:
@@ -105,3 +106,12 @@ def test_a_contradicting_table_is_caught() -> None:
     (wrong,) = mismatches("Gemini provider", replace(GEMINI, seed=False))
     assert wrong.startswith("seed=False but the row '`temperature`, `top_p`, `max_tokens`, `seed`'")
     assert mismatches("Anthropic provider", replace(ANTHROPIC, persistent_cache=True))
+
+
+def test_the_config_reference_lists_every_overridable_capability() -> None:
+    from pollux.config import KNOWN_CAPABILITIES
+
+    page = (DOC.parent / "api-types.md").read_text(encoding="utf-8")
+    (row,) = [line for line in page.splitlines() if line.startswith("| `capabilities` |")]
+    listed = row.split("):", 1)[1].split("; values", 1)[0]
+    assert set(re.findall(r"`(\w+)`", listed)) == KNOWN_CAPABILITIES

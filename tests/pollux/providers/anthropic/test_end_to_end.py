@@ -8,6 +8,7 @@ The SDK reads ``ANTHROPIC_BASE_URL``; that is how the provider is pointed at the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -537,6 +538,23 @@ async def test_conversation_breakpoint_on_the_replayed_turn(emu: Emulator, confi
         config=config,
     )
     assert breakpoints(bodies(emu)[1]) == ["tool:get_weather", "message1:tool_use"]
+
+
+async def test_implicit_caching_off_sends_no_automatic_breakpoints(
+    emu: Emulator, config: Config
+) -> None:
+    off = dataclasses.replace(config, capabilities={"implicit_caching": False})
+    env = Environment(instructions=LONG, tools=[WEATHER], sources=[Source.from_text(LONG)])
+    await interact(env, Input("x"), config=off)
+    prompts = [f"question {i}" for i in range(3)]
+    results = await run_many(prompts, config=off, sources=[Source.from_text(LONG)])
+    assert results.status == "ok"
+    assert [breakpoints(body) for body in bodies(emu)] == [[]] * 4
+    assert all(not o.usage.cache_write_tokens for o in results.outputs)
+    # An explicit CachePolicy is the user's own choice, so it still marks the prefix.
+    explicit = Environment(instructions=LONG, cache=CachePolicy(ttl_seconds=300))
+    await interact(explicit, Input("x"), config=off)
+    assert breakpoints(bodies(emu)[-1]) == ["system"]
 
 
 async def test_capability_overrides_apply(emu: Emulator) -> None:

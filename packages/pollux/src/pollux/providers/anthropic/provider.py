@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
+from pollux.interaction.environment import CachePolicy
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
@@ -103,6 +104,7 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         self._closed = False
         self._uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
         self._validated: tuple[Any, ...] | None = None
+        self._implicit_caching = self.capabilities_for(config.model).implicit_caching
         self._batches = MessageBatches(
             self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
         )
@@ -225,8 +227,16 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
 
     # ------------------------------------------------------------------ calls
 
+    def _cache_control(self, request: ProviderRequest) -> dict[str, str] | None:
+        # ``None``/``"auto"`` is provider-managed caching, which ``Config(capabilities=
+        # {"implicit_caching": False})`` turns off (a gateway that rejects cache_control, or a
+        # user who will not pay write premiums); an explicit CachePolicy is always honoured.
+        if not isinstance(request.cache, CachePolicy) and not self._implicit_caching:
+            return None
+        return cache_control(request.cache)
+
     def _cache(self, request: ProviderRequest) -> dict[str, str] | None:
-        control = cache_control(request.cache)
+        control = self._cache_control(request)
         if control is None:
             return None
         if request.fanout > 1 and not self._prefix_cacheable(request):
@@ -245,7 +255,7 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
     def warm_up_first(self, requests: Sequence[ProviderRequest]) -> bool:
         """Whether a fan-out should run its first call alone to write the prompt cache."""
         first = requests[0]
-        return cache_control(first.cache) is not None and self._prefix_cacheable(first)
+        return self._cache_control(first) is not None and self._prefix_cacheable(first)
 
     def _compile(
         self, request: ProviderRequest, *, source_blocks: Sequence[Mapping[str, Any]]
