@@ -58,17 +58,17 @@ class _ToolControl(TypedDict, total=False):
 
 class _ProviderOptions(TypedDict, total=False):
     provider_options: dict[str, dict[str, Any]] | None
-    """Raw provider-scoped options, keyed by provider name (``{"openai": {...}}``); entries
-    for other known providers are ignored, an unknown provider name is refused."""
+    """Raw provider-scoped options, keyed by provider name (``{"openai": {...}}``).
+
+    Entries for other known providers are ignored, an unknown provider name is refused."""
 
 
 class GenerationSettings(_Sampling, _ToolControl, _ProviderOptions, total=False):
     """The generation keywords of ``run``, ``run_many``, ``interact`` and ``stream`` (all optional).
 
-    Every key defaults to None (the provider's default); the values are validated once, into
-    :class:`pollux.OutputRequirements`. The keys, in order: ``output``, ``temperature``,
-    ``top_p``, ``max_tokens``, ``seed``, ``reasoning_effort``, ``reasoning_budget_tokens``,
-    ``tool_choice``, ``provider_options``.
+    Each function lists the keys as keyword-only parameters in its runtime signature; every key
+    defaults to None (the provider's default), and the values are validated once, into
+    :class:`pollux.OutputRequirements`.
 
     Example:
         >>> from pollux.interaction import GenerationSettings, describe_call
