@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import pollard.adapters.pollux as bridge
 from pollard import AsyncRuntime
 from pollard._runtime._async import AsyncRun
 from pollard.adapters.pollux import (
@@ -22,6 +23,7 @@ from pollard.adapters.pollux import (
     governed_stream,
 )
 from pollux import Config, ConfigurationError, Environment, Input
+from pollux.interaction import describe_call
 from pollux.interaction.settings import DEFERRED_SETTING_NAMES, SETTING_NAMES
 
 MOCK = Config(provider="openai", model="gpt-5-nano", use_mock=True)
@@ -177,6 +179,7 @@ async def test_every_keyword_reaches_validation(name: str) -> None:
 CALLERS = """\
 from __future__ import annotations
 
+import pollard.adapters.pollux as bridge
 from pollard import AsyncRuntime
 from pollard.adapters.pollux import (
     governed_defer, governed_interact, governed_run, governed_run_many, governed_stream,
@@ -229,3 +232,32 @@ def test_mypy_sees_exactly_the_seed_keywords(tmp_path: Path) -> None:
     flagged = {int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line}
     expected = {n for n, line in enumerate(CALLERS.splitlines(), 1) if line.endswith("# E")}
     assert flagged == expected, out + err
+
+
+# A valid, non-default value of every key: a new key must get one here, and then it must change
+# the request identity (or a recording would answer a request that sets it differently).
+SAMPLES: dict[str, object] = {
+    "output": {"type": "object", "properties": {"x": {"type": "string"}}},
+    "temperature": 0.5,
+    "top_p": 0.5,
+    "max_tokens": 5,
+    "seed": 1,
+    "reasoning_effort": "low",
+    "reasoning_budget_tokens": 64,
+    "tool_choice": "auto",
+    "provider_options": {"openai": {"store": False}},
+}
+
+
+@pytest.mark.parametrize("keyword", SETTING_NAMES)
+def test_every_keyword_is_part_of_the_replay_identity(keyword: str) -> None:
+    assert set(SAMPLES) == set(SETTING_NAMES)
+
+    def identity(settings: dict[str, object]) -> dict[str, Any]:
+        call = describe_call("Q?", settings=settings)
+        payload: dict[str, Any] = bridge._payload(
+            "run", MOCK, call.environment, call.inputs[0], call.requirements
+        )
+        return payload
+
+    assert identity({keyword: SAMPLES[keyword]}) != identity({})
