@@ -109,6 +109,23 @@ def test_the_reference_renders_docstrings_and_the_error_trees(site: Path) -> Non
     assert 'id="pollard.adapters.pollux.governed_run_many"' in adapters
 
 
+def test_the_reference_lists_the_generation_keywords_once_in_order(site: Path) -> None:
+    from pollux.interaction.settings import DEFERRED_SETTING_NAMES, SETTING_NAMES
+
+    pollux_ref = (site / "reference" / "pollux.html").read_text(encoding="utf-8")
+    for cls, keys in (
+        ("GenerationSettings", SETTING_NAMES),
+        ("DeferredSettings", DEFERRED_SETTING_NAMES),
+    ):
+        ids = re.findall(rf'id="pollux\.interaction\.{cls}\.(\w+)"', pollux_ref)
+        assert ids == list(keys), cls
+    # every front door's **settings points at the one declaration, on both reference pages
+    assert pollux_ref.count('href="#pollux.interaction.GenerationSettings"') >= 8
+    assert 'href="#pollux.interaction.DeferredSettings"' in pollux_ref
+    adapters = (site / "reference" / "pollard-adapters-pollux.html").read_text(encoding="utf-8")
+    assert adapters.count('href="pollux.html#pollux.interaction.GenerationSettings"') >= 4
+
+
 def _chromium() -> str:
     for name in _CANDIDATES:
         found = shutil.which(name)

@@ -17,6 +17,7 @@ MODULES = [
     "pollux.config",
     "pollux.retry",
     "pollux.source",
+    "pollux.interaction.call",
     "pollux.interaction.continuation",
     "pollux.interaction.deferred",
     "pollux.interaction.environment",
@@ -25,6 +26,7 @@ MODULES = [
     "pollux.interaction.messages",
     "pollux.interaction.output",
     "pollux.interaction.requirements",
+    "pollux.interaction.settings",
     "pollux.interaction.tools",
 ]
 

@@ -25,15 +25,18 @@ from pollux._engine.execute import close_async_iterator
 from pollux._session import Session
 from pollux.config import Config
 from pollux.errors import ConfigurationError
-from pollux.interaction.call import describe_call, settings_from
+from pollux.interaction.call import describe_call
+from pollux.interaction.settings import generation_keywords
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pollux.interaction.environment import CacheSetting, Environment
     from pollux.interaction.events import Event
     from pollux.interaction.input import Input
     from pollux.interaction.output import Output, OutputCollection
-    from pollux.interaction.requirements import ResponseSchemaInput
-    from pollux.interaction.tools import ToolChoice, ToolDeclaration
+    from pollux.interaction.settings import GenerationSettings
+    from pollux.interaction.tools import ToolDeclaration
     from pollux.providers.base import ProviderReadiness
     from pollux.source import Source
 
@@ -148,6 +151,7 @@ def _shared_session(config: Config) -> Session:
     return session
 
 
+@generation_keywords(place_after={"tools": "tool_choice"})
 async def run(
     prompt: str | None = None,
     *,
@@ -156,16 +160,8 @@ async def run(
     config: Config,
     environment: Environment | None = None,
     instructions: str | None = None,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
     tools: Sequence[ToolDeclaration] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
+    **settings: Unpack[GenerationSettings],
 ) -> Output:
     """Run a single prompt, optionally with sources for context.
 
@@ -182,16 +178,10 @@ async def run(
             tools, and cache preference. Cannot be combined with inline
             ``instructions``/``source``/``sources``/``tools``.
         instructions: Optional system-level instruction.
-        output: Optional Pydantic model or JSON Schema for structured output.
-        temperature: Optional sampling temperature.
-        top_p: Optional nucleus-sampling probability.
-        max_tokens: Optional hard cap on output tokens.
-        seed: Optional sampling seed where supported.
-        reasoning_effort: Optional qualitative reasoning effort.
-        reasoning_budget_tokens: Optional explicit reasoning token budget.
-        tool_choice: Optional tool-choice control.
         tools: Optional tool declarations.
-        provider_options: Optional raw provider-scoped generation options.
+        **settings: The generation keywords, each optional (``output=`` for structured output,
+            ``temperature=``, ``max_tokens=``, ``tool_choice=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Returns:
         The completed :class:`Output`.
@@ -205,7 +195,6 @@ async def run(
         result = await run("Summarize.", source=Source.from_file("doc.pdf"), config=config)
         print(result.text)
     """
-    settings = settings_from(locals())
     call = describe_call(
         prompt,
         environment=environment,
@@ -224,6 +213,7 @@ async def run(
     return outputs[0]
 
 
+@generation_keywords(place_after={"tools": "tool_choice"})
 async def run_many(
     prompts: str | Sequence[str | None] | None = None,
     *,
@@ -231,16 +221,8 @@ async def run_many(
     config: Config,
     environment: Environment | None = None,
     instructions: str | None = None,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
     tools: Sequence[ToolDeclaration] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
+    **settings: Unpack[GenerationSettings],
 ) -> OutputCollection:
     """Run multiple prompts with shared sources for source-pattern execution.
 
@@ -259,16 +241,10 @@ async def run_many(
             tools, and cache preference. Cannot be combined with inline
             ``instructions``/``sources``/``tools``.
         instructions: Optional system-level instruction.
-        output: Optional Pydantic model or JSON Schema for structured output.
-        temperature: Optional sampling temperature.
-        top_p: Optional nucleus-sampling probability.
-        max_tokens: Optional hard cap on output tokens.
-        seed: Optional sampling seed where supported.
-        reasoning_effort: Optional qualitative reasoning effort.
-        reasoning_budget_tokens: Optional explicit reasoning token budget.
-        tool_choice: Optional tool-choice control.
         tools: Optional tool declarations.
-        provider_options: Optional raw provider-scoped generation options.
+        **settings: The generation keywords, each optional (``output=`` for structured output,
+            ``temperature=``, ``max_tokens=``, ``tool_choice=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Returns:
         The :class:`OutputCollection` for the source pattern.
@@ -286,7 +262,6 @@ async def run_many(
         for answer in results.answers:
             print(answer)
     """
-    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
@@ -302,20 +277,13 @@ async def run_many(
         state.release(session)
 
 
+@generation_keywords()
 async def interact(
     environment: Environment,
     input: Input,
     *,
     config: Config,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
+    **settings: Unpack[GenerationSettings],
 ) -> Output:
     """Run one explicit interaction over an environment and input.
 
@@ -329,15 +297,9 @@ async def interact(
         environment: Reusable model-facing setup for the interaction.
         input: The per-turn payload (user content, continuation, tool results).
         config: Configuration specifying provider and model.
-        output: Optional Pydantic model or JSON Schema for structured output.
-        temperature: Optional sampling temperature.
-        top_p: Optional nucleus-sampling probability.
-        max_tokens: Optional hard cap on output tokens.
-        seed: Optional sampling seed where supported.
-        reasoning_effort: Optional qualitative reasoning effort.
-        reasoning_budget_tokens: Optional explicit reasoning token budget.
-        tool_choice: Optional tool-choice control.
-        provider_options: Optional raw provider-scoped generation options.
+        **settings: The generation keywords, each optional (``output=`` for structured output,
+            ``temperature=``, ``max_tokens=``, ``tool_choice=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Returns:
         The completed :class:`Output` for the interaction.
@@ -357,7 +319,6 @@ async def interact(
                 config=cfg,
             )
     """
-    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:
@@ -370,20 +331,13 @@ async def interact(
         state.release(session)
 
 
+@generation_keywords()
 async def stream(
     environment: Environment,
     input: Input,
     *,
     config: Config,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
+    **settings: Unpack[GenerationSettings],
 ) -> AsyncGenerator[Event, None]:
     """Stream one explicit interaction as :class:`Event` objects.
 
@@ -403,15 +357,9 @@ async def stream(
         environment: Reusable model-facing setup for the interaction.
         input: The per-turn payload (user content, continuation, tool results).
         config: Configuration specifying provider and model.
-        output: Optional Pydantic model or JSON Schema for structured output.
-        temperature: Optional sampling temperature.
-        top_p: Optional nucleus-sampling probability.
-        max_tokens: Optional hard cap on output tokens.
-        seed: Optional sampling seed where supported.
-        reasoning_effort: Optional qualitative reasoning effort.
-        reasoning_budget_tokens: Optional explicit reasoning token budget.
-        tool_choice: Optional tool-choice control.
-        provider_options: Optional raw provider-scoped generation options.
+        **settings: The generation keywords, each optional (``output=`` for structured output,
+            ``temperature=``, ``max_tokens=``, ``tool_choice=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Yields:
         Each :class:`Event` in the interaction's timeline, ending in ``done``.
@@ -423,7 +371,6 @@ async def stream(
             elif event.type == "done":
                 result = event.output
     """
-    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:

@@ -13,32 +13,27 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._api import _loop_sessions
 from pollux._engine.deferred import handle_config
-from pollux.interaction.call import settings_from
+from pollux.interaction.settings import DeferredSettings, generation_keywords
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pollux.config import Config
     from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.interaction.output import OutputCollection
-    from pollux.interaction.requirements import ResponseSchemaInput
     from pollux.source import Source
 
 __all__ = ["cancel_deferred", "collect_deferred", "defer", "inspect_deferred"]
 
 
+@generation_keywords(DeferredSettings)
 async def defer(
     prompts: str | Sequence[str | None] | None = None,
     *,
     sources: Sequence[Source] = (),
     config: Config,
     instructions: str | None = None,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
+    **settings: Unpack[DeferredSettings],
 ) -> DeferredHandle:
     """Submit one or more deferred requests and return a serializable handle.
 
@@ -56,15 +51,10 @@ async def defer(
         sources: Stable sources shared across the prompts.
         config: Configuration specifying provider and model.
         instructions: Optional system-level instruction.
-        output: Optional Pydantic model or JSON Schema for structured output. Pass the same
+        **settings: The generation keywords, each optional (``output=``, ``temperature=``,
+            ``max_tokens=``, ...; no ``tool_choice``): see
+            :class:`~pollux.interaction.DeferredSettings`. Pass the same ``output``
             schema to :func:`collect_deferred` to rehydrate.
-        temperature: Optional sampling temperature.
-        top_p: Optional nucleus-sampling probability.
-        max_tokens: Optional hard cap on output tokens.
-        seed: Optional sampling seed where supported.
-        reasoning_effort: Optional qualitative reasoning effort.
-        reasoning_budget_tokens: Optional explicit reasoning token budget.
-        provider_options: Optional raw provider-scoped generation options.
 
     Returns:
         A serializable :class:`DeferredHandle` for the submitted job. Persist
@@ -79,7 +69,6 @@ async def defer(
         handle = await defer(["Q1?", "Q2?"], sources=[source], config=config)
         Path("job.json").write_text(json.dumps(handle.to_dict()))
     """
-    settings = settings_from(locals())
     state = _loop_sessions(config)
     session = state.acquire(config)
     try:

@@ -26,6 +26,7 @@ from pollux.interaction.environment import CachePolicy, Environment
 from pollux.interaction.input import Input
 from pollux.interaction.output import Output, OutputCollection
 from pollux.interaction.requirements import OutputRequirements
+from pollux.interaction.settings import DeferredSettings, generation_keywords
 from pollux.interaction.tools import ToolDeclaration
 from pollux.providers._registry import build_provider
 from pollux.source import Source
@@ -34,10 +35,11 @@ from pollux.transport import Transport
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from pollux.interaction.call import CallDescription, GenerationSettings
+    from pollux.interaction.call import CallDescription
     from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.interaction.environment import CacheSetting
     from pollux.interaction.events import Event
+    from pollux.interaction.settings import GenerationSettings
     from pollux.providers.base import Provider, ProviderReadiness
 
 __all__ = ["Session"]
@@ -167,6 +169,7 @@ class Session:
 
     # -- calls -------------------------------------------------------------------------------
 
+    @generation_keywords(place_after={"tools": "tool_choice"})
     async def run_many(
         self,
         prompts: str | Sequence[str | None] | None = None,
@@ -180,9 +183,9 @@ class Session:
         """Run many prompts over shared sources; see :func:`pollux.run_many`.
 
         Takes :func:`pollux.run_many`'s arguments except ``config`` (the generation keywords
-        are :class:`pollux.interaction.GenerationSettings`). A failed prompt yields an Output
-        with ``metrics.completion_status == "error"`` and the error in ``diagnostics.error``;
-        the other answers are kept.
+        are :class:`~pollux.interaction.GenerationSettings`). A failed prompt yields
+        an Output with ``metrics.completion_status == "error"`` and the error in
+        ``diagnostics.error``; the other answers are kept.
         """
         call = describe_call(
             prompts,
@@ -215,6 +218,7 @@ class Session:
                     raise result.error
         return collect_outputs(results)
 
+    @generation_keywords()
     async def interact(
         self,
         environment: Environment,
@@ -230,6 +234,7 @@ class Session:
             raise result.error
         return result
 
+    @generation_keywords()
     def stream(
         self,
         environment: Environment,
@@ -310,13 +315,14 @@ class Session:
 
     # -- deferred delivery -------------------------------------------------------------------
 
+    @generation_keywords(DeferredSettings)
     async def defer(
         self,
         prompts: str | Sequence[str | None] | None = None,
         *,
         sources: Sequence[Source] = (),
         instructions: str | None = None,
-        **settings: Unpack[GenerationSettings],
+        **settings: Unpack[DeferredSettings],
     ) -> DeferredHandle:
         """Submit prompts as one provider-side job; see :func:`pollux.defer`."""
         rt = self._runtime()
@@ -324,11 +330,6 @@ class Session:
             raise ConfigurationError(
                 "defer() requires at least one prompt",
                 hint="Pass one or more prompts to submit for deferred collection.",
-            )
-        if settings.get("tool_choice") is not None:
-            raise ConfigurationError(
-                "defer() does not take tool_choice",
-                hint="Tool calling is out of scope for deferred delivery; use run_many().",
             )
         call = describe_call(prompts, sources=sources, instructions=instructions, settings=settings)
         return await _deferred.submit(rt, call.environment, list(call.inputs), call.requirements)

@@ -8,10 +8,8 @@ Pure value types with no I/O: :class:`Environment`, :class:`Input`, :class:`Mess
 from __future__ import annotations
 
 from .call import CallDescription as CallDescription
-from .call import GenerationSettings as GenerationSettings
 from .call import describe_call as describe_call
 from .call import requirements_from as requirements_from
-from .call import settings_from as settings_from
 from .continuation import Continuation as Continuation
 from .deferred import DeferredHandle as DeferredHandle
 from .deferred import DeferredSnapshot as DeferredSnapshot
@@ -40,6 +38,9 @@ from .output import completion_status_for as completion_status_for
 from .output import error_output as error_output
 from .requirements import OutputRequirements as OutputRequirements
 from .requirements import ResponseSchemaInput as ResponseSchemaInput
+from .settings import DeferredSettings as DeferredSettings
+from .settings import GenerationSettings as GenerationSettings
+from .settings import generation_keywords as generation_keywords
 from .tools import ToolCall as ToolCall
 from .tools import ToolCallDelta as ToolCallDelta
 from .tools import ToolChoice as ToolChoice
@@ -56,6 +57,7 @@ __all__ = [
     "CompletionStatus",
     "Continuation",
     "DeferredHandle",
+    "DeferredSettings",
     "DeferredSnapshot",
     "DeferredStatus",
     "Diagnostics",
@@ -82,7 +84,7 @@ __all__ = [
     "completion_status_for",
     "describe_call",
     "error_output",
+    "generation_keywords",
     "intercept_calls",
     "requirements_from",
-    "settings_from",
 ]

@@ -3,15 +3,14 @@
 Every front door (``run``, ``run_many``, ``interact``, ``stream``, ``defer``, the ``Session``
 methods) and the pollard bridge build their call here, so the inline-argument rules, the prompt
 rules and the output requirements are written once. The seed's generation keywords are declared
-once, in :class:`GenerationSettings`; adding one is an edit there (and in the public signatures
-that list it).
+once, in :class:`GenerationSettings` (``pollux.interaction.settings``), and validated here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any
 
 from pollux.errors import ConfigurationError
 from pollux.source import Source
@@ -19,11 +18,8 @@ from pollux.source import Source
 from .environment import Environment
 from .input import Input
 from .requirements import OutputRequirements
+from .settings import SETTING_NAMES, GenerationSettings
 from .tools import ToolDeclaration
-
-if TYPE_CHECKING:
-    from .requirements import ResponseSchemaInput
-    from .tools import ToolChoice
 
 __all__ = [
     "SETTING_NAMES",
@@ -33,62 +29,12 @@ __all__ = [
     "build_inputs",
     "describe_call",
     "requirements_from",
-    "settings_from",
 ]
 
 
-class GenerationSettings(TypedDict, total=False):
-    """The generation keywords every front door takes (all optional).
-
-    Attributes:
-        output: A pydantic model class or JSON Schema dict for structured output.
-        temperature: Sampling temperature.
-        top_p: Nucleus-sampling probability.
-        max_tokens: Hard cap on output tokens.
-        seed: Sampling seed where supported.
-        reasoning_effort: Qualitative reasoning effort.
-        reasoning_budget_tokens: Explicit reasoning token budget.
-        tool_choice: Tool-choice control.
-        provider_options: Raw provider-scoped generation options.
-    """
-
-    output: ResponseSchemaInput | None
-    temperature: float | None
-    top_p: float | None
-    max_tokens: int | None
-    seed: int | None
-    reasoning_effort: str | None
-    reasoning_budget_tokens: int | None
-    tool_choice: ToolChoice | None
-    provider_options: dict[str, dict[str, Any]] | None
-
-
-SETTING_NAMES: tuple[str, ...] = (
-    "output",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "seed",
-    "reasoning_effort",
-    "reasoning_budget_tokens",
-    "tool_choice",
-    "provider_options",
-)
-"""The keys of :class:`GenerationSettings`, in the seed's order."""
-
-
-def settings_from(values: Mapping[str, Any]) -> GenerationSettings:
-    """The generation settings found in ``values`` (a front door's ``locals()``), None left out.
-
-    A front door with the seed's explicit signature passes its ``locals()`` here instead of
-    copying the keyword block into its call.
-    """
-    settings: dict[str, Any] = {}
-    for name in SETTING_NAMES:
-        value = values.get(name)
-        if value is not None:
-            settings[name] = value
-    return settings  # type: ignore[return-value]
+# Each setting is the OutputRequirements field of its name, except this one (the seed's keyword is
+# ``output``, the value type's field ``output_schema``).
+_FIELD = {"output": "output_schema"}
 
 
 def requirements_from(settings: Mapping[str, Any]) -> OutputRequirements:
@@ -103,17 +49,7 @@ def requirements_from(settings: Mapping[str, Any]) -> OutputRequirements:
             f"unknown generation setting(s): {', '.join(unknown)}",
             hint="Generation settings are: " + ", ".join(SETTING_NAMES) + ".",
         )
-    return OutputRequirements(
-        output_schema=settings.get("output"),
-        temperature=settings.get("temperature"),
-        top_p=settings.get("top_p"),
-        max_tokens=settings.get("max_tokens"),
-        seed=settings.get("seed"),
-        reasoning_effort=settings.get("reasoning_effort"),
-        reasoning_budget_tokens=settings.get("reasoning_budget_tokens"),
-        tool_choice=settings.get("tool_choice"),
-        provider_options=settings.get("provider_options"),
-    )
+    return OutputRequirements(**{_FIELD.get(name, name): value for name, value in settings.items()})
 
 
 def build_environment(

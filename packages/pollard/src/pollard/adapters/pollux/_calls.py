@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pollux
@@ -16,15 +16,17 @@ from pollux import (
     OutputRequirements,
     Source,
 )
-from pollux.interaction import describe_call, settings_from
+from pollux.interaction import GenerationSettings, describe_call, generation_keywords
 
 from ._identity import output_from_node, request_identity, result_of
 
 if TYPE_CHECKING:
-    from pollard._runtime._sync import Run
-    from pollux import ResponseSchemaInput, ToolChoice, ToolDeclaration
+    from typing_extensions import Unpack
 
-__all__ = ["check_config", "check_run", "governed_interact", "governed_run", "settings_of", "step"]
+    from pollard._runtime._sync import Run
+    from pollux import ToolDeclaration
+
+__all__ = ["check_config", "check_run", "governed_interact", "governed_run", "step"]
 
 
 def check_run(run: object, function: str) -> AsyncRun:
@@ -45,11 +47,6 @@ def check_config(config: object) -> Config:
             hint="Pass config=Config(provider=..., model=...).",
         )
     return config
-
-
-def settings_of(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The generation keywords of a bridge entry point (its ``locals()``), None left out."""
-    return dict(settings_from(values))
 
 
 async def step(
@@ -73,6 +70,7 @@ async def step(
     return output_from_node(node, output=requirements.output_schema)
 
 
+@generation_keywords(place_after={"tools": "tool_choice", "attempt": "provider_options"})
 async def governed_run(
     run: AsyncRun | Run,
     prompt: str | None = None,
@@ -82,17 +80,9 @@ async def governed_run(
     config: Config,
     environment: Environment | None = None,
     instructions: str | None = None,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
     tools: Sequence[ToolDeclaration] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
     attempt: int = 0,
+    **settings: Unpack[GenerationSettings],
 ) -> Output:
     """``pollux.run`` as one governed ``model_call`` step under the run's cursor.
 
@@ -109,17 +99,11 @@ async def governed_run(
         environment: A prepared `pollux.Environment` (not combined with inline
             ``instructions``/``source``/``sources``/``tools``).
         instructions: A system-level instruction.
-        output: A pydantic model or JSON Schema for structured output.
-        temperature: Sampling temperature.
-        top_p: Nucleus-sampling probability.
-        max_tokens: Hard cap on output tokens.
-        seed: Sampling seed where supported.
-        reasoning_effort: Qualitative reasoning effort.
-        reasoning_budget_tokens: Explicit reasoning token budget.
-        tool_choice: Tool-choice control.
         tools: Tool declarations.
-        provider_options: Raw provider-scoped generation options.
         attempt: pollard's attempt number (ask the same question again as a distinct step).
+        **settings: pollux's generation keywords, each optional (``output=``,
+            ``temperature=``, ``max_tokens=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Returns:
         The `pollux.Output`, live or rebuilt from the recording.
@@ -130,7 +114,6 @@ async def governed_run(
         ConfigurationError: Invalid arguments (before anything is recorded).
         APIError: The provider call failed (the failed dispatch is recorded and charged).
     """
-    settings = settings_of(locals())
     run = check_run(run, "governed_run")
     config = check_config(config)
     call = describe_call(
@@ -151,22 +134,15 @@ async def governed_run(
     return await step(run, payload, model, call.requirements, attempt)
 
 
+@generation_keywords(place_after={"attempt": "provider_options"})
 async def governed_interact(
     run: AsyncRun | Run,
     environment: Environment,
     input: Input,
     *,
     config: Config,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
     attempt: int = 0,
+    **settings: Unpack[GenerationSettings],
 ) -> Output:
     """``pollux.interact`` as one governed ``model_call`` step under the run's cursor.
 
@@ -179,16 +155,10 @@ async def governed_interact(
         environment: The reusable model-facing setup.
         input: The turn (content, history or continuation, tool results).
         config: The pollux configuration.
-        output: A pydantic model or JSON Schema for structured output.
-        temperature: Sampling temperature.
-        top_p: Nucleus-sampling probability.
-        max_tokens: Hard cap on output tokens.
-        seed: Sampling seed where supported.
-        reasoning_effort: Qualitative reasoning effort.
-        reasoning_budget_tokens: Explicit reasoning token budget.
-        tool_choice: Tool-choice control.
-        provider_options: Raw provider-scoped generation options.
         attempt: pollard's attempt number.
+        **settings: pollux's generation keywords, each optional (``output=``,
+            ``temperature=``, ``max_tokens=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Returns:
         The `pollux.Output`, live or rebuilt from the recording.
@@ -199,7 +169,6 @@ async def governed_interact(
         ConfigurationError: Invalid arguments (before anything is recorded).
         APIError: The provider call failed (the failed dispatch is recorded and charged).
     """
-    settings = settings_of(locals())
     run = check_run(run, "governed_interact")
     config = check_config(config)
     call = describe_call(input=input, environment=environment, settings=settings)

@@ -28,13 +28,15 @@ from pollux import (
     OutputCollection,
     Source,
 )
-from pollux.interaction import describe_call
+from pollux.interaction import DeferredSettings, describe_call, generation_keywords
 
-from ._calls import check_config, check_run, settings_of
+from ._calls import check_config, check_run
 from ._estimator import PolluxTokenEstimator
 from ._identity import output_from_node, request_identities, result_of
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pollard._runtime._async import AsyncRun
     from pollard._runtime._sync import Run
     from pollux import ResponseSchemaInput
@@ -151,6 +153,7 @@ def _tokens(usage: Mapping[str, int]) -> int:
     return sum(split_usage(usage))
 
 
+@generation_keywords(DeferredSettings, place_after={"attempt": "provider_options"})
 async def governed_defer(
     run: AsyncRun | Run,
     prompts: str | Sequence[str | None] | None = None,
@@ -158,15 +161,8 @@ async def governed_defer(
     sources: Sequence[Source] = (),
     config: Config,
     instructions: str | None = None,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
     attempt: int = 0,
+    **settings: Unpack[DeferredSettings],
 ) -> GovernedJob:
     """``pollux.defer`` as one charged ``model_call`` node, refused before submission if too big.
 
@@ -184,15 +180,10 @@ async def governed_defer(
         sources: Sources shared by every prompt.
         config: The pollux configuration.
         instructions: A system-level instruction.
-        output: A pydantic model or JSON Schema for structured output.
-        temperature: Sampling temperature.
-        top_p: Nucleus-sampling probability.
-        max_tokens: Hard cap on output tokens per request (required: it bounds the worst case).
-        seed: Sampling seed where supported.
-        reasoning_effort: Qualitative reasoning effort.
-        reasoning_budget_tokens: Explicit reasoning token budget.
-        provider_options: Raw provider-scoped generation options.
         attempt: pollard's attempt number (submit the same job again as a distinct node).
+        **settings: pollux's deferred generation keywords (``output=``, ``temperature=``, ...;
+            see :class:`~pollux.interaction.DeferredSettings`). ``max_tokens`` is
+            required here: the most output tokens one answer may use bounds the worst case.
 
     Returns:
         The `GovernedJob` (store ``job.to_dict()`` to collect elsewhere).
@@ -203,9 +194,9 @@ async def governed_defer(
         ConfigurationError: Invalid arguments, or no ``max_tokens`` (before anything is recorded).
         APIError: The submission failed (nothing is charged).
     """
-    settings = settings_of(locals())
     arun = check_run(run, "governed_defer")
     config = check_config(config)
+    max_tokens = settings.get("max_tokens")
     if max_tokens is None:
         raise ConfigurationError(
             "governed_defer needs max_tokens: it bounds the worst case the budget reserves",

@@ -12,23 +12,28 @@ from pollux import Config, Output, OutputCollection, Source
 from pollux.interaction import (
     CallDescription,
     Diagnostics,
+    GenerationSettings,
     Metrics,
     ProviderCall,
     describe_call,
+    generation_keywords,
     intercept_calls,
 )
 
-from ._calls import check_config, check_run, settings_of
+from ._calls import check_config, check_run
 from ._identity import canonical, output_from_node, request_identities, result_of
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pollard._runtime._async import AsyncRun
     from pollard._runtime._sync import Run
-    from pollux import Environment, ResponseSchemaInput, ToolChoice, ToolDeclaration
+    from pollux import Environment, ToolDeclaration
 
 __all__ = ["governed_run_many"]
 
 
+@generation_keywords(place_after={"tools": "tool_choice"})
 async def governed_run_many(
     run: AsyncRun | Run,
     prompts: str | Sequence[str | None] | None = None,
@@ -37,16 +42,8 @@ async def governed_run_many(
     config: Config,
     environment: Environment | None = None,
     instructions: str | None = None,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
     tools: Sequence[ToolDeclaration] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
+    **settings: Unpack[GenerationSettings],
 ) -> OutputCollection:
     """``pollux.run_many`` with each prompt its own governed ``model_call`` step.
 
@@ -77,16 +74,10 @@ async def governed_run_many(
         config: The pollux configuration.
         environment: A prepared `pollux.Environment`.
         instructions: A system-level instruction.
-        output: A pydantic model or JSON Schema for structured output.
-        temperature: Sampling temperature.
-        top_p: Nucleus-sampling probability.
-        max_tokens: Hard cap on output tokens.
-        seed: Sampling seed where supported.
-        reasoning_effort: Qualitative reasoning effort.
-        reasoning_budget_tokens: Explicit reasoning token budget.
-        tool_choice: Tool-choice control.
         tools: Tool declarations.
-        provider_options: Raw provider-scoped generation options.
+        **settings: pollux's generation keywords, each optional (``output=``,
+            ``temperature=``, ``max_tokens=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Returns:
         The `pollux.OutputCollection`, outputs in prompt order.
@@ -96,7 +87,6 @@ async def governed_run_many(
             other prompts ended; nothing is returned and no fan-in note is written).
         ConfigurationError: Invalid arguments (before anything is recorded).
     """
-    settings = settings_of(locals())
     run = check_run(run, "governed_run_many")
     config = check_config(config)
     call = describe_call(

@@ -9,35 +9,36 @@ from typing import TYPE_CHECKING, Any
 import pollux
 from pollard.errors import PollardError
 from pollux import Config, Environment, Event, Input, Output
-from pollux.interaction import CallDescription, ProviderCall, describe_call, intercept_calls
+from pollux.interaction import (
+    CallDescription,
+    GenerationSettings,
+    ProviderCall,
+    describe_call,
+    generation_keywords,
+    intercept_calls,
+)
 
-from ._calls import check_config, check_run, settings_of, step
+from ._calls import check_config, check_run, step
 from ._identity import output_from_node, request_identity, result_of
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pollard._runtime._async import AsyncRun
     from pollard._runtime._sync import Run
-    from pollux import ResponseSchemaInput, ToolChoice
 
 __all__ = ["governed_stream"]
 
 
+@generation_keywords(place_after={"attempt": "provider_options"})
 async def governed_stream(
     run: AsyncRun | Run,
     environment: Environment,
     input: Input,
     *,
     config: Config,
-    output: ResponseSchemaInput | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    reasoning_effort: str | None = None,
-    reasoning_budget_tokens: int | None = None,
-    tool_choice: ToolChoice | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
     attempt: int = 0,
+    **settings: Unpack[GenerationSettings],
 ) -> AsyncGenerator[Event, None]:
     """``pollux.stream`` as one governed ``model_call`` step: the same `pollux.Event` timeline.
 
@@ -51,16 +52,10 @@ async def governed_stream(
         environment: The reusable model-facing setup.
         input: The turn.
         config: The pollux configuration.
-        output: A pydantic model or JSON Schema for structured output.
-        temperature: Sampling temperature.
-        top_p: Nucleus-sampling probability.
-        max_tokens: Hard cap on output tokens.
-        seed: Sampling seed where supported.
-        reasoning_effort: Qualitative reasoning effort.
-        reasoning_budget_tokens: Explicit reasoning token budget.
-        tool_choice: Tool-choice control.
-        provider_options: Raw provider-scoped generation options.
         attempt: pollard's attempt number.
+        **settings: pollux's generation keywords, each optional (``output=``,
+            ``temperature=``, ``max_tokens=``, ...): see
+            :class:`~pollux.interaction.GenerationSettings`.
 
     Yields:
         Each event of the timeline, ending in ``done``.
@@ -70,7 +65,6 @@ async def governed_stream(
         MissingRecording: Replay mode, and this turn was not recorded here.
         APIError: The provider call or stream failed (recorded and charged).
     """
-    settings = settings_of(locals())
     run = check_run(run, "governed_stream")
     config = check_config(config)
     call = describe_call(input=input, environment=environment, settings=settings)
