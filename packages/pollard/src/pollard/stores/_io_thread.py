@@ -198,7 +198,8 @@ class IoThread(Executor):
         """Wait for work; the queued items (at most ``max_batch``), or None to retire."""
         while True:
             try:
-                first = self._queue.get(timeout=self._idle)
+                # Once shut down, the queue is only drained: no waiting for more work.
+                first = self._queue.get(block=not self._shutdown, timeout=self._idle)
             except queue.Empty:
                 first = None  # idle
             if first is not None and first is not _WAKE:

@@ -276,7 +276,17 @@ class SQLiteStore(SqlStore):
         return outcomes
 
     def compact(self) -> int:
-        """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed."""
+        """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed.
+
+        Raises:
+            PollardError: Called inside a batch of `io_executor` (VACUUM needs its own
+                transaction); maintenance is offline: call it directly.
+        """
+        if getattr(self._local, "grouped", False):
+            raise PollardError(
+                "compact() cannot run inside a batch of the store's I/O thread",
+                hint="call store.compact() directly, while no runtime is writing",
+            )
         with self._use() as conn:
             removed = super().compact()
             conn.execute("VACUUM")
