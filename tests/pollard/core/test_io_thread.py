@@ -263,3 +263,32 @@ def test_compact_refuses_to_run_inside_a_batch(tmp_path: Path) -> None:
         with pytest.raises(PollardError, match="compact"):
             futures[1].result(10)
         assert store.compact() == 0  # directly, it runs
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_an_io_thread_of_its_own(tmp_path: Path) -> None:
+    script = f"""
+import os, sys
+from pollard import Node, SQLiteStore
+store = SQLiteStore({str(tmp_path / "fork.db")!r})
+root = Node.create("root", None, {{"run": "fork"}})
+assert store.io_executor.submit(store.put, root).result(10) is True  # the parent's thread runs
+pid = os.fork()
+if pid == 0:
+    note = Node.create("note", root.id, {{"child": True}})
+    ok = store.io_executor.submit(store.put, note).result(10)  # hangs if the thread is the parent's
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert len(store.children(root.id)) == 1
+store.close()
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"

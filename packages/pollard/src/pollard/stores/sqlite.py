@@ -6,6 +6,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -17,6 +18,18 @@ from pollard.stores._io_thread import IoThread, Outcome, run_each
 from pollard.stores._sql import Dialect, SqlStore
 
 __all__ = ["SQLiteStore", "read_only_uri"]
+
+_STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()  # stores whose I/O thread may run
+
+
+def _forget_io_threads() -> None:
+    """In a forked child: the parent's I/O threads do not exist here (a new one starts)."""
+    for store in list(_STORES):
+        store._forget_io()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_io_threads)
 
 
 def read_only_uri(path: Path) -> str:
@@ -226,6 +239,7 @@ class SQLiteStore(SqlStore):
             if self._closed:
                 raise self._closed_error()
             if self._io is None:
+                _STORES.add(self)
                 self._io = IoThread(
                     self._run_batch,
                     closed_error=self._closed_error,
@@ -233,6 +247,11 @@ class SQLiteStore(SqlStore):
                     name=f"pollard-sqlite-io:{self.path.name}",
                 )
             return self._io
+
+    def _forget_io(self) -> None:
+        # The child must not use the parent's connection either: its thread opens its own.
+        self._io = None
+        self._io_conn = None
 
     def _bind_io_connection(self) -> None:
         """Give the (new) I/O thread the store's one I/O connection (kept across restarts)."""
