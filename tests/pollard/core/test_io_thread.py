@@ -292,3 +292,25 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
+
+
+async def test_a_runtime_on_a_closed_store_refuses_its_first_operation(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    store.close()
+    rt = AsyncRuntime(store)  # no error yet: as on every store, the first operation raises
+    with pytest.raises(PollardError, match="is closed"):
+        rt.run("late")
+
+
+async def test_a_cancelling_shutdown_cancels_what_never_ran(tmp_path: Path) -> None:
+    loop = asyncio.get_running_loop()
+    started, release = threading.Event(), threading.Event()
+    io = IoThread(run_each, closed_error=lambda: PollardError("closed"))
+    io.submit(lambda: (started.set(), release.wait(10)))
+    assert started.wait(10)
+    queued = io.run_soon(loop, lambda: "never")
+    io.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await queued.waiter
+    assert queued.outcome is not None and not queued.outcome[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -23,6 +24,7 @@ from pollard._step._charged import record_charged
 from pollard._step._cursor import ARGS, PAYLOAD, RunState
 from pollard._step._effects import Offload, Step, drive_async, drive_sync
 from pollard._step._protocols import Meter
+from pollard.errors import PollardError
 
 if TYPE_CHECKING:
     from pollard.policy import Policy
@@ -98,7 +100,10 @@ class AsyncRuntime(RuntimeBase):
 
             store = self._core.store
             if isinstance(store, SQLiteStore):
-                self._offload = store.io_executor
+                # A store closed already keeps the default: its first operation then raises
+                # the store's own "is closed" error, as on every other store.
+                with contextlib.suppress(PollardError):
+                    self._offload = store.io_executor
 
     def run(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
         """Start (or re-enter) a run; see `Runtime.run`."""

@@ -70,6 +70,8 @@ class Pending:
         if not waiter.done():
             if ok:
                 waiter.set_result(value)
+            elif isinstance(value, asyncio.CancelledError):  # never ran (a cancelling shutdown)
+                waiter.cancel()
             else:
                 waiter.set_exception(value)
                 waiter.exception()  # handed to the awaiting task; never "never retrieved"
