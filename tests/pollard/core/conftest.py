@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from decimal import Decimal
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
-from pollard import MemoryStore, SQLiteStore, Store
+from pollard import MemoryStore, Node, SQLiteStore, Store
 
 
 class FakeClock:
@@ -38,6 +40,83 @@ def _sqlite_plain(tmp_path: Path, **kwargs: object) -> Store:
     return SQLiteStore(tmp_path / "plain.db", intern_payloads=False, **kwargs)  # type: ignore[arg-type]
 
 
+class ThroughIoThread:
+    """A `SQLiteStore` whose every operation runs on the store's I/O thread, as `AsyncRuntime`
+    runs them: concurrent callers' operations are batched into one transaction there."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.inner = store
+        self.io = store.io_executor
+
+    def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.io.submit(getattr(self.inner, name), *args, **kwargs).result()
+
+    def __getattr__(self, name: str) -> Any:  # other attributes (intern_payloads, ...)
+        return getattr(self.inner, name)
+
+    @property
+    def store_id(self) -> str:
+        return self.inner.store_id
+
+    def put(self, node: Node) -> bool:
+        return cast(bool, self._run("put", node))
+
+    def get(self, node_id: str) -> Node:
+        return cast(Node, self._run("get", node_id))
+
+    def find(self, node_id: str) -> Node | None:
+        return cast("Node | None", self._run("find", node_id))
+
+    def exists(self, node_id: str) -> bool:
+        return cast(bool, self._run("exists", node_id))
+
+    def children(self, node_id: str) -> list[Node]:
+        return cast("list[Node]", self._run("children", node_id))
+
+    def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
+        return cast(Node, self._run("update_meta", node_id, patch))
+
+    def walk(self, root_id: str) -> Iterator[Node]:
+        return iter(
+            cast("list[Node]", self.io.submit(lambda: list(self.inner.walk(root_id))).result())
+        )
+
+    def roots(self) -> list[Node]:
+        return cast("list[Node]", self._run("roots"))
+
+    def drop_nodes(self, ids: Iterable[str]) -> int:
+        return cast(int, self._run("drop_nodes", list(ids)))
+
+    def compact(self) -> int:
+        return cast(int, self._run("compact"))
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run("reserve", *args, **kwargs)
+
+    def renew(self, reservation_id: str, lease_seconds: float) -> bool:
+        return cast(bool, self._run("renew", reservation_id, lease_seconds))
+
+    def release(self, reservation_id: str) -> None:
+        self._run("release", reservation_id)
+
+    def commit(self, node: Node, **kwargs: Any) -> bool:
+        return cast(bool, self._run("commit", node, **kwargs))
+
+    def totals(self, scope: str) -> dict[str, Decimal]:
+        return cast("dict[str, Decimal]", self._run("totals", scope))
+
+    def claim(self, key: str, owner: str) -> str:
+        return cast(str, self._run("claim", key, owner))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _sqlite_io(tmp_path: Path, **kwargs: object) -> Store:
+    store = SQLiteStore(tmp_path / "io.db", **kwargs)  # type: ignore[arg-type]
+    return ThroughIoThread(store)
+
+
 def _hashrope(tmp_path: Path, **kwargs: object) -> Store:
     from pollard import HashRopeStore
 
@@ -48,6 +127,7 @@ FACTORIES: dict[str, Callable[..., Store]] = {
     "hashrope": _hashrope,
     "memory": _memory,
     "sqlite": _sqlite,
+    "sqlite-io": _sqlite_io,
     "sqlite-plain": _sqlite_plain,
 }
 

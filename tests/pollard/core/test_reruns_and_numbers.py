@@ -89,6 +89,27 @@ def test_running_a_script_twice_against_one_store_still_replays(tmp_path: Path) 
     assert replaying.calls == 0
 
 
+def test_a_script_re_run_with_a_differing_result_keeps_the_node_bounded(tmp_path: Path) -> None:
+    # Regression: each re-run whose result differed (a duration in the output, say) appended to
+    # meta["result_conflicts"], so the node grew with every run and its rewrite cost more.
+    path = tmp_path / "runs.db"
+    ask = {"model": "mock-1", "messages": [{"role": "user", "content": "now?"}]}
+    sizes = []
+    for i in range(6):
+        with Runtime(path) as rt:
+            node = rt.run("clock").model_call(ask, fn=lambda payload, i=i: {"text": f"t{i}"})
+        with SQLiteStore(path, read_only=True) as store:
+            stored = store.get(node.id)
+            sizes.append(len(json.dumps(stored.meta)))
+    assert stored.result == {"text": "t0"}  # the first result stands
+    assert [c["result"] for c in stored.meta["result_conflicts"]] == [
+        {"text": "t1"},
+        {"text": "t5"},
+    ]
+    assert stored.meta["result_conflict_count"] == 5
+    assert len(set(sizes[2:])) == 1, sizes
+
+
 def test_hybrid_serves_the_branch_it_records(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     model = Model()

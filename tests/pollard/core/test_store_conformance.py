@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -94,8 +95,36 @@ def test_different_result_is_recorded_as_conflict(store: Store) -> None:
     assert stored.meta["result_conflicts"] == [
         {"result_digest": second.result_digest, "result": {"text": "b"}}
     ]
+    assert stored.meta["result_conflict_count"] == 1
     store.put(second)
     assert len(store.get(first.id).meta["result_conflicts"]) == 1
+
+
+def test_result_conflicts_stay_bounded_when_a_node_is_re_recorded(store: Store) -> None:
+    # Regression: every differing re-recording was appended, so a node re-recorded on every run
+    # of a script grew (and cost more to rewrite) without bound.
+    root = _root()
+    store.put(root)
+    node = Node.create("model_call", root.id, {"q": 1}, result={"text": "first"})
+    store.put(node)
+    again = [
+        Node.create("model_call", root.id, {"q": 1}, result={"text": f"run {i}"}) for i in range(6)
+    ]
+    sizes = []
+    for other in again:
+        assert store.put(other) is False
+        sizes.append(len(json.dumps(store.get(node.id).meta)))
+    meta = store.get(node.id).meta
+    assert store.get(node.id).result == {"text": "first"}
+    assert meta["result_conflicts"] == [
+        {"result_digest": again[0].result_digest, "result": {"text": "run 0"}},
+        {"result_digest": again[-1].result_digest, "result": {"text": "run 5"}},
+    ]
+    assert meta["result_conflict_count"] == 6
+    assert len(set(sizes[1:])) == 1  # constant size once the first and the latest are kept
+    store.put(again[-1])  # a kept result again: idempotent
+    store.put(again[0])
+    assert store.get(node.id).meta == meta
 
 
 def test_children_sorted_by_kind_then_id(store: Store) -> None:

@@ -94,3 +94,14 @@ def test_decimals_print_exactly() -> None:
     assert format_decimal(Decimal("1.50")) == "1.5"
     assert format_decimal(Decimal("1E+3")) == "1000"
     assert format_decimal(Decimal("0.0000001")) == "0.0000001"
+
+
+def test_the_view_counts_every_result_conflict_not_only_the_kept_ones() -> None:
+    rt = Runtime()
+    ask = {"model": "m", "q": 1}
+    for i in range(5):
+        rt.run("rerun").model_call(ask, fn=lambda payload, i=i: {"text": f"t{i}"})
+    root = rt.store.roots()[0]
+    rows = build_view(rt.store.walk(root.id))
+    (call,) = [row for row in rows if row.kind == "model_call"]
+    assert call.result_conflicts == 4  # two results are kept, four were recorded

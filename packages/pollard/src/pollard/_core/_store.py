@@ -8,9 +8,10 @@ Node methods
     ``put(node) -> bool``
         Store a node. Verifies ``node.id`` against its content and the result digest against the
         result (`IntegrityError`), requires the parent to exist (`KeyError`). If the id exists, the
-        identity must be equal (else `IntegrityError` "node id collision"); a different result is
-        appended to ``meta["result_conflicts"]`` and the first result is kept. Returns True when the
-        node was new.
+        identity must be equal (else `IntegrityError` "node id collision"); the first result is
+        kept, and a different result is recorded in ``meta["result_conflicts"]``, which keeps the
+        first and the latest differing result (``meta["result_conflict_count"]`` counts them all),
+        so a node re-recorded on every run stays the same size. Returns True when the node was new.
     ``get(node_id) -> Node``
         A detached copy (mutating it never changes the store). `KeyError` if missing.
     ``find(node_id) -> Node | None``

@@ -197,7 +197,7 @@ def merge(dst: Store, src: Store, *, replay: bool = False) -> MergeReport:
         _check_pair(stored, node, replay=replay, where="the destination")
         if node.result_digest is not None and node.result_digest != stored.result_digest:
             result_conflicts += 1
-            dst.put(node)  # appends the source result to meta["result_conflicts"] once
+            dst.put(node)  # records the source result in meta["result_conflicts"]
             stored = dst.get(node.id)
         merged, conflicts = union_meta(stored.meta, node.meta)
         meta_conflicts += len(conflicts)

@@ -292,6 +292,13 @@ def _count(value: Any) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
+def _result_conflicts(meta: Mapping[str, Any]) -> int:
+    """How many differing results a node recorded (its list keeps the first and the latest)."""
+    kept = _count(meta.get("result_conflicts"))
+    count = meta.get("result_conflict_count")
+    return max(kept, count) if type(count) is int else kept
+
+
 def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode:
     """Build the view row of one node."""
     kind = kind_name(node.kind)
@@ -312,7 +319,7 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
         dry_run=meta.get("dry_run") is True,
         created_at=created if isinstance(created, str) else None,
         duration_s=_float(meta.get("duration_s")),
-        result_conflicts=_count(meta.get("result_conflicts")),
+        result_conflicts=_result_conflicts(meta),
         merge_conflicts=_count(meta.get("merge_conflicts")),
         confirmation=_confirmation(meta.get("confirmation")),
     )

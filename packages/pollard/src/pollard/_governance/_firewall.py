@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pollard._core._canon import node_id, payload_digest, validate_json
 from pollard._core._node import NodeKind
-from pollard._step._effects import Effect, Invoke, Step, io
+from pollard._step._effects import Effect, Invoke, Offload, Step, io
 from pollard.errors import ConfirmationRequired, PolicyViolation, PollardError
 from pollard.policy import Decision, PolicyContext
 from pollard.redaction import contains_redaction, redact
@@ -62,7 +62,7 @@ class _IsAsync(Effect):
     def run_sync(self) -> Any:
         return False
 
-    async def run_async(self, offload: bool) -> Any:
+    async def run_async(self, offload: Offload) -> Any:
         return True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -21,8 +22,9 @@ from pollard._runtime._sync import (
 )
 from pollard._step._charged import record_charged
 from pollard._step._cursor import ARGS, PAYLOAD, RunState
-from pollard._step._effects import Step, drive_async, drive_sync
+from pollard._step._effects import Offload, Step, drive_async, drive_sync
 from pollard._step._protocols import Meter
+from pollard.errors import PollardError
 
 if TYPE_CHECKING:
     from pollard.policy import Policy
@@ -47,7 +49,10 @@ class AsyncRuntime(RuntimeBase):
         on_node: See `Runtime`; it may be async (awaited, or scheduled on the loop for roots).
         reservation_lease_seconds: See `Runtime`.
         offload_store_io: Run store I/O in a worker thread so the event loop never blocks on
-            the database. Default: True for every store except `MemoryStore`.
+            the database. Default: True for every store except `MemoryStore`. A `SQLiteStore`'s
+            I/O runs on the store's own thread (`SQLiteStore.io_executor`: one connection,
+            concurrent steps' writes committed together); other stores use the loop's default
+            executor.
 
     Example:
         >>> import asyncio
@@ -89,14 +94,24 @@ class AsyncRuntime(RuntimeBase):
 
             offload_store_io = not isinstance(self._core.store, MemoryStore)
         self.offload_store_io = offload_store_io
+        self._offload: Offload = offload_store_io
+        if offload_store_io:
+            from pollard.stores.sqlite import SQLiteStore
+
+            store = self._core.store
+            if isinstance(store, SQLiteStore):
+                # A store closed already keeps the default: its first operation then raises
+                # the store's own "is closed" error, as on every other store.
+                with contextlib.suppress(PollardError):
+                    self._offload = store.io_executor
 
     def run(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
         """Start (or re-enter) a run; see `Runtime.run`."""
-        return AsyncRun(drive_sync(self._open(label, budget, attempt)), self.offload_store_io)
+        return AsyncRun(drive_sync(self._open(label, budget, attempt)), self._offload)
 
     def resume(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
         """Re-enter a run at its deepest unpruned leaf; see `Runtime.resume`."""
-        return AsyncRun(drive_sync(self._resume(label, budget, attempt)), self.offload_store_io)
+        return AsyncRun(drive_sync(self._resume(label, budget, attempt)), self._offload)
 
     async def __aenter__(self) -> AsyncRuntime:
         return self
@@ -120,7 +135,7 @@ class AsyncRun(RunView):
     chunks; ``on_delta`` may be async.
     """
 
-    def __init__(self, state: RunState, offload: bool) -> None:
+    def __init__(self, state: RunState, offload: Offload) -> None:
         self._state = state
         self._offload = offload
 

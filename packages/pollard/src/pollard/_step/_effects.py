@@ -2,8 +2,9 @@
 
 A core operation is a generator that yields `Effect` objects and returns its value. `drive_sync`
 performs each effect in the calling thread; `drive_async` awaits awaitables, iterates async
-streams and runs store I/O in a worker thread when asked to. Exceptions raised by an effect are
-thrown back into the generator, so the core can record failed dispatches.
+streams and runs store I/O in a worker thread when asked to (`Offload`: the loop's default
+executor, or the store's own I/O thread). Exceptions raised by an effect are thrown back into the
+generator, so the core can record failed dispatches.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import functools
 import inspect
 import warnings
 from collections.abc import Callable, Generator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
+
+from pollard.stores._io_thread import IoThread
 
 __all__ = [
     "END",
@@ -26,6 +30,7 @@ __all__ = [
     "Invoke",
     "Io",
     "NextChunk",
+    "Offload",
     "Step",
     "drive_async",
     "drive_sync",
@@ -34,6 +39,8 @@ __all__ = [
 ]
 
 Step = Generator["Effect", Any, Any]
+Offload = bool | Executor
+"""Where store I/O runs: inline (False), in the loop's default executor (True), or an executor."""
 END = object()
 """What `NextChunk` returns when the stream is exhausted."""
 _END = END
@@ -56,7 +63,7 @@ class Effect:
         """Perform the effect in the calling thread."""
         raise NotImplementedError
 
-    async def run_async(self, offload: bool) -> Any:
+    async def run_async(self, offload: Offload) -> Any:
         """Perform the effect on the event loop (store I/O in a thread when ``offload``)."""
         raise NotImplementedError
 
@@ -74,7 +81,7 @@ class Invoke(Effect):
             return value
         return _no_awaitable(value, "the step function")
 
-    async def run_async(self, offload: bool) -> Any:
+    async def run_async(self, offload: Offload) -> Any:
         value = self.fn(self.arg)
         if inspect.isawaitable(value):
             value = await value
@@ -92,7 +99,7 @@ class NextChunk(Effect):
             raise TypeError("the step function returned an async stream; use AsyncRuntime")
         return next(self.source, _END)
 
-    async def run_async(self, offload: bool) -> Any:
+    async def run_async(self, offload: Offload) -> Any:
         if hasattr(self.source, "__anext__"):
             try:
                 return await self.source.__anext__()
@@ -112,7 +119,7 @@ class CloseStream(Effect):
         if callable(close):
             close()
 
-    async def run_async(self, offload: bool) -> Any:
+    async def run_async(self, offload: Offload) -> Any:
         aclose = getattr(self.source, "aclose", None)
         if callable(aclose):
             await aclose()
@@ -141,7 +148,7 @@ class Emit(Effect):
                 raise
             _warn_callback(exc)
 
-    async def run_async(self, offload: bool) -> Any:
+    async def run_async(self, offload: Offload) -> Any:
         try:
             value = self.callback(self.value)
             if inspect.isawaitable(value):
@@ -198,10 +205,11 @@ class Io(Effect):
     def run_sync(self) -> Any:
         return self.fn(*self.args, **(self.kwargs or {}))
 
-    async def run_async(self, offload: bool) -> Any:
-        if offload:
-            return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo)
-        return self.fn(*self.args, **(self.kwargs or {}))
+    async def run_async(self, offload: Offload) -> Any:
+        if offload is False:
+            return self.fn(*self.args, **(self.kwargs or {}))
+        executor = None if offload is True else offload
+        return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo, executor)
 
 
 async def offload_call(
@@ -209,17 +217,22 @@ async def offload_call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     undo: Callable[[Any], Any] | None = None,
+    executor: Executor | None = None,
 ) -> Any:
     """Run ``fn`` in a worker thread; a cancellation waits for the thread before propagating.
 
+    ``executor`` runs it (the store's own I/O thread), or the loop's default executor when None.
     A thread cannot be stopped, so a task cancelled while its store I/O runs would otherwise
     finish (and let the runtime close the store) while the thread still uses a connection. Here
     the cancellation is delivered only once the call has returned; if it returned a value, it is
-    passed to ``undo`` (also in a worker thread) because the caller will never see it.
+    passed to ``undo`` (in a default worker thread) because the caller will never see it.
     """
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
-    future = loop.run_in_executor(None, functools.partial(context.run, fn, *args, **kwargs))
+    call = functools.partial(context.run, fn, *args, **kwargs)
+    if isinstance(executor, IoThread):
+        return await _on_io_thread(executor, loop, call, undo)
+    future = loop.run_in_executor(executor, call)
     # Whoever stops waiting (a cancellation, a closed coroutine), the outcome is consumed here,
     # so asyncio never logs "exception was never retrieved" for it.
     future.add_done_callback(_consume)
@@ -228,11 +241,36 @@ async def offload_call(
     except asyncio.CancelledError:
         await _finish(future)
         if undo is not None and not future.cancelled() and future.exception() is None:
-            cleanup = loop.run_in_executor(None, undo, future.result())
-            await _finish(cleanup)
-            if not cleanup.cancelled() and cleanup.exception() is not None:
-                _warn_undo(cleanup.exception())
+            await _undo(loop, undo, future.result())
         raise
+
+
+async def _on_io_thread(
+    io_thread: IoThread,
+    loop: asyncio.AbstractEventLoop,
+    call: Callable[[], Any],
+    undo: Callable[[Any], Any] | None,
+) -> Any:
+    """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
+    pending = io_thread.run_soon(loop, call)
+    try:
+        return await pending.waiter
+    except asyncio.CancelledError:
+        if pending.outcome is None:  # still queued or running: the thread cannot be stopped
+            await _finish(pending.finished())
+        assert pending.outcome is not None
+        ok, value = pending.outcome
+        if undo is not None and ok:
+            await _undo(loop, undo, value)
+        raise
+
+
+async def _undo(loop: asyncio.AbstractEventLoop, undo: Callable[[Any], Any], value: Any) -> None:
+    """Run ``undo(value)`` in a worker thread (riding out cancellations); warn if it fails."""
+    cleanup = loop.run_in_executor(None, undo, value)
+    await _finish(cleanup)
+    if not cleanup.cancelled() and cleanup.exception() is not None:
+        _warn_undo(cleanup.exception())
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -294,7 +332,7 @@ def drive_sync(gen: Step) -> Any:
             error = exc
 
 
-async def drive_async(gen: Step, offload: bool) -> Any:
+async def drive_async(gen: Step, offload: Offload) -> Any:
     """Run a core generator to completion on the event loop."""
     value: Any = None
     error: BaseException | None = None

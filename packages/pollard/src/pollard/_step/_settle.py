@@ -7,7 +7,9 @@ identity:
 * a repeated dispatch of a node that is already stored (the same call under the same parent,
   after a rollback or in a re-run script) keeps that node: its charges are committed with a
   ``call_repeated`` note beside it, and a different result is kept in the node's
-  ``meta["result_conflicts"]`` (the first result stands, so every mode serves the same branch);
+  ``meta["result_conflicts"]`` (the first result stands, so every mode serves the same branch;
+  the list keeps the first and the latest differing result, ``result_conflict_count`` counts
+  them);
 * a failed or cancelled dispatch commits a ``call_failed`` / ``call_cancelled`` note charged at
   what is known.
 
@@ -126,7 +128,7 @@ def _repeated(
     """A repeated dispatch of a stored node: charge it beside the node, keep the node."""
     store = state.rt.store
     if final.result_digest != existing.result_digest:
-        yield io(store.put, final)  # appends this result to meta["result_conflicts"]
+        yield io(store.put, final)  # records this result in meta["result_conflicts"]
         existing = yield io(store.get, existing.id)
     payload = {
         "event": "call_repeated",

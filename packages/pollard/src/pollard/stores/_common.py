@@ -9,7 +9,14 @@ from pollard._core._canon import make_dumps
 from pollard._core._node import Node
 from pollard.errors import IntegrityError
 
-__all__ = ["check_new_node", "collision", "conflict_patch", "meta_text", "sorted_roots"]
+__all__ = [
+    "KEPT_CONFLICTS",
+    "check_new_node",
+    "collision",
+    "conflict_patch",
+    "meta_text",
+    "sorted_roots",
+]
 
 _meta_dumps = make_dumps()
 
@@ -34,21 +41,39 @@ def meta_text(meta: dict[str, Any]) -> str:
     return _meta_dumps(meta)
 
 
+KEPT_CONFLICTS = 2
+"""How many differing results ``meta["result_conflicts"]`` keeps: the first and the latest."""
+
+
 def conflict_patch(
     stored_meta: dict[str, Any], stored_digest: str | None, node: Node
 ) -> dict[str, Any] | None:
     """Return a meta patch recording a result conflict, or None when there is nothing to record.
 
-    The first stored result is kept; a different later result is appended once to
-    ``meta["result_conflicts"]`` as ``{"result_digest", "result"}``.
+    The first stored result is kept as the node's result. A different later result is recorded
+    in ``meta["result_conflicts"]`` as ``{"result_digest", "result"}``, which keeps at most the
+    first and the latest differing result (a node re-recorded on every run of a script would
+    otherwise grow, and cost more to rewrite, each time); ``meta["result_conflict_count"]``
+    counts every differing result recorded. A result equal to one that is kept changes nothing,
+    so putting the same node again is idempotent.
     """
     if node.result_digest is None or node.result_digest == stored_digest:
         return None
     conflicts = list(stored_meta.get("result_conflicts") or [])
     if any(c.get("result_digest") == node.result_digest for c in conflicts):
         return None
-    conflicts.append({"result_digest": node.result_digest, "result": node.result})
-    return {"result_conflicts": json.loads(json.dumps(conflicts))}
+    count = stored_meta.get("result_conflict_count")
+    if type(count) is not int or count < len(conflicts):  # stored before the count existed
+        count = len(conflicts)
+    entry = {"result_digest": node.result_digest, "result": node.result}
+    if len(conflicts) < KEPT_CONFLICTS:
+        conflicts.append(entry)
+    else:
+        conflicts[KEPT_CONFLICTS - 1 :] = [entry]
+    return {
+        "result_conflicts": json.loads(json.dumps(conflicts)),
+        "result_conflict_count": count + 1,
+    }
 
 
 def collision(node_id: str) -> IntegrityError:

@@ -6,15 +6,30 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pollard.errors import PollardError
+from pollard.stores._io_thread import IoThread, Outcome, run_each
 from pollard.stores._sql import Dialect, SqlStore
 
 __all__ = ["SQLiteStore", "read_only_uri"]
+
+_STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()  # stores whose I/O thread may run
+
+
+def _forget_io_threads() -> None:
+    """In a forked child: the parent's I/O threads do not exist here (a new one starts)."""
+    for store in list(_STORES):
+        store._forget_io()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_io_threads)
 
 
 def read_only_uri(path: Path) -> str:
@@ -40,6 +55,10 @@ class SQLiteStore(SqlStore):
     threads and processes on one host never overspend an exact budget. Each thread gets its own
     connection (WAL mode, ``synchronous=NORMAL``, 30 s busy timeout). Long payload and result
     strings are interned (stored once); node ids are identical with interning on or off.
+
+    `io_executor` is the store's own I/O thread, on one connection, where an `AsyncRuntime`
+    runs its store I/O: operations queued while it is busy run as one batch in one transaction
+    (group commit), each acknowledged only once the batch has committed.
 
     Args:
         path: The database file (created when missing, unless ``read_only``).
@@ -87,6 +106,8 @@ class SQLiteStore(SqlStore):
         self._busy: dict[int, tuple[int, sqlite3.Connection | None]] = {}
         self._orphans: set[sqlite3.Connection] = set()  # closed by their thread when done
         self._closed = False
+        self._io: IoThread | None = None
+        self._io_conn: sqlite3.Connection | None = None  # the I/O thread's one connection
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"no SQLite store at {self.path}")
         if not read_only:
@@ -179,19 +200,112 @@ class SQLiteStore(SqlStore):
                 hint="open it without read_only=True to record",
             )
         with self._use() as conn:
+            # Inside a batch of the I/O thread (see _run_batch) the operation is a savepoint of
+            # the batch's transaction: it is undone alone when it fails, committed with the batch.
+            grouped = getattr(self._local, "grouped", False)
             cur = conn.cursor()
-            cur.execute(self.dialect.begin)
+            cur.execute("SAVEPOINT operation" if grouped else self.dialect.begin)
             try:
                 yield cur
             except BaseException:
-                cur.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back already (an I/O error)
+                    if grouped:
+                        cur.execute("ROLLBACK TO operation")
+                        cur.execute("RELEASE operation")
+                    else:
+                        cur.execute("ROLLBACK")
                 cur.close()
                 raise
-            cur.execute("COMMIT")
+            cur.execute("RELEASE operation" if grouped else "COMMIT")
             cur.close()
 
+    @property
+    def io_executor(self) -> Executor:
+        """The store's I/O thread: an `Executor` running operations on one connection, batched.
+
+        What is queued while the thread is busy runs as one batch (at most 64 operations) in one
+        ``BEGIN IMMEDIATE`` transaction: each operation's writes are a savepoint (a failing
+        operation is undone alone and raises to its caller), and the batch commits once. Every
+        operation's future completes only after that commit, so an acknowledged step is exactly
+        as durable as one committed alone (WAL, ``synchronous=NORMAL``: it survives a crash or
+        kill of the process, not of the OS). `AsyncRuntime` offloads its store I/O here; a read-only
+        store runs the batch's operations one by one. The thread exits after a second without
+        work and starts again on demand; `close` runs what is queued first.
+
+        Raises:
+            PollardError: The store is closed.
+        """
+        with self._ops:
+            if self._closed:
+                raise self._closed_error()
+            if self._io is None:
+                _STORES.add(self)
+                self._io = IoThread(
+                    self._run_batch,
+                    closed_error=self._closed_error,
+                    on_start=self._bind_io_connection,
+                    name=f"pollard-sqlite-io:{self.path.name}",
+                )
+            return self._io
+
+    def _forget_io(self) -> None:
+        # The child must not use the parent's connection either: its thread opens its own.
+        self._io = None
+        self._io_conn = None
+
+    def _bind_io_connection(self) -> None:
+        """Give the (new) I/O thread the store's one I/O connection (kept across restarts)."""
+        with self._ops:
+            conn, closed = self._io_conn, self._closed
+        if closed:
+            raise self._closed_error()
+        if conn is None:
+            conn = self._connect()
+            with self._ops:
+                if self._closed:
+                    conn.close()
+                    raise self._closed_error()
+                self._connections.append(conn)
+                self._io_conn = conn
+        self._local.conn = conn
+
+    def _run_batch(self, operations: Sequence[Callable[[], Any]]) -> list[Outcome]:
+        """Run a batch of the I/O thread in one transaction; every outcome waits for its commit."""
+        if len(operations) == 1 or self.read_only:
+            return run_each(operations)
+        with self._use() as conn:  # close() waits for the whole batch
+            conn.execute(self.dialect.begin)
+            self._local.grouped = True
+            try:
+                outcomes = run_each(operations)
+            finally:
+                self._local.grouped = False
+            try:
+                if not conn.in_transaction:  # an operation's error made SQLite roll back
+                    raise PollardError(
+                        f"the SQLite store {self.path} rolled back a batch of operations",
+                        hint="the steps of the batch were not recorded; run them again",
+                    )
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                # Nothing of the batch is stored: an operation that succeeded inside it did not.
+                return [(False, exc if ok else value) for ok, value in outcomes]
+        return outcomes
+
     def compact(self) -> int:
-        """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed."""
+        """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed.
+
+        Raises:
+            PollardError: Called inside a batch of `io_executor` (VACUUM needs its own
+                transaction); maintenance is offline: call it directly.
+        """
+        if getattr(self._local, "grouped", False):
+            raise PollardError(
+                "compact() cannot run inside a batch of the store's I/O thread",
+                hint="call store.compact() directly, while no runtime is writing",
+            )
         with self._use() as conn:
             removed = super().compact()
             conn.execute("VACUUM")
@@ -205,6 +319,10 @@ class SQLiteStore(SqlStore):
         closed by its thread when its operation ends, never under it. Any later operation raises
         `PollardError`.
         """
+        with self._ops:
+            io = self._io
+        if io is not None:  # run what is queued for the I/O thread first (its steps settle)
+            io.shutdown(wait=True, timeout=self._close_timeout)
         me = threading.get_ident()
         with self._ops:
             self._closed = True
