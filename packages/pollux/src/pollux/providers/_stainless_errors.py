@@ -18,6 +18,23 @@ from pollux.providers._errors import network_error
 
 __all__ = ["class_names", "error_body", "response_headers", "status_code", "wrap_stainless_error"]
 
+# The SDKs wrap transport failures of a request they send, but not those raised while a caller
+# iterates a stream they returned: there httpx's (or aiohttp's) own exception arrives unwrapped.
+# A stall past the read timeout is then a per-attempt timeout, a cut body a network failure.
+_TIMEOUT_CLASSES = frozenset(
+    {"TimeoutException", "ReadTimeout", "ConnectTimeout", "PoolTimeout", "ServerTimeoutError"}
+)
+_NETWORK_CLASSES = frozenset(
+    {
+        "ReadError",
+        "WriteError",
+        "RemoteProtocolError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "ClientPayloadError",
+    }
+)
+
 
 def class_names(exc: BaseException) -> set[str]:
     """The names of the exception's classes, along its MRO."""
@@ -80,7 +97,7 @@ def wrap_stainless_error(
     if isinstance(exc, PolluxError):
         return exc
     names = class_names(exc)
-    if "APITimeoutError" in names or isinstance(exc, TimeoutError):
+    if "APITimeoutError" in names or names & _TIMEOUT_CLASSES or isinstance(exc, TimeoutError):
         return network_error(
             provider=provider,
             phase=phase,
@@ -101,6 +118,15 @@ def wrap_stainless_error(
         if connect_hint is not None:
             error.hint = connect_hint
         return error
+    if names & _NETWORK_CLASSES:
+        return network_error(
+            provider=provider,
+            phase=phase,
+            kind="network",
+            message=str(exc) or type(exc).__name__,
+            base_url=None,
+            timeout_s=timeout_s,
+        )
     if "APIStatusError" in names:
         return status_error(exc, phase=phase)
     if "APIResponseValidationError" in names or isinstance(exc, ValueError):
