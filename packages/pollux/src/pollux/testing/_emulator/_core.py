@@ -346,11 +346,16 @@ class Core:
         if self.settings.latency > 0:
             await asyncio.sleep(self.settings.latency)
         item = self.scripts.take(route_name, route.generates)
+        delay = 0.0
         while isinstance(item, Latency):
             # Latency modifies the request: it waits, then the next queued item (or the handler,
-            # or the default model) answers the same request.
-            await asyncio.sleep(item.seconds)
+            # or the default model) answers the same request. That item is taken now, before
+            # the wait: a client that gives up during the wait must not leave it queued for
+            # whichever request comes next.
+            delay += item.seconds
             item = self.scripts.take(route_name, route.generates)
+        if delay:
+            await asyncio.sleep(delay)
         if item is None:
             handler = self.scripts.handler_for(route_name)
             if handler is not None:
