@@ -218,6 +218,7 @@ HUGE = 10**400
         lambda: RetryPolicy(max_delay_s=HUGE),
         lambda: RetryPolicy(backoff_multiplier=HUGE),
         lambda: RetryPolicy(max_elapsed_s=10**5000),  # past Python's int-to-str digit limit
+        lambda: Config(provider="openai", model="m", use_mock=True, request_timeout_s=HUGE),
     ],
 )
 def test_huge_integers_raise_configuration_errors(load: object) -> None:
