@@ -542,12 +542,14 @@ _PROVIDERS = {
 }
 
 
-def _provider(name: str, base_url: str, monkeypatch: pytest.MonkeyPatch) -> Config:
+def _provider(
+    name: str, base_url: str, monkeypatch: pytest.MonkeyPatch, retry: RetryPolicy = ONCE
+) -> Config:
     model, env_var = _PROVIDERS[name]
     if env_var is None:
-        return Config(provider="local", model=model, base_url=base_url, retry=ONCE)
+        return Config(provider="local", model=model, base_url=base_url, retry=retry)
     monkeypatch.setenv(env_var, base_url)
-    return Config(provider=name, model=model, api_key="sk-test", retry=ONCE)  # type: ignore[arg-type]
+    return Config(provider=name, model=model, api_key="sk-test", retry=retry)  # type: ignore[arg-type]
 
 
 async def _every_path(config: Config) -> None:
@@ -603,3 +605,31 @@ async def test_every_provider_uses_an_injected_transport_and_leaves_it_open(
             assert not transport.closed
     assert transport.closed
     assert len(seen) == len(emu.requests) >= 4  # every request went through the injected one
+
+
+_REDIRECT = (
+    b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://elsewhere.example/v1/x"
+    b"\r\nContent-Length: 0\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("name", sorted(_PROVIDERS))
+async def test_every_provider_refuses_a_redirect_without_resending(
+    name: str, streamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK paths raised a bare "Error code: 307" (Anthropic's stream retried it as an
+    # in-stream error; OpenRouter's catalog read called it "not JSON" and retried).
+    async with canned(_REDIRECT) as (url, requests):
+        retry = RetryPolicy(max_attempts=3, initial_delay_s=0.001)
+        config = _provider(name, url, monkeypatch, retry=retry)
+        async with Session(config) as session:
+            with pytest.raises(APIError) as caught:
+                if streamed:
+                    async for _ in session.stream(_env(), _input("go elsewhere")):
+                        pass
+                else:
+                    await session.interact(_env(), _input("go elsewhere"))
+    assert caught.value.status_code == 307 and caught.value.retryable is False
+    assert "elsewhere.example" in str(caught.value) and "redirect" in str(caught.value)
+    assert len(requests) == 1  # neither followed nor resent

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pollux.errors import APIError, PolluxError
-from pollux.providers._errors import network_error
+from pollux.providers._errors import network_error, redirect_from
 
 __all__ = ["class_names", "error_body", "response_headers", "status_code", "wrap_stainless_error"]
 
@@ -128,7 +128,10 @@ def wrap_stainless_error(
             timeout_s=timeout_s,
         )
     if "APIStatusError" in names:
-        return status_error(exc, phase=phase)
+        redirect = redirect_from(
+            provider=provider, phase=phase, status=status_code(exc), headers=response_headers(exc)
+        )
+        return redirect or status_error(exc, phase=phase)
     if "APIResponseValidationError" in names or isinstance(exc, ValueError):
         # The SDK could not decode what came back (a truncated or garbled body or event).
         return APIError(
