@@ -134,3 +134,22 @@ async def test_a_pollux_2_anthropic_continuation_replays_its_text_messages(
     assert out.text == "Emulated reply to: And another?"
     texts = [[block["text"] for block in m["content"]] for m in body["messages"]]
     assert texts == [["Name a colour"], ["Blue"], ["And another?"]]
+
+
+async def test_a_streaming_override_is_honoured_not_only_accepted() -> None:
+    from pollux import stream
+
+    with Emulator() as emulator:
+        base = {
+            "provider": "local",
+            "model": "emulator-model",
+            "base_url": emulator.base_url("local"),
+        }
+        off = Config(**base, capabilities={"streaming": False})  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="streaming"):
+            async for _ in stream(Environment(), Input("hi"), config=off):
+                pass
+        on = Config(**base, capabilities={"streaming": True})  # type: ignore[arg-type]
+        events = [e.type async for e in stream(Environment(), Input("hi"), config=on)]
+        assert len(emulator.requests_for("local.chat")) == 1  # the refused one sent nothing
+    assert events[-1] == "done"
