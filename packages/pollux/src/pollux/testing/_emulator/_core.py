@@ -144,6 +144,12 @@ _DEFAULT_MESSAGES = {
 _DEFAULT_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
 
+#: The 401 message of a request whose key is not ``Emulator(api_key=...)`` (OpenAI's wording).
+WRONG_KEY_MESSAGE = (
+    "Incorrect API key provided. You can find your API key in your account settings."
+)
+
+
 def fault_error(fault: ErrorResponse) -> ApiError:
     """The :class:`ApiError` an :class:`ErrorResponse` fault answers with."""
     kind, message = _DEFAULT_MESSAGES.get(
@@ -337,8 +343,7 @@ class Core:
                 wire,
                 ApiError(
                     401,
-                    "Incorrect API key provided. You can find your API key in your account "
-                    "settings.",
+                    WRONG_KEY_MESSAGE,
                     error_type="invalid_request_error",
                     code="invalid_api_key",
                 ),
