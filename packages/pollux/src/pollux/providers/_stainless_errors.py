@@ -62,6 +62,18 @@ def response_headers(exc: BaseException) -> dict[str, str] | None:
     return dict(headers.items()) if headers is not None else None
 
 
+def _broken_connection(exc: BaseException) -> str | None:
+    """The message of a cut connection under an SDK's ``APIConnectionError``, if that is one."""
+    seen: set[int] = set()
+    current = exc.__cause__ or exc.__context__
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if class_names(current) & _NETWORK_CLASSES:
+            return str(current) or type(current).__name__
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def wrap_stainless_error(
     exc: BaseException,
     *,
@@ -107,6 +119,17 @@ def wrap_stainless_error(
             timeout_s=timeout_s,
         )
     if "APIConnectionError" in names:
+        broke = _broken_connection(exc)
+        if broke is not None:
+            # Connected, then cut (a stream cut mid-body): not a failure to connect.
+            return network_error(
+                provider=provider,
+                phase=phase,
+                kind="network",
+                message=broke,
+                base_url=None,
+                timeout_s=timeout_s,
+            )
         error = network_error(
             provider=provider,
             phase=phase,
