@@ -296,3 +296,44 @@ async def test_the_anthropic_and_gemini_batch_wires_settle_the_same_way(
         used = sum(o.usage.input_tokens + o.usage.output_tokens for o in answers.outputs)
         assert int(settled["tokens"]) == used
         assert Decimal(settled["usd"]) < reserved
+        calls = len(emu.requests)
+        again = await governed_collect(run, job)
+        assert again.answers == answers.answers
+        assert run.report(exact=True)["total"] == settled  # collecting twice charges once
+        assert len(emu.requests) == calls  # and is served from the ledger
+
+
+_WIRES = [
+    ("openai", "gpt-5-nano", ("OPENAI_BASE_URL", "OPENAI_API_KEY")),
+    ("anthropic", "claude-haiku-4-5", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")),
+    ("gemini", "gemini-2.5-flash", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY")),
+]
+
+
+@pytest.mark.parametrize(("provider", "model", "variables"), _WIRES)
+async def test_cancel_releases_the_reservation_on_every_batch_wire(
+    emu: Emulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    model: str,
+    variables: tuple[str, str],
+) -> None:
+    monkeypatch.setenv(variables[0], emu.base_url(provider))
+    monkeypatch.setenv(variables[1], "test-key")
+    cfg = Config(provider=provider, model=model, retry=FAST_RETRY, request_timeout_s=5.0)  # type: ignore[arg-type]
+    async with runtime(tmp_path / "runs.db") as rt:
+        run = rt.run("nightly", budget=Budget(usd=1, tokens=100_000))
+        job = await governed_defer(run, PROMPTS, config=cfg, max_tokens=2048)
+        reserved = run.report(exact=True)["total"]
+        assert int(reserved["tokens"]) > 0 and Decimal(reserved["usd"]) > 0
+        await governed_cancel(run, job)
+        emu.advance(60)
+        assert (await governed_inspect(run, job)).is_terminal
+        answers = await governed_collect(run, job)
+        assert [o.metrics.completion_status for o in answers.outputs] == ["error"] * 3
+        released = run.report(exact=True)["total"]
+        assert (int(released["tokens"]), Decimal(released["usd"])) == (0, 0)
+        assert released["steps"] == "1"
+        await governed_collect(run, job)
+        assert run.report(exact=True)["total"] == released

@@ -500,6 +500,47 @@ async def test_fan_out_over_a_pdf_uploads_it_once_and_replay_uploads_nothing(
     assert replayed.answers == recorded.answers
 
 
+@pytest.mark.parametrize(
+    ("provider", "model", "env_var", "upload_route"),
+    [
+        ("anthropic", "claude-haiku-4-5", "ANTHROPIC_BASE_URL", "anthropic.files.upload"),
+        ("gemini", "gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL", "gemini.files.upload"),
+    ],
+)
+async def test_fan_out_over_a_pdf_uploads_it_once_on_the_other_files_apis(
+    tmp_path: Path,
+    emu: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    model: str,
+    env_var: str,
+    upload_route: str,
+) -> None:
+    monkeypatch.setenv(env_var, emu.base_url(provider))
+    config = Config(provider=provider, model=model, api_key="offline", retry=NO_RETRY)  # type: ignore[arg-type]
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4\n" + b"0" * (600 * 1024))  # above the inline limits
+    db = tmp_path / "runs.db"
+    async with AsyncRuntime(db) as rt:
+        run = rt.run("pdf", budget=Budget(steps=10))
+        recorded = await governed_run_many(
+            run, QUESTIONS, sources=[Source.from_file(pdf)], config=config
+        )
+        steps = model_calls(rt.store, run.root_id)
+    assert recorded.status == "ok", recorded.errors
+    # One upload (Gemini's resumable protocol: a start request, then the bytes under its id).
+    starts = [r for r in emu.requests if r.route == upload_route and "upload_id" not in r.query]
+    assert len(starts) == 1
+    assert len(steps) == len(QUESTIONS)
+    emu.clear_requests()
+    async with AsyncRuntime(db, mode="replay") as rt:
+        replayed = await governed_run_many(
+            rt.run("pdf"), QUESTIONS, sources=[Source.from_file(pdf)], config=config
+        )
+    assert emu.requests == []
+    assert replayed.answers == recorded.answers
+
+
 async def test_recordings_do_not_depend_on_the_server_address(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     with Emulator() as first:

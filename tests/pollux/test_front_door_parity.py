@@ -103,3 +103,53 @@ async def test_a_pollux_2_openai_continuation_continues_server_side(emu: Emulato
         )
     (body,) = [r.json for r in emu.requests if r.route == "openai.responses.create"]
     assert body["previous_response_id"] == "resp_stored_by_pollux_2"
+
+
+async def test_a_pollux_2_anthropic_continuation_replays_its_text_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Portable 2.0 messages carry content as a string; the Anthropic conversation used to split
+    # it into letters and fail with a raw AttributeError.
+    stored = {
+        "version": 2,
+        "provider": "anthropic",
+        "messages": [
+            {"role": "user", "content": "Name a colour"},
+            {"role": "assistant", "content": "Blue"},
+        ],
+    }
+    with Emulator() as emulator:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", emulator.base_url("anthropic"))
+        config = Config(
+            provider="anthropic",
+            model="claude-haiku-4-5",
+            api_key="sk-ant-test",
+            retry=RetryPolicy(max_attempts=1),
+        )
+        continuation = Continuation.from_jsonable(stored)
+        out = await interact(
+            Environment(), Input("And another?", continuation=continuation), config=config
+        )
+        (body,) = [r.json for r in emulator.requests if r.route == "anthropic.messages.create"]
+    assert out.text == "Emulated reply to: And another?"
+    texts = [[block["text"] for block in m["content"]] for m in body["messages"]]
+    assert texts == [["Name a colour"], ["Blue"], ["And another?"]]
+
+
+async def test_a_streaming_override_is_honoured_not_only_accepted() -> None:
+    from pollux import stream
+
+    with Emulator() as emulator:
+        base = {
+            "provider": "local",
+            "model": "emulator-model",
+            "base_url": emulator.base_url("local"),
+        }
+        off = Config(**base, capabilities={"streaming": False})  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="streaming"):
+            async for _ in stream(Environment(), Input("hi"), config=off):
+                pass
+        on = Config(**base, capabilities={"streaming": True})  # type: ignore[arg-type]
+        events = [e.type async for e in stream(Environment(), Input("hi"), config=on)]
+        assert len(emulator.requests_for("local.chat")) == 1  # the refused one sent nothing
+    assert events[-1] == "done"

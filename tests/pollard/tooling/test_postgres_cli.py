@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pollard import PostgresStore, SQLiteStore, merge, seal
+from pollard import PostgresStore, Runtime, SQLiteStore, merge, seal
 from tests.conftest import DEFAULT_POSTGRES_DSN
-from tests.pollard._postgres import drop_store, fresh_store_id
+from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
 
 from ._cli import Result, pollard
 from ._trees import SECRET_PROMPT, Sample, build_sample
@@ -108,3 +108,50 @@ def test_merge_sqlite_to_postgres_and_back_in_the_api(
                 n.id for n in sqlite.walk(sample.root)
             ]
             assert back.get(sample.model) == sqlite.get(sample.model)
+
+
+_COMMANDS_ON_AN_EXISTING_STORE = (
+    ("runs",),
+    ("verify",),
+    ("show", "{spec}", "abc123"),
+    ("report", "{spec}", "abc123"),
+    ("seal", "{spec}", "abc123"),
+    ("gc", "{spec}", "compact"),
+    ("gc", "{spec}", "drop-pruned"),
+)
+
+
+def _argv(command: tuple[str, ...], spec: str) -> list[str]:
+    if len(command) == 1:
+        return [command[0], spec]
+    return [part.format(spec=spec) for part in command]
+
+
+@pytest.mark.parametrize("command", _COMMANDS_ON_AN_EXISTING_STORE, ids=" ".join)
+def test_no_command_but_merge_and_import_creates_a_postgres_store(
+    pg_dsn: str, command: tuple[str, ...]
+) -> None:
+    # gc writes, but only into a store that exists: on a database without pollard's tables it
+    # used to create them and report "removed 0 node(s)" (exit 0).
+    import psycopg
+
+    with fresh_schema(pg_dsn) as dsn:
+        result = pollard(*_argv(command, f"pg-env:{ENV_VAR}#x"), env={ENV_VAR: dsn})
+        assert result.code == 2, result
+        assert "no pollard store" in result.err and "never creates" in result.err
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT to_regclass('pollard_nodes')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize("command", _COMMANDS_ON_AN_EXISTING_STORE, ids=" ".join)
+def test_a_mistyped_postgres_store_id_is_an_error_naming_the_close_one(
+    pg_dsn: str, store_ids: list[str], command: tuple[str, ...]
+) -> None:
+    known, typo = store_ids[0], store_ids[0][:-1] + ("x" if store_ids[0][-1] != "x" else "y")
+    with PostgresStore(pg_dsn, store_id=known) as store:
+        Runtime(store).run("exists").note({"n": 1})
+    result = pollard(*_argv(command, f"pg-env:{ENV_VAR}#{typo}"), env={ENV_VAR: pg_dsn})
+    assert result.code == 2, result
+    assert f"no store '{typo}'" in result.err and known in result.err
+    for table in ("kv", "nodes", "ledger"):
+        assert row_count(pg_dsn, table, typo) == 0

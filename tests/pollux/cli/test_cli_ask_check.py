@@ -131,6 +131,40 @@ def test_keys_never_appear(tmp_path: Path, emu: Emulator) -> None:
         _no_traceback_no_key(result.stdout, result.stderr)
 
 
+@pytest.mark.parametrize(
+    ("provider", "model", "base_var", "key_var"),
+    [
+        ("openai", "gpt-5-nano", "OPENAI_BASE_URL", "OPENAI_API_KEY"),
+        ("anthropic", "claude-haiku-4-5", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"),
+        ("gemini", "gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY"),
+    ],
+)
+def test_a_key_the_server_echoes_appears_in_no_output_or_file(
+    tmp_path: Path, emu: Emulator, provider: str, model: str, base_var: str, key_var: str
+) -> None:
+    def echo(request: object) -> ErrorResponse | None:
+        if "models" in getattr(request, "route", ""):
+            return None  # let check find the model, then fail the calls
+        return ErrorResponse(401, message=f"Incorrect API key provided: {SECRET}.")
+
+    emu.on(provider, echo)
+    env = clean_env(**{base_var: emu.base_url(provider), key_var: SECRET})
+    flags = ["--provider", provider, "--model", model]
+    (tmp_path / "q.txt").write_text("one\ntwo\n")
+    for args in (
+        ["many", "q.txt", "--out", "answers.jsonl", *flags],
+        ["ask", "Hi?", "--json", "--ledger", "runs.db", *flags],
+    ):
+        result = pollux(*args, cwd=tmp_path, env=env)
+        assert result.code == 1, result
+        assert "Incorrect API key provided" in result.stdout + result.stderr + (
+            (tmp_path / "answers.jsonl").read_text() if args[0] == "many" else ""
+        )
+        _no_traceback_no_key(result.stdout, result.stderr)
+    for written in ("answers.jsonl", "runs.db"):
+        assert SECRET.encode() not in (tmp_path / written).read_bytes()
+
+
 USAGE_ERRORS = [
     (["ask", "Hi?"], "no provider configured"),
     (["ask", "Hi?", "--provider", "nope", "--model", "m"], "Unknown provider"),

@@ -135,3 +135,22 @@ def test_collect_ledger_needs_a_governed_job(
     assert result.code == 2 and "was not submitted with --ledger" in result.stderr
     replay = _run(env, tmp_path, "collect", "job.json", "--replay")
     assert replay.code == 2 and "--replay needs --ledger" in replay.stderr
+
+
+def test_collect_into_the_ledger_without_a_key_is_a_usage_error(
+    tmp_path: Path, emu: Emulator, env: dict[str, str], prompts: Path
+) -> None:
+    args = ("defer", "q.txt", "--handle", "job.json", "--ledger", "runs.db")
+    assert _run(env, tmp_path, *args, "--max-output-tokens", "64").code == 0
+    emu.advance(15)
+    keyless = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    # It was a traceback: the Config for the handle was built outside the error handling.
+    result = _run(keyless, tmp_path, "collect", "job.json", "--ledger", "runs.db")
+    assert result.code == 2
+    assert "API key required for openai" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    # Replay sends nothing, so it needs no key (as `ask --replay`).
+    assert _run(env, tmp_path, "collect", "job.json", "--ledger", "runs.db").code == 0
+    calls = _batch_calls(emu)
+    replay = _run(keyless, tmp_path, "collect", "job.json", "--ledger", "runs.db", "--replay")
+    assert replay.code == 0, replay.stderr
+    assert _batch_calls(emu) == calls

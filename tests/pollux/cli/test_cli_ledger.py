@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pollux.testing import Emulator
-from tests.pollard._postgres import drop_store, fresh_store_id
+from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
 
 from ._run import clean_env, pollard, pollux
 
@@ -189,3 +189,34 @@ def test_a_postgresql_ledger(tmp_path: Path, pg_dsn: str) -> None:
         assert report.code == 0 and json.loads(report.stdout)["spent"]["steps"] == 2
     finally:
         drop_store(pg_dsn, store_id)
+
+
+@pytest.mark.postgres
+def test_replay_from_a_missing_postgresql_store_says_what_is_missing(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    # The CLI used to say only "cannot open the store (PollardError)" with a generic hint.
+    pytest.importorskip("pollard.stores.postgres")
+    known = fresh_store_id("pollux-cli")
+    typo = known[:-1] + ("y" if known[-1] != "y" else "z")
+    try:
+        assert (
+            pollux("ask", "Hi?", "--mock", "--ledger", f"{pg_dsn}#{known}", cwd=tmp_path).code == 0
+        )
+        env = clean_env(LEDGER_DSN=pg_dsn)
+        spec = f"pg-env:LEDGER_DSN#{typo}"
+        result = pollux("ask", "Hi?", "--mock", "--ledger", spec, "--replay", cwd=tmp_path, env=env)
+        assert result.code == 2
+        assert f"--ledger {spec}: no store '{typo}'" in result.stderr
+        assert f"did you mean '{known}'" in result.stderr
+        assert pg_dsn not in result.stderr + result.stdout
+        assert row_count(pg_dsn, "kv", typo) == 0
+        with fresh_schema(pg_dsn) as empty:
+            env = clean_env(LEDGER_DSN=empty)
+            result = pollux(
+                "ask", "Hi?", "--mock", "--ledger", spec, "--replay", cwd=tmp_path, env=env
+            )
+        assert result.code == 2 and "no pollard store" in result.stderr
+        assert "never creates" in result.stderr
+    finally:
+        drop_store(pg_dsn, known)

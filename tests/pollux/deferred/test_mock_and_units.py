@@ -82,7 +82,7 @@ async def test_mock_cancel() -> None:
     snapshot = await inspect_deferred(handle)
     assert (snapshot.status, snapshot.failed) == ("cancelled", 2)
     result = await collect_deferred(handle)
-    assert result.status == "error"
+    assert result.status == "error" and len(result.outputs) == 2
     assert all(o.diagnostics.raw["deferred"]["status"] == "cancelled" for o in result.outputs)
     await cancel_deferred(handle)  # already ended: nothing happens
     assert (await inspect_deferred(handle)).status == "cancelled"

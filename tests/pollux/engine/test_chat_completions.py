@@ -581,6 +581,7 @@ async def test_plain_chat_continues_without_tools(emu: Emulator, local_config: C
         ("user", "Population?"),
     ]
     fan_out = await pollux.run_many(["a", "b"], config=local_config)
+    assert len(fan_out.outputs) == 2
     assert all(output.continuation is None for output in fan_out.outputs)
 
 

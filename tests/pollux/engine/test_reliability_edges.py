@@ -218,6 +218,7 @@ HUGE = 10**400
         lambda: RetryPolicy(max_delay_s=HUGE),
         lambda: RetryPolicy(backoff_multiplier=HUGE),
         lambda: RetryPolicy(max_elapsed_s=10**5000),  # past Python's int-to-str digit limit
+        lambda: Config(provider="openai", model="m", use_mock=True, request_timeout_s=HUGE),
     ],
 )
 def test_huge_integers_raise_configuration_errors(load: object) -> None:
@@ -230,3 +231,62 @@ def test_huge_integers_parsed_from_json_are_refused_too() -> None:
     text = '{"text": "x", "metrics": {"duration_s": 1' + "0" * 400 + "}}"
     with pytest.raises(ConfigurationError):
         Output.from_jsonable(json.loads(text))
+
+
+# -- every provider: the deadline holds and an echoed key leaves no trace ------------------------
+
+_SDK_PROVIDERS = {
+    "openai": ("gpt-5-nano", "OPENAI_BASE_URL", "openai.responses"),
+    "anthropic": ("claude-haiku-4-5", "ANTHROPIC_BASE_URL", "anthropic.messages.create"),
+    "gemini": ("gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL", "gemini"),
+    "openrouter": ("emulator-model", "OPENROUTER_BASE_URL", "openrouter.chat"),
+}
+
+
+def _provider_config(
+    name: str, emu: Emulator, monkeypatch: pytest.MonkeyPatch, **overrides: object
+) -> tuple[Config, str]:
+    model, env_var, route = _SDK_PROVIDERS[name]
+    monkeypatch.setenv(env_var, emu.base_url(name))
+    settings: dict[str, object] = {"api_key": KEY, "retry": RetryPolicy(max_attempts=1)}
+    settings.update(overrides)
+    return Config(provider=name, model=model, **settings), route  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(_SDK_PROVIDERS))
+async def test_the_deadline_cuts_a_running_call_and_stream_on_every_provider(
+    name: str, emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = RetryPolicy(max_attempts=3, initial_delay_s=0.001, max_elapsed_s=0.2)
+    config, route = _provider_config(name, emu, monkeypatch, request_timeout_s=3.0, retry=policy)
+    if name == "openrouter":
+        await pollux.check_ready(config)  # the model catalog is read (and cached) first
+    emu.script(route, Latency(3.5), Reply("too late"))
+    with pytest.raises(APIError) as info:
+        await pollux.run("Hi", config=config)
+    assert (info.value.error_category, info.value.provider) == ("deadline", name)
+    emu.script(route, Latency(3.5), Reply("too late"))
+    with pytest.raises(APIError) as info:
+        async for _ in pollux.stream(Environment(), Input("Hi"), config=config):
+            pass
+    assert (info.value.error_category, info.value.phase) == ("deadline", "stream")
+
+
+@pytest.mark.parametrize("name", sorted(_SDK_PROVIDERS))
+async def test_an_echoed_key_is_not_in_the_printed_traceback(
+    name: str, emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's own exception (the pollux error's __cause__) quotes the body too; a traceback
+    # printed by logging.exception() or an uncaught error shows it.
+    import traceback
+
+    config, route = _provider_config(name, emu, monkeypatch)
+    if name == "openrouter":
+        await pollux.check_ready(config)
+    echo = f"Incorrect API key provided: {KEY}. You can find your API key in your account."
+    emu.script(route, ErrorResponse(400, message=echo))
+    with pytest.raises(APIError) as info:
+        await pollux.run("Hi", config=config)
+    printed = "".join(traceback.format_exception(info.value))
+    assert "Incorrect API key provided" in printed
+    assert KEY not in printed

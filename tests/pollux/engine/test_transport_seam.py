@@ -113,13 +113,19 @@ async def forwarding_proxy() -> AsyncIterator[tuple[str, list[str]]]:
             await writer.drain()
             await _splice((reader, writer), upstream)
             return
-        # Absolute form: http://host:port/path -> origin form to the target.
+        # Absolute form: http://host:port/path -> origin form to the target. The proxy only
+        # rewrites the first request line it reads, so it asks the origin to close after one
+        # response: the client's next request opens a new proxy connection and is rewritten
+        # (and seen) too, instead of reaching the origin in absolute form.
         rest = target.split("://", 1)[1]
         authority, _, path = rest.partition("/")
         host, _, port = authority.partition(":")
         upstream = await asyncio.open_connection(host, int(port or 80))
         conns.track(upstream[1])
-        upstream[1].write(head.replace(target.encode(), b"/" + path.encode(), 1))
+        lines = head.rstrip(b"\r\n").split(b"\r\n")
+        lines[0] = lines[0].replace(target.encode(), b"/" + path.encode(), 1)
+        kept = [line for line in lines if not line.lower().startswith(b"connection:")]
+        upstream[1].write(b"\r\n".join([*kept, b"Connection: close"]) + b"\r\n\r\n")
         await _splice((reader, writer), upstream)
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
@@ -460,8 +466,10 @@ def test_every_provider_closes_cleanly_without_resource_warnings(
     monkeypatch.setenv("OPENAI_BASE_URL", emu.base_url("openai"))
     monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url("anthropic"))
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", emu.base_url("gemini"))
+    monkeypatch.setenv("OPENROUTER_BASE_URL", emu.base_url("openrouter"))
     configs = [
         _local(emu),
+        Config(provider="openrouter", model="emulator-model", api_key="sk", retry=ONCE),
         Config(provider="openai", model="gpt-5-nano", api_key="sk", retry=ONCE),
         Config(provider="anthropic", model="claude-sonnet-4-6", api_key="sk", retry=ONCE),
         Config(provider="gemini", model="gemini-2.5-flash", api_key="k", retry=ONCE),
@@ -499,8 +507,10 @@ def _input(text: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("provider", "model", "env"),
     [
+        ("openai", "gpt-5-nano", "OPENAI_BASE_URL"),
         ("anthropic", "claude-sonnet-4-6", "ANTHROPIC_BASE_URL"),
         ("gemini", "gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL"),
+        ("openrouter", "emulator-model", "OPENROUTER_BASE_URL"),
     ],
 )
 async def test_request_timeout_applies_to_sdk_providers(
@@ -519,3 +529,107 @@ async def test_request_timeout_applies_to_sdk_providers(
             await run("Too slow", config=config)
     assert caught.value.error_category == "timeout"
     assert "request_timeout_s=0.3" in (caught.value.hint or "")
+
+
+# -- every provider, every path: the environment's proxy and CA bundle ------------------------
+
+_PROVIDERS = {
+    "local": ("emulator-model", None),
+    "openrouter": ("emulator-model", "OPENROUTER_BASE_URL"),
+    "openai": ("gpt-5-nano", "OPENAI_BASE_URL"),
+    "anthropic": ("claude-sonnet-4-6", "ANTHROPIC_BASE_URL"),
+    "gemini": ("gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL"),
+}
+
+
+def _provider(
+    name: str, base_url: str, monkeypatch: pytest.MonkeyPatch, retry: RetryPolicy = ONCE
+) -> Config:
+    model, env_var = _PROVIDERS[name]
+    if env_var is None:
+        return Config(provider="local", model=model, base_url=base_url, retry=retry)
+    monkeypatch.setenv(env_var, base_url)
+    return Config(provider=name, model=model, api_key="sk-test", retry=retry)  # type: ignore[arg-type]
+
+
+async def _every_path(config: Config) -> None:
+    """A fan-out, a stream and a readiness probe (the SDKs' own requests) in one Session."""
+    async with Session(config) as session:
+        out = await session.run_many(["fanned out"])
+        assert out.status == "ok", out.errors
+        events = [e async for e in session.stream(_env(), _input("streamed"))]
+        assert events[-1].type == "done"
+        ready = await session.check_ready()
+        assert ready.status_code is not None  # the server answered
+
+
+@pytest.mark.parametrize("name", sorted(_PROVIDERS))
+async def test_every_provider_sends_every_request_through_the_environment_proxy(
+    name: str, emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wire = emu.base_url(name)
+    async with forwarding_proxy() as (proxy, seen):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        await _every_path(_provider(name, wire, monkeypatch))
+    origin = wire.split("/", 3)[2]
+    assert len(seen) >= 3 and all(f"http://{origin}/" in line for line in seen), seen
+    assert len(seen) == len(emu.requests)  # nothing went around the proxy
+
+
+@pytest.mark.parametrize("name", sorted(_PROVIDERS))
+async def test_every_provider_trusts_ssl_cert_file_through_a_connect_tunnel(
+    name: str, emu: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    wire = emu.base_url(name)
+    async with tls_front(_port(wire), tmp_path) as (port, ca):
+        config = _provider(name, _over_tls(wire, port), monkeypatch)
+        async with forwarding_proxy() as (proxy, seen):
+            monkeypatch.setenv("HTTPS_PROXY", proxy)
+            monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+            await _every_path(config)
+    assert seen and all(line == f"CONNECT localhost:{port} HTTP/1.1" for line in seen)
+
+
+@pytest.mark.parametrize("name", sorted(_PROVIDERS))
+async def test_every_provider_uses_an_injected_transport_and_leaves_it_open(
+    name: str, emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _provider(name, emu.base_url(name), monkeypatch)
+    async with forwarding_proxy() as (proxy, seen), Transport(proxy=proxy) as transport:
+        for _ in range(2):  # two Sessions share the caller's transport
+            async with Session(config, transport=transport) as session:
+                out = await session.run_many(["injected"])
+                assert out.status == "ok", out.errors
+                events = [e async for e in session.stream(_env(), _input("streamed"))]
+                assert events[-1].type == "done"
+            assert not transport.closed
+    assert transport.closed
+    assert len(seen) == len(emu.requests) >= 4  # every request went through the injected one
+
+
+_REDIRECT = (
+    b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://elsewhere.example/v1/x"
+    b"\r\nContent-Length: 0\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("name", sorted(_PROVIDERS))
+async def test_every_provider_refuses_a_redirect_without_resending(
+    name: str, streamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK paths raised a bare "Error code: 307" (Anthropic's stream retried it as an
+    # in-stream error; OpenRouter's catalog read called it "not JSON" and retried).
+    async with canned(_REDIRECT) as (url, requests):
+        retry = RetryPolicy(max_attempts=3, initial_delay_s=0.001)
+        config = _provider(name, url, monkeypatch, retry=retry)
+        async with Session(config) as session:
+            with pytest.raises(APIError) as caught:
+                if streamed:
+                    async for _ in session.stream(_env(), _input("go elsewhere")):
+                        pass
+                else:
+                    await session.interact(_env(), _input("go elsewhere"))
+    assert caught.value.status_code == 307 and caught.value.retryable is False
+    assert "elsewhere.example" in str(caught.value) and "redirect" in str(caught.value)
+    assert len(requests) == 1  # neither followed nor resent

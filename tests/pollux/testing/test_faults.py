@@ -106,6 +106,18 @@ def test_latency_then_normal_answer(emulator: Emulator) -> None:
     assert answer.choices[0].message.content == "late but fine"
 
 
+def test_latency_answer_is_not_left_for_the_next_request(emulator: Emulator) -> None:
+    # The client gives up during the wait; the Reply queued after the Latency belonged to that
+    # request and must not answer the next one (it did, so a second scripted Latency never ran).
+    emulator.script("local", Latency(1.0), Reply("too late"))
+    with _client(emulator, timeout=0.2) as client, pytest.raises(openai.APITimeoutError):
+        client.chat.completions.create(model="m", messages=MESSAGES)
+    with _client(emulator) as client:
+        answer = client.chat.completions.create(model="m", messages=MESSAGES)
+    assert answer.choices[0].message.content != "too late"
+    emulator.assert_consumed()
+
+
 def test_dropped_connection_is_a_connection_error(emulator: Emulator) -> None:
     emulator.script("local", DropConnection())
     with _client(emulator) as client, pytest.raises(openai.APIConnectionError) as info:

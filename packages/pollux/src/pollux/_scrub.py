@@ -17,10 +17,11 @@ provider added later inherits it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 
-__all__ = ["REDACTED", "register_secret", "scrub"]
+__all__ = ["REDACTED", "register_secret", "scrub", "scrub_causes"]
 
 REDACTED = "[REDACTED]"
 
@@ -80,3 +81,24 @@ def scrub(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def scrub_causes(error: BaseException) -> None:
+    """Scrub the string arguments of the exceptions chained under ``error``, in place.
+
+    A pollux error raised ``from`` an SDK's exception keeps that exception as its cause, and a
+    printed traceback (``logging.exception``, an uncaught error) shows the cause's text, which
+    quotes the server's error body as the SDK received it. Only the exceptions below ``error``
+    are touched; pollux's own errors are scrubbed when they are built.
+    """
+    seen = {id(error)}
+    current = error.__cause__ or error.__context__
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(isinstance(arg, str) for arg in current.args):
+            # An exception type with read-only args keeps them.
+            with contextlib.suppress(AttributeError, TypeError):
+                current.args = tuple(
+                    scrub(arg) if isinstance(arg, str) else arg for arg in current.args
+                )
+        current = current.__cause__ or current.__context__

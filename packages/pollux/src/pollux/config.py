@@ -264,6 +264,15 @@ use_mock=False)
                 f"request_timeout_s must be > 0, got {timeout}",
                 hint="Pass a positive timeout in seconds.",
             )
+        try:
+            float(timeout)
+        except OverflowError:
+            # A huge integer (10**400 from a JSON or TOML file) would raise OverflowError in
+            # the first call's timer instead of here.
+            raise ConfigurationError(
+                "request_timeout_s is too large to be a number of seconds",
+                hint="Pass a timeout in seconds, for example request_timeout_s=600.",
+            ) from None
         if not isinstance(self.retry, RetryPolicy):
             raise ConfigurationError(
                 f"retry must be a RetryPolicy, got {type(self.retry).__name__}",

@@ -39,7 +39,7 @@ from pollux import (
     run_many,
     stream,
 )
-from pollux.testing import AnthropicReply, Emulator, ErrorResponse, StreamError
+from pollux.testing import AnthropicReply, CutStream, Emulator, ErrorResponse, StreamError
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.001, max_delay_s=0.005)
 MODEL = "claude-haiku-4-5"
@@ -702,3 +702,34 @@ async def test_a_file_deleted_behind_the_sessions_back_is_uploaded_again(
     (delete,) = emu.requests_for("anthropic.files.delete")[1:]
     assert delete.path.endswith(second)
     sdk.close()
+
+
+async def test_a_stream_cut_mid_body_is_a_network_error(emu: Emulator, config: Config) -> None:
+    # The SDK hands httpx's own exception to the caller iterating its stream; it used to be an
+    # "unknown ... please report it" error instead of a retryable network failure.
+    emu.script("anthropic.messages.create", CutStream(after_events=3))
+    with pytest.raises(APIError) as caught:
+        async for _event in stream(Environment(), Input("hello there my friend"), config=config):
+            pass
+    assert caught.value.error_category == "network"
+    assert caught.value.retryable is True
+    assert "peer closed connection" in str(caught.value)
+
+
+async def test_a_stream_stalled_mid_body_says_which_limit_fired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with Emulator(stream_delay=1.0) as slow:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", slow.base_url("anthropic"))
+        config = Config(
+            provider="anthropic",
+            model=MODEL,
+            api_key="sk-ant-test",
+            retry=RetryPolicy(max_attempts=1, max_elapsed_s=None),
+            request_timeout_s=0.2,
+        )
+        with pytest.raises(APIError) as caught:
+            async for _event in stream(Environment(), Input("hello there"), config=config):
+                pass
+    assert caught.value.error_category == "timeout"
+    assert "Config.request_timeout_s=0.2" in str(caught.value)

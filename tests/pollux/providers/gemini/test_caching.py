@@ -187,6 +187,7 @@ async def test_uploaded_file_sources_go_into_the_cache(
     assert "fileData" in create["contents"][0]["parts"][0]
     assert routes(emu).count("gemini.caches.create") == 1
     cached_calls = bodies(emu)[:2]
+    assert len(cached_calls) == 2
     assert all("fileData" not in str(body["contents"]) for body in cached_calls)
     # The cache was built on the uploaded PDF: closing the Session deletes only the other file.
     assert len(emu.requests_for("gemini.files.delete")) == 1

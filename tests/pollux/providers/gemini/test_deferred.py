@@ -108,6 +108,7 @@ async def test_cancel(emu: Emulator, config: Config) -> None:
     snapshot = await inspect_deferred(handle)
     assert snapshot.is_terminal and snapshot.status == "cancelled"
     result = await collect_deferred(handle)
+    assert len(result.outputs) == 2
     assert all(o.metrics.completion_status == "error" for o in result.outputs)
 
 

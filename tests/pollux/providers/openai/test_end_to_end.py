@@ -329,11 +329,15 @@ async def test_mid_stream_cut_raises_without_done(emu: Emulator, config: Config)
     # created, in_progress, output_item.added, content_part.added, then the first text delta.
     emu.script("openai.responses", CutStream(after_events=5))
     seen: list[str] = []
-    with pytest.raises(APIError):
+    with pytest.raises(APIError) as caught:
         async for event in stream(Environment(), Input("tell me"), config=config):
             seen.append(event.type)
     assert "done" not in seen
     assert "text_delta" in seen
+    # A cut after the connection was made is a broken connection, not a failure to connect
+    # (it was "connect: Connection error." with a hint to check the network).
+    assert caught.value.error_category == "network"
+    assert "peer closed connection" in str(caught.value)
 
 
 async def test_stream_error_event_raises(emu: Emulator, config: Config) -> None:

@@ -158,6 +158,10 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
         cls = _postgres_class()
         dsn = _dsn(spec)
         try:
+            if write and not create:
+                # A writable open creates pollard's tables and the store id; gc must only
+                # touch a store that exists, so the read-only open checks that first.
+                cls(dsn, store_id=spec.store_id, read_only=True).close()
             return cls(dsn, store_id=spec.store_id, read_only=not (write or create))
         except PollardError as exc:
             hint = f" ({_scrub(exc.hint, dsn)})" if exc.hint else ""

@@ -23,6 +23,7 @@ from pollux import (
 from .errors import EXIT_FAILED, EXIT_OK, CLIError, report
 from .fanout import fan_out
 from .inputs import (
+    REPLAY_KEY,
     build_config,
     check_new_handle,
     load_schema,
@@ -301,7 +302,14 @@ def _collect(args: argparse.Namespace) -> int:
                 hint="collect it without --ledger, or submit with 'pollux defer --ledger'",
             )
         options = collect_ledger_options(args, str(job.get("run") or "pollux defer"))
-        config = Config(provider=handle.provider, model=handle.model)  # type: ignore[arg-type]
+        provider, model = handle.provider, handle.model
+        try:
+            config = Config(provider=provider, model=model)  # type: ignore[arg-type]
+        except ConfigurationError as exc:  # no key for the handle's provider in this process
+            if not args.replay:
+                raise CLIError(exc.message, hint=exc.hint) from None
+            # Replay serves the ledger and sends nothing, so it needs no key (as ask --replay).
+            config = Config(provider=provider, model=model, api_key=REPLAY_KEY)  # type: ignore[arg-type]
         ledger = _open_ledger(options, config)
     elif args.replay:
         collect_ledger_options(args, "")  # raises: --replay needs --ledger

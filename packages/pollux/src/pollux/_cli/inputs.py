@@ -19,6 +19,7 @@ from .errors import CLIError
 __all__ = [
     "MOCK_MODEL",
     "MOCK_PROVIDER",
+    "REPLAY_KEY",
     "build_config",
     "check_new_handle",
     "decimal_option",
@@ -38,7 +39,7 @@ MOCK_MODEL = "gpt-5-nano"
 
 # Replay answers from the ledger and never calls the provider, so it needs no credentials: when
 # none are configured these stand in (they are never sent anywhere).
-_REPLAY_KEY = "pollux-replay-sends-nothing"
+REPLAY_KEY = "pollux-replay-sends-nothing"
 _REPLAY_BASE_URL = "http://127.0.0.1:9/replay-sends-nothing"
 
 
@@ -125,7 +126,7 @@ def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool
     if provider == "local":
         options["base_url"] = options["base_url"] or _REPLAY_BASE_URL
     else:
-        options["api_key"] = _REPLAY_KEY
+        options["api_key"] = REPLAY_KEY
     try:
         return Config(**options)
     except ConfigurationError as exc:

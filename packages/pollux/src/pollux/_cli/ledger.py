@@ -96,7 +96,17 @@ class Ledger:
                 f"--ledger {options.display}: {exc.name or 'a driver'} is missing",
                 hint='pip install "pollard[pg]" for PostgreSQL ledgers',
             ) from None
-        except (ValueError, OSError, PollardError) as exc:
+        except PollardError as exc:
+            # pollard's own words name what is missing (no pollard tables, an unknown store id
+            # with the close ones); the DSN, which they may quote, is replaced by its display.
+            dsn = options.store.rpartition("#")[0] or options.store
+            raise CLIError(
+                f"--ledger {options.display}: {str(exc).replace(dsn, options.display)}",
+                hint=(exc.hint or "pass a SQLite file or postgresql://...#store_id").replace(
+                    dsn, options.display
+                ),
+            ) from None
+        except (ValueError, OSError) as exc:
             raise CLIError(
                 f"--ledger {options.display}: cannot open the store ({type(exc).__name__})",
                 hint="pass a SQLite file or postgresql://...#store_id",

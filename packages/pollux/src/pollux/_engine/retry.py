@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
+from pollux._scrub import scrub_causes
 from pollux._transport import _timeout
 from pollux.errors import APIError, InternalError, PolluxError, RateLimitError
 from pollux.retry import RetryPolicy
@@ -93,7 +94,12 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def stamp(exc: BaseException, *, provider: str, phase: str, call_idx: int | None) -> PolluxError:
-    """Attach attribution to an error (wrapping non-pollux exceptions as InternalError)."""
+    """Attach attribution to an error (wrapping non-pollux exceptions as InternalError).
+
+    The exceptions chained under it (an SDK's own, quoting the server's body) are scrubbed of
+    secrets too, so a printed traceback shows no key.
+    """
+    scrub_causes(exc)
     if isinstance(exc, APIError):
         if exc.call_idx is None:
             exc.call_idx = call_idx
@@ -109,6 +115,7 @@ def stamp(exc: BaseException, *, provider: str, phase: str, call_idx: int | None
         hint="This is a pollux bug; please report it with the traceback.",
     )
     error.__cause__ = exc
+    scrub_causes(error)
     return error
 
 

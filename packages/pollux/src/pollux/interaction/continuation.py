@@ -150,7 +150,7 @@ class Continuation:
         Also loads the layout pollux 2.0 stored (version 2 with ``messages``, ``response_id``
         and ``provider_state`` instead of ``state``), so stored continuations keep working: the
         response id continues an OpenAI conversation server-side, and the messages continue a
-        Chat Completions one (OpenRouter, local servers).
+        Chat Completions one (OpenRouter, local servers) or an Anthropic one.
 
         Raises:
             ConfigurationError: A different schema version, a malformed payload, or a

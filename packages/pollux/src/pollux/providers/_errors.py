@@ -28,6 +28,7 @@ __all__ = [
     "parse_retry_after",
     "readiness_message",
     "redirect_error",
+    "redirect_from",
     "status_rule",
 ]
 
@@ -309,6 +310,24 @@ def readiness_message(*, provider: str, url: str, status: int, body: Any) -> str
         hint = error.hint or "See the server's message."
     words = f": {message}" if message else ""
     return f"{url} answered {status}{words}. {hint}"
+
+
+def redirect_from(
+    *, provider: str, phase: str, status: int | None, headers: Mapping[str, str] | None
+) -> APIError | None:
+    """The redirect error for a 3xx status (None for any other status).
+
+    An SDK that gets a 3xx (it follows none: the shared httpx client has redirects off) raises
+    it as a status error; this names the location instead of a bare "Error code: 307", and
+    makes it non-retryable like the Chat Completions path.
+    """
+    if status is None or not 300 <= status < 400:
+        return None
+    location = next(
+        (str(value) for key, value in (headers or {}).items() if str(key).lower() == "location"),
+        None,
+    )
+    return redirect_error(provider=provider, phase=phase, status=status, location=location)
 
 
 def redirect_error(*, provider: str, phase: str, status: int, location: str | None) -> APIError:

@@ -14,9 +14,26 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pollux.errors import APIError, PolluxError
-from pollux.providers._errors import network_error
+from pollux.providers._errors import network_error, redirect_from
 
 __all__ = ["class_names", "error_body", "response_headers", "status_code", "wrap_stainless_error"]
+
+# The SDKs wrap transport failures of a request they send, but not those raised while a caller
+# iterates a stream they returned: there httpx's (or aiohttp's) own exception arrives unwrapped.
+# A stall past the read timeout is then a per-attempt timeout, a cut body a network failure.
+_TIMEOUT_CLASSES = frozenset(
+    {"TimeoutException", "ReadTimeout", "ConnectTimeout", "PoolTimeout", "ServerTimeoutError"}
+)
+_NETWORK_CLASSES = frozenset(
+    {
+        "ReadError",
+        "WriteError",
+        "RemoteProtocolError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "ClientPayloadError",
+    }
+)
 
 
 def class_names(exc: BaseException) -> set[str]:
@@ -43,6 +60,18 @@ def response_headers(exc: BaseException) -> dict[str, str] | None:
     """The response headers of a status error (None when there was no response)."""
     headers = getattr(getattr(exc, "response", None), "headers", None)
     return dict(headers.items()) if headers is not None else None
+
+
+def _broken_connection(exc: BaseException) -> str | None:
+    """The message of a cut connection under an SDK's ``APIConnectionError``, if that is one."""
+    seen: set[int] = set()
+    current = exc.__cause__ or exc.__context__
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if class_names(current) & _NETWORK_CLASSES:
+            return str(current) or type(current).__name__
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def wrap_stainless_error(
@@ -80,7 +109,7 @@ def wrap_stainless_error(
     if isinstance(exc, PolluxError):
         return exc
     names = class_names(exc)
-    if "APITimeoutError" in names or isinstance(exc, TimeoutError):
+    if "APITimeoutError" in names or names & _TIMEOUT_CLASSES or isinstance(exc, TimeoutError):
         return network_error(
             provider=provider,
             phase=phase,
@@ -90,6 +119,17 @@ def wrap_stainless_error(
             timeout_s=timeout_s,
         )
     if "APIConnectionError" in names:
+        broke = _broken_connection(exc)
+        if broke is not None:
+            # Connected, then cut (a stream cut mid-body): not a failure to connect.
+            return network_error(
+                provider=provider,
+                phase=phase,
+                kind="network",
+                message=broke,
+                base_url=None,
+                timeout_s=timeout_s,
+            )
         error = network_error(
             provider=provider,
             phase=phase,
@@ -101,8 +141,20 @@ def wrap_stainless_error(
         if connect_hint is not None:
             error.hint = connect_hint
         return error
+    if names & _NETWORK_CLASSES:
+        return network_error(
+            provider=provider,
+            phase=phase,
+            kind="network",
+            message=str(exc) or type(exc).__name__,
+            base_url=None,
+            timeout_s=timeout_s,
+        )
     if "APIStatusError" in names:
-        return status_error(exc, phase=phase)
+        redirect = redirect_from(
+            provider=provider, phase=phase, status=status_code(exc), headers=response_headers(exc)
+        )
+        return redirect or status_error(exc, phase=phase)
     if "APIResponseValidationError" in names or isinstance(exc, ValueError):
         # The SDK could not decode what came back (a truncated or garbled body or event).
         return APIError(

@@ -279,16 +279,24 @@ def compile_history(history: Sequence[Message]) -> list[dict[str, Any]]:
     return messages
 
 
+def _blocks(content: Any) -> list[Any]:
+    # The API also takes a message's content as a plain string, and continuations stored in
+    # pollux 2.0's portable layout carry it that way; list("text") would split it into letters.
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content)
+
+
 def _merge_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     merged: list[dict[str, Any]] = []
     for message in messages:
         if merged and merged[-1]["role"] == message["role"]:
             merged[-1] = {
                 "role": message["role"],
-                "content": list(merged[-1]["content"]) + list(message["content"]),
+                "content": list(merged[-1]["content"]) + _blocks(message["content"]),
             }
         else:
-            merged.append({"role": message["role"], "content": list(message["content"])})
+            merged.append({"role": message["role"], "content": _blocks(message["content"])})
     for message in merged:
         if message["role"] == "user":
             # tool_result blocks must lead a user message.

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pollux.errors import APIError, PolluxError, RateLimitError
-from pollux.providers._errors import api_error, network_error
+from pollux.providers._errors import api_error, network_error, redirect_from
 
 __all__ = [
     "API_KEY_ENV_VAR",
@@ -190,6 +190,9 @@ def _status_error(exc: BaseException, *, phase: str) -> APIError:
             headers = {str(k): str(v) for k, v in response_headers.items()}
         except Exception:  # a replay or mock response with odd headers
             headers = None
+    redirect = redirect_from(provider=PROVIDER, phase=phase, status=status_code, headers=headers)
+    if redirect is not None:
+        return redirect
     delay = retry_delay_s(exc)
     if delay is not None:
         headers = {**(headers or {}), "retry-after": f"{delay:g}"}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._transport import TransportError
 from pollux.errors import APIError, ConfigurationError
-from pollux.providers._errors import api_error, body_message
+from pollux.providers._errors import api_error, body_message, redirect_from
 from pollux.providers.base import Capabilities, ProviderReadiness, ProviderRequest
 from pollux.providers.openai_compat.provider import ChatCompletionsProvider
 
@@ -97,6 +97,14 @@ class OpenRouterProvider(ChatCompletionsProvider):
                 response = await self.pool.request("GET", "/models", timeout_s=self._timeout_s)
             except TransportError as exc:
                 raise self._network_error(exc, "metadata") from exc
+            redirect = redirect_from(
+                provider=self.name,
+                phase="metadata",
+                status=response.status,
+                headers=response.headers,
+            )
+            if redirect is not None:
+                raise redirect
             if response.status >= 400:
                 raise api_error(
                     provider=self.name,

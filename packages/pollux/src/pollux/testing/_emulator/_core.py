@@ -144,6 +144,12 @@ _DEFAULT_MESSAGES = {
 _DEFAULT_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
 
+#: The 401 message of a request whose key is not ``Emulator(api_key=...)`` (OpenAI's wording).
+WRONG_KEY_MESSAGE = (
+    "Incorrect API key provided. You can find your API key in your account settings."
+)
+
+
 def fault_error(fault: ErrorResponse) -> ApiError:
     """The :class:`ApiError` an :class:`ErrorResponse` fault answers with."""
     kind, message = _DEFAULT_MESSAGES.get(
@@ -337,8 +343,7 @@ class Core:
                 wire,
                 ApiError(
                     401,
-                    "Incorrect API key provided. You can find your API key in your account "
-                    "settings.",
+                    WRONG_KEY_MESSAGE,
                     error_type="invalid_request_error",
                     code="invalid_api_key",
                 ),
@@ -346,11 +351,16 @@ class Core:
         if self.settings.latency > 0:
             await asyncio.sleep(self.settings.latency)
         item = self.scripts.take(route_name, route.generates)
+        delay = 0.0
         while isinstance(item, Latency):
             # Latency modifies the request: it waits, then the next queued item (or the handler,
-            # or the default model) answers the same request.
-            await asyncio.sleep(item.seconds)
+            # or the default model) answers the same request. That item is taken now, before
+            # the wait: a client that gives up during the wait must not leave it queued for
+            # whichever request comes next.
+            delay += item.seconds
             item = self.scripts.take(route_name, route.generates)
+        if delay:
+            await asyncio.sleep(delay)
         if item is None:
             handler = self.scripts.handler_for(route_name)
             if handler is not None:

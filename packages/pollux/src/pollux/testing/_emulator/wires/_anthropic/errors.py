@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pollux.testing._emulator._core import _DEFAULT_MESSAGES, ApiError, Call
+from pollux.testing._emulator._core import _DEFAULT_MESSAGES, WRONG_KEY_MESSAGE, ApiError, Call
 from pollux.testing._emulator.wires._common import bearer_key
 
 __all__ = [
@@ -79,8 +79,9 @@ def error_body(error: ApiError) -> dict[str, Any]:
     """``{"type": "error", "error": {"type", "message"}}``, as the Anthropic API sends."""
     message = error.message
     generic = _DEFAULT_MESSAGES.get(error.status, (None, "Error."))[1]
-    if message in (generic, "Error.") or (error.status == 401 and "Incorrect API key" in message):
-        # A fault without its own message: say it the way Anthropic does.
+    if message in (generic, "Error.", WRONG_KEY_MESSAGE):
+        # A fault without its own message (or the core's OpenAI-worded wrong-key answer): say it
+        # the way Anthropic does. A message the test scripted is sent as it is.
         message = _MESSAGES.get(error.status, message)
     return {"type": "error", "error": {"type": error_type_for(error), "message": message}}
 
