@@ -116,12 +116,18 @@ def _span(lines: list[str]) -> tuple[float, int]:
     return max(ends) - min(starts), sum(int(f[1]) for f in fields)
 
 
+def _env() -> dict[str, str]:
+    """The workers' environment: this checkout first, then any ``PYTHONPATH`` already set."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
 def _contend(store: str, workers: int) -> Contention:
     """The shared-budget workload (see the module doc) split over ``workers`` processes."""
     budget = WORKERS * ATTEMPTS // 2
     attempts = WORKERS * ATTEMPTS // workers
     label = f"shared-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = _env()
     procs = [
         subprocess.Popen(
             [*_WORKER, store, label, str(budget), str(attempts), str(WORKERS // workers)],
@@ -143,7 +149,7 @@ def _contend(store: str, workers: int) -> Contention:
 def _floor_contend(dsn: str, workers: int, durable: bool) -> Contention:
     budget = WORKERS * ATTEMPTS // 2
     _pg_floor.reset(dsn, budget)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = _env()
     procs = [
         subprocess.Popen(
             [*_FLOOR, dsn, str(WORKERS * ATTEMPTS // workers), "1" if durable else "0"],
