@@ -3,7 +3,9 @@
 A raw psycopg loop doing what a step must do in its two round trips and nothing else: a hold (one
 statement: take one unit of an exact shared budget row if any is left and insert a hold row) and
 a commit (one statement: insert the step row and delete its hold), both acknowledged before
-their WAL flush; with ``durable`` the commit is acknowledged after it. No JSON, no hashing, no ledger of
+their WAL flush; with ``durable`` the commit is acknowledged after it. A refused attempt costs
+what a refused pollard step costs in the contention workload: the refusal's record (flushed when
+durable) and the two reads of the rollback after it. No JSON, no hashing, no ledger of
 several meters, no runtime. ``python -m bench._pg_floor DSN ATTEMPTS DURABLE`` is one worker:
 it prints ``ready``, waits for a line on stdin, then prints ``ran <n> start <t0> end <t1>``
 (``time.monotonic()``, as `stress._workers` does).
@@ -14,6 +16,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from typing import Any
 
 TABLES = (
     "CREATE TABLE pollard_floor_budget (id int PRIMARY KEY, used int NOT NULL, lim int NOT NULL)",
@@ -37,6 +40,10 @@ _COMMIT_FLUSHED = (
     "INSERT INTO pollard_floor_steps SELECT %s, %s FROM d"
 )
 
+_REFUSAL = f"WITH s AS ({_ASYNC}) INSERT INTO pollard_floor_steps SELECT %s, %s FROM s"
+_REFUSAL_FLUSHED = "INSERT INTO pollard_floor_steps VALUES (%s, %s)"
+_READ = "SELECT id, payload FROM pollard_floor_steps WHERE id = %s"
+
 
 def setup(dsn: str, budget: int) -> None:
     """Create the floor's tables (in the DSN's search_path schema) with an exact budget."""
@@ -55,7 +62,7 @@ def used(dsn: str) -> tuple[int, int]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             "SELECT (SELECT used FROM pollard_floor_budget WHERE id = 1), "
-            "(SELECT count(*) FROM pollard_floor_steps)"
+            "(SELECT count(*) FROM pollard_floor_steps WHERE payload NOT LIKE '{\"refused\"%%')"
         ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
@@ -69,15 +76,21 @@ def reset(dsn: str, budget: int) -> None:
         conn.execute("UPDATE pollard_floor_budget SET used = 0, lim = %s", (budget,))
 
 
-def _steps(cur: object, attempts: int, durable: bool) -> int:
+def _steps(cur: Any, attempts: int, durable: bool) -> int:
     ran = 0
-    execute = cur.execute  # type: ignore[attr-defined]
-    fetchall = cur.fetchall  # type: ignore[attr-defined]
+    execute, fetchall = cur.execute, cur.fetchall
     for i in range(attempts):
         rid = uuid.uuid4().hex
         execute(_HOLD, (rid,))
         if not fetchall():
-            continue  # refused: the budget is spent
+            # Refused, as a pollard step is: the refusal is recorded (flushed when durable),
+            # then the worker's rollback reads the chain and the node it moves to.
+            execute(_REFUSAL_FLUSHED if durable else _REFUSAL, (rid, f'{{"refused":{i}}}'))
+            execute(_READ, (rid,))
+            fetchall()
+            execute(_READ, (rid,))
+            fetchall()
+            continue
         execute(_COMMIT_FLUSHED if durable else _COMMIT, (rid, rid, f'{{"i":{i}}}'))
         ran += 1
     return ran

@@ -75,6 +75,8 @@ def literals(values: Sequence[Any]) -> str | None:
     return ", ".join(out)
 
 
+# A store creates a function only when its name is missing, so a change to a body below must
+# come with a new name (``_v2``): stores made by this version keep working with theirs.
 RESERVE_NAME = "pollard_reserve_v1"
 COMMIT_NAME = "pollard_commit_v1"
 FUNCTION_NAMES = (RESERVE_NAME, COMMIT_NAME)
@@ -88,7 +90,9 @@ FUNCTION_NAMES = (RESERVE_NAME, COMMIT_NAME)
 # snapshot: live holds, settled totals and window sums are read by one statement, so a commit
 # landing meanwhile is seen whole (its charge and its released hold) or not at all. No rows back
 # means the hold was written; otherwise the rows are the figures `admit` explains a refusal
-# from ("now", each live reservation's claims "r", settled totals "t", window sums "w").
+# from ("now", each live reservation's claims "r", settled totals "t", window sums "w"), read
+# by one later statement: when they fit after all (a settlement landed in between), the store
+# asks again, as its batch path does.
 # The reservation scan is a plain index scan (bitmap scans are off for the transaction): it
 # marks the index entries of holds deleted by earlier commits dead, so a store that is not
 # vacuumed does not get slower with every step it recorded. Expired holds and window events are
@@ -150,9 +154,12 @@ BEGIN
       VALUES (p_store, p_rid, t + p_lease, p_held);
     RETURN;
   END IF;
+  -- The figures of a refusal (or of an unheld admission), read again in one snapshot of their
+  -- own: a hold settled since the judgement is then seen as its charge, not as both.
   RETURN QUERY
     SELECT 'now', t::text, NULL::text, NULL::text
-    UNION ALL SELECT 'r', x.claims, NULL, NULL FROM unnest(v_claims) AS x(claims)
+    UNION ALL SELECT 'r', r.claims, NULL, NULL FROM pollard_reservations r
+      WHERE r.store_id = p_store AND r.expires > t
     UNION ALL SELECT 't', l.scope, l.meter, l.total FROM pollard_ledger l
       WHERE l.store_id = p_store AND l.scope = ANY(c_scope)
     UNION ALL SELECT 'w', x.i::text, NULL, sum(e.amount::numeric)::text
