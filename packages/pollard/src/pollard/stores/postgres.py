@@ -118,7 +118,9 @@ class PostgresStore(SqlStore):
     per ledger scope, so exact step and request budgets hold across threads, processes and hosts.
     Leases and windows use the server's ``clock_timestamp()``, so hosts need not agree on time.
     Amounts are stored as exact decimal text. The first store to open a database creates the
-    tables under an advisory lock (later opens need no CREATE privilege).
+    tables and the two step functions under an advisory lock (later opens need no CREATE
+    privilege; a store an older version made gets the functions on its first writable open,
+    and a role that may not create them keeps multi-statement batches over the same rows).
 
     Threads: the store is safe to share. Each thread gets its own autocommit connection, opened
     on first use and closed by `close`. A forked child opens its own connections.
@@ -144,9 +146,9 @@ class PostgresStore(SqlStore):
 
     A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
     never the driver's error; the next operation reconnects. A budgeted step costs two round
-    trips: one for the reservation, one for the commit (a durable commit forces its disk flush
-    in the same round trip, after its row locks are released, so concurrent writers share one
-    flush). A hold is acknowledged before its flush; a commit on another session than its
+    trips, one statement each: the reservation function, the commit function (a durable commit
+    forces its disk flush in the same round trip, after its row locks are released, so
+    concurrent writers share one flush). A hold is acknowledged before its flush; a commit on another session than its
     hold's writes nothing unless the hold still exists, so a server crash that loses a hold
     refuses that step's record instead of letting its charge past the limit.
 
@@ -366,9 +368,10 @@ class PostgresStore(SqlStore):
     def _batch(self, queue: _Queue) -> list[list[Any] | None]:
         """Send queued statements as one simple query (one round trip); rows per statement.
 
-        Parameters are bound client-side by psycopg (its literal quoting), so several
-        statements, ``BEGIN`` to ``COMMIT``, travel in one message. A failed statement aborts
-        the rest; an open transaction is then rolled back.
+        Parameters are bound client-side as SQL literals (`literals`, or psycopg's quoting for
+        a value it does not cover), so several statements, ``BEGIN`` to ``COMMIT``, travel in
+        one message. A failed statement aborts the rest; an open transaction is then rolled
+        back.
         """
         if self.read_only:
             raise PollardError(
