@@ -148,9 +148,10 @@ class PostgresStore(SqlStore):
     never the driver's error; the next operation reconnects. A budgeted step costs two round
     trips, one statement each: the reservation function, the commit function (a durable commit
     forces its disk flush in the same round trip, after its row locks are released, so
-    concurrent writers share one flush). A hold is acknowledged before its flush; a commit on another session than its
-    hold's writes nothing unless the hold still exists, so a server crash that loses a hold
-    refuses that step's record instead of letting its charge past the limit.
+    concurrent writers share one flush). A hold is acknowledged before its flush; a commit on
+    another session than its hold's writes nothing unless the hold still exists, so a server
+    crash that loses a hold refuses that step's record instead of letting its charge past the
+    limit.
 
     Raises:
         ImportError: Naming ``pip install "pollard[pg]"`` when psycopg is missing.
