@@ -380,7 +380,9 @@ class PostgresStore(SqlStore):
                 hint="open it without read_only=True to record",
             )
         conn = self._connection()
-        cur = self._psycopg.ClientCursor(conn)
+        cur = getattr(self._local, "batch_cursor", None)
+        if cur is None or cur.connection is not conn:  # one per connection, kept open
+            cur = self._local.batch_cursor = self._psycopg.ClientCursor(conn)
         errors = self._psycopg.errors
         try:
             try:
@@ -406,9 +408,6 @@ class PostgresStore(SqlStore):
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
             raise
-        finally:
-            with contextlib.suppress(Exception):
-                cur.close()
 
     # -- one-round-trip ledger operations ------------------------------------------------------
 
