@@ -1,9 +1,13 @@
 """Child processes of the campaigns: ``python -m stress._workers KIND ARGS...``.
 
-``contend STORE LABEL BUDGET ATTEMPTS``: record up to ATTEMPTS model calls on the run LABEL
-under ``Budget(steps=BUDGET)`` (every worker names the same run, so they share one budget); prints
+``contend STORE LABEL BUDGET ATTEMPTS [CURSORS]``: record up to ATTEMPTS model calls on the run
+LABEL under ``Budget(steps=BUDGET)`` (every worker names the same run, so they share one budget),
+round robin over CURSORS cursors of that run (default 1: one process doing the work of N
+workers uses N, so its chains, and the rollback after each refusal, cost what theirs do); prints
 ``ready`` once its store is open, waits for a line on stdin, then prints
-``ran <n> refused <m> seconds <s>``.
+``ran <n> refused <m> seconds <s> start <t0> end <t1>``, where ``t0``/``t1`` are
+``time.monotonic()`` readings (one system-wide clock on Linux, so a parent can time several
+workers from the first start to the last end without their start-up and exit).
 
 ``write PATH LABEL``: record steps forever on a SQLite store, printing each acknowledged node id
 (after ``model_call`` returned) on its own line; the parent kills it with SIGKILL.
@@ -23,23 +27,32 @@ def _answer(payload: Any) -> dict[str, Any]:
     return {"text": "ok", "usage": {"input_tokens": 3, "output_tokens": 1}}
 
 
-def contend(store: str, label: str, budget: int, attempts: int) -> None:
+def contend(store: str, label: str, budget: int, attempts: int, cursors: int = 1) -> None:
     ran = refused = 0
     # The store is opened (driver imported, connection made) before the common start, so the
     # figure measures steps, not start-up.
     with Runtime(store) as runtime:
+        # One step on a run of its own warms the session (a PostgreSQL store's plans, the
+        # driver's caches), as any long-lived worker is warm.
+        warm = runtime.run(f"warm-{os.getpid()}", budget=Budget(steps=1))
+        warm.model_call({"model": "m", "warm": os.getpid()}, fn=_answer)
         print("ready", flush=True)  # the parent waits for every worker's line, then says go
         sys.stdin.readline()  # start together
-        start = time.perf_counter()
-        run = runtime.run(label, budget=Budget(steps=budget))
+        start, began = time.perf_counter(), time.monotonic()
+        runs = [runtime.run(label, budget=Budget(steps=budget)) for _ in range(cursors)]
         for i in range(attempts):
+            run = runs[i % cursors]  # round robin: each cursor's chain grows like one worker's
             try:
                 run.model_call({"model": "m", "worker": os.getpid(), "i": i}, fn=_answer)
                 ran += 1
             except BudgetExceeded:
                 refused += 1
                 run.rollback()
-    print(f"ran {ran} refused {refused} seconds {time.perf_counter() - start:.4f}", flush=True)
+        seconds, ended = time.perf_counter() - start, time.monotonic()
+    print(
+        f"ran {ran} refused {refused} seconds {seconds:.4f} start {began:.6f} end {ended:.6f}",
+        flush=True,
+    )
 
 
 def write(path: str, label: str) -> None:
@@ -56,7 +69,7 @@ def write(path: str, label: str) -> None:
 if __name__ == "__main__":
     kind, *rest = sys.argv[1:]
     if kind == "contend":
-        contend(rest[0], rest[1], int(rest[2]), int(rest[3]))
+        contend(rest[0], rest[1], int(rest[2]), int(rest[3]), *map(int, rest[4:5]))
     elif kind == "write":
         write(rest[0], rest[1])
     else:

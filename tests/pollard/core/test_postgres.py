@@ -349,3 +349,99 @@ def test_a_forked_child_opens_its_own_connection(pg_dsn: str, store_id: str) -> 
 def _child_writes(store: PostgresStore, node: Node) -> None:
     store.put(node)
     store.close()
+
+
+def _drop_functions(dsn: str) -> None:
+    import psycopg
+
+    from pollard.stores._pgtext import FUNCTION_NAMES
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for name in FUNCTION_NAMES:
+            admin.execute(f"DROP FUNCTION IF EXISTS {name}")
+
+
+def _functions_exist(dsn: str) -> bool:
+    import psycopg
+
+    from pollard.stores._pgtext import FUNCTION_NAMES
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT bool_and(to_regproc(f) IS NOT NULL) FROM unnest(%s::text[]) AS f",
+            (list(FUNCTION_NAMES),),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.postgres
+def test_a_store_an_older_version_made_gets_the_step_functions(pg_dsn: str) -> None:
+    """An older store (tables, no functions) opens, keeps its data and is upgraded in place."""
+    with fresh_schema(pg_dsn) as dsn:
+        with PostgresStore(dsn, store_id="old") as store, Runtime(store) as runtime:
+            run = runtime.run("before", budget=Budget(steps=3))
+            run.model_call({"q": 0}, fn=lambda p: {"text": "ok"})
+            root = run.root_id
+        _drop_functions(dsn)  # what a store from before the functions looks like
+        assert not _functions_exist(dsn)
+        with PostgresStore(dsn, store_id="old", read_only=True) as reader:
+            assert reader.totals(root)["steps"] == 1
+        assert not _functions_exist(dsn)  # a read never writes, functions included
+        with PostgresStore(dsn, store_id="old") as store, Runtime(store) as runtime:
+            assert store._functions
+            run = runtime.run("before", budget=Budget(steps=3))
+            run.model_call({"q": 1}, fn=lambda p: {"text": "ok"})
+            run.model_call({"q": 2}, fn=lambda p: {"text": "ok"})
+            with pytest.raises(BudgetExceeded):
+                run.model_call({"q": 3}, fn=lambda p: {"text": "ok"})
+            assert store.totals(run.root_id)["steps"] == 3
+        assert _functions_exist(dsn)
+
+
+@pytest.mark.postgres
+def test_a_role_that_may_not_create_the_functions_keeps_the_batches(pg_dsn: str) -> None:
+    import psycopg
+
+    with fresh_schema(pg_dsn) as dsn:
+        PostgresStore(dsn, store_id="app").close()
+        _drop_functions(dsn)  # an older store, opened by a role without CREATE privilege
+        schema = dsn.rsplit("%3D", 1)[1]
+        role = f"pollard_nc_{schema[-12:]}"
+        tables = ", ".join(f"{schema}.pollard_{name}" for name in TABLES)
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} LOGIN")
+            admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {role}")
+        try:
+            app_dsn = psycopg.conninfo.make_conninfo(dsn, user=role)
+            with PostgresStore(app_dsn, store_id="app") as store, Runtime(store) as runtime:
+                assert not store._functions
+                run = runtime.run("batches", budget=Budget(steps=2))
+                run.model_call({"q": 0}, fn=lambda p: {"text": "ok"})
+                run.model_call({"q": 1}, fn=lambda p: {"text": "ok"})
+                with pytest.raises(BudgetExceeded):
+                    run.model_call({"q": 2}, fn=lambda p: {"text": "ok"})
+                assert store.totals(run.root_id)["steps"] == 2
+            assert not _functions_exist(dsn)
+        finally:
+            with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                admin.execute(f"DROP OWNED BY {role}")
+                admin.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.postgres
+def test_functions_dropped_behind_an_open_store_fall_back_to_the_batches(pg_dsn: str) -> None:
+    with (
+        fresh_schema(pg_dsn) as dsn,
+        PostgresStore(dsn, store_id="gone") as store,
+        Runtime(store) as runtime,
+    ):
+        run = runtime.run("gone", budget=Budget(steps=3))
+        run.model_call({"q": 0}, fn=lambda p: {"text": "ok"})
+        _drop_functions(dsn)
+        run.model_call({"q": 1}, fn=lambda p: {"text": "ok"})  # reserve falls back
+        assert not store._functions
+        run.model_call({"q": 2}, fn=lambda p: {"text": "ok"})
+        assert store.totals(run.root_id)["steps"] == 3
+        with pytest.raises(BudgetExceeded):
+            run.model_call({"q": 3}, fn=lambda p: {"text": "ok"})

@@ -326,11 +326,22 @@ def test_a_durable_commit_forces_the_flush_in_the_same_round_trip(
             node = run.model_call({"q": 0}, fn=_answer)
         assert store.totals(run.root_id)["steps"] == 1
         assert store.find(node.id) is not None
-    commits = [s for s in sent if any("pollard_nodes" in sql for sql in s)]
-    assert commits
-    for statements in commits:  # the row locks never wait for a disk flush
-        assert "SET LOCAL synchronous_commit = off" in statements
-        assert any("pg_logical_emit_message(true" in sql for sql in statements) is durable
+    from pollard.stores._pgtext import COMMIT_FUNCTION, COMMIT_NAME
+
+    commits = [s for s in sent if any(COMMIT_NAME in sql for sql in s)]
+    assert len(commits) == 2  # the run's root and its step
+    # The step's transaction never waits for a disk flush, so its row locks are not held
+    # through one: the commit function turns the flush off for its own transaction.
+    assert "set_config('synchronous_commit', 'off', true)" in COMMIT_FUNCTION
+    for statements in commits:
+        flushes = [i for i, sql in enumerate(statements) if "pg_logical_emit_message(true" in sql]
+        if durable:  # the flush is a transaction of its own, after the step's COMMIT
+            assert statements[:2] == ["BEGIN", "SET LOCAL synchronous_commit = off"]
+            assert flushes == [len(statements) - 1]
+            assert statements[-2] == "COMMIT"
+        else:  # one statement: the function call is its own transaction
+            assert flushes == []
+            assert len(statements) == 1
 
 
 def _hold(store: PostgresStore) -> str:
@@ -450,13 +461,45 @@ def test_the_flush_transaction_waits_for_the_disk(pg_dsn: str) -> None:
     from pollard.stores.postgres import _FLUSH
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(_FLUSH[0])
-        conn.execute(_FLUSH[1])
-        conn.execute(_FLUSH[2])
-        row = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        conn.execute("SET synchronous_commit = off")  # as a non-durable DSN would
+        row = conn.execute(_FLUSH).fetchone()  # one statement: its own transaction
         assert row is not None
-        conn.execute(_FLUSH[3])
         flushed = conn.execute(
-            "SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (str(row[0]),)
+            "SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (str(row[1]),)
         ).fetchone()
     assert flushed == (True,)  # acknowledged only once its WAL was on disk
+
+
+def test_hot_path_literals_round_trip_through_the_server(pg_dsn: str) -> None:
+    """The store's own quoting reads back exactly what the driver's would."""
+    import psycopg
+
+    from pollard.stores._pgtext import literal
+
+    tricky = ["", "it's", "a\\b", 'say "hi"', "{x,y}", "NULL", "é ☃ 𝄞", "''\\\\'", " lead", "a,b"]
+    cases: list[tuple[Any, str]] = [(s, "text") for s in tricky]
+    cases += [
+        (tricky, "text[]"),
+        ([], "text[]"),
+        (b"\x00\xff'\\", "bytea"),
+        (Decimal("1E+3"), "numeric"),
+        (Decimal("-0.000001"), "numeric"),
+        ([Decimal("1"), Decimal("2.50")], "numeric[]"),
+        (float("inf"), "float8"),
+        (0.1, "float8"),
+        ([1.5, 2.0], "float8[]"),
+        (-(2**63), "bigint"),
+        ([2**63 - 1, -1], "bigint[]"),
+        (None, "text"),
+    ]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for value, kind in cases:
+            text = literal(value)
+            assert text is not None, value
+            row = conn.execute(f"SELECT ({text})::{kind}").fetchone()
+            assert row is not None
+            expected = [Decimal(str(v)) for v in value] if kind == "numeric[]" else value
+            assert row[0] == expected, (value, text, row[0])
+    assert literal("nul\x00") is None  # left to the driver, which refuses it as before
+    assert literal(["ok", "nul\x00"]) is None
+    assert literal(True) is None and literal((1, 2)) is None

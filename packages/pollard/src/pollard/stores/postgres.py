@@ -33,6 +33,7 @@ from pollard._core._ledger import (
 from pollard._core._node import Node
 from pollard.errors import PollardError
 from pollard.stores._common import check_new_node
+from pollard.stores._pgtext import COMMIT_NAME, FUNCTION_NAMES, FUNCTIONS, RESERVE_NAME, literals
 from pollard.stores._sql import Dialect, SqlStore, check_store_id, dump_held, load_held
 
 __all__ = ["PostgresStore"]
@@ -55,16 +56,16 @@ _MAX_TRACKED_HOLDS = 4096
 # durable store then forces the flush with a transaction of its own that holds no lock, so
 # concurrent writers share one disk flush instead of queueing on a row lock through each.
 _NO_FLUSH = "SET LOCAL synchronous_commit = off"
-_FLUSH = (
-    "BEGIN",
+# Turns the flush back on for the transaction (unless the DSN asks for more, e.g. remote_apply).
+_FLUSH_ON = (
     "SELECT set_config('synchronous_commit', CASE current_setting('synchronous_commit') "
-    "WHEN 'off' THEN 'on' ELSE current_setting('synchronous_commit') END, true)",
-    # A transaction must write WAL to wait for the flush (one that only takes an xid commits
-    # asynchronously): a transactional logical message is the smallest write, touches no table
-    # and needs no privilege. Logical decoders see it under the prefix "pollard".
-    "SELECT pg_logical_emit_message(true, 'pollard', 'flush')",
-    "COMMIT",
+    "WHEN 'off' THEN 'on' ELSE current_setting('synchronous_commit') END, true)"
 )
+# The flush, as a transaction of its own (one statement after the step's COMMIT). It must write
+# WAL to wait for the flush (one that only takes an xid commits asynchronously): a transactional
+# logical message is the smallest write, touches no table and needs no privilege. Logical
+# decoders see it under the prefix "pollard". It returns the message's WAL position.
+_FLUSH = f"{_FLUSH_ON}, pg_logical_emit_message(true, 'pollard', 'flush')"
 
 
 def _psycopg() -> Any:
@@ -117,7 +118,9 @@ class PostgresStore(SqlStore):
     per ledger scope, so exact step and request budgets hold across threads, processes and hosts.
     Leases and windows use the server's ``clock_timestamp()``, so hosts need not agree on time.
     Amounts are stored as exact decimal text. The first store to open a database creates the
-    tables under an advisory lock (later opens need no CREATE privilege).
+    tables and the two step functions under an advisory lock (later opens need no CREATE
+    privilege; a store an older version made gets the functions on its first writable open,
+    and a role that may not create them keeps multi-statement batches over the same rows).
 
     Threads: the store is safe to share. Each thread gets its own autocommit connection, opened
     on first use and closed by `close`. A forked child opens its own connections.
@@ -143,11 +146,12 @@ class PostgresStore(SqlStore):
 
     A lost connection (a server restart, a dropped network) raises `PollardError` with a hint,
     never the driver's error; the next operation reconnects. A budgeted step costs two round
-    trips: one for the reservation, one for the commit (a durable commit forces its disk flush
-    in the same round trip, after its row locks are released, so concurrent writers share one
-    flush). A hold is acknowledged before its flush; a commit on another session than its
-    hold's writes nothing unless the hold still exists, so a server crash that loses a hold
-    refuses that step's record instead of letting its charge past the limit.
+    trips, one statement each: the reservation function, the commit function (a durable commit
+    forces its disk flush in the same round trip, after its row locks are released, so
+    concurrent writers share one flush). A hold is acknowledged before its flush; a commit on
+    another session than its hold's writes nothing unless the hold still exists, so a server
+    crash that loses a hold refuses that step's record instead of letting its charge past the
+    limit.
 
     Raises:
         ImportError: Naming ``pip install "pollard[pg]"`` when psycopg is missing.
@@ -207,6 +211,7 @@ class PostgresStore(SqlStore):
         self._lock = threading.Lock()
         self._closed = False
         self._tables_exist = False
+        self._functions = False  # whether the database holds the step functions (on open)
         self._prepare_statements()
         try:
             self._init_schema()
@@ -326,7 +331,14 @@ class PostgresStore(SqlStore):
             self._local.prepared, self._local.prepared_for = prepared, conn
         head: list[str] = []
         body: list[str] = []
+        quote = self._quotes(conn)
         for sql, params in queue.items:
+            if sql in self._calls:  # a step function: ``SELECT * FROM name(literals)``
+                args = literals(params) if quote else None
+                if args is None:
+                    args = cur.mogrify(", ".join(["%s"] * len(params)), params)
+                body.append(f"{sql}({args})")
+                continue
             name = self._prepared_names.get(sql)
             if name is None:
                 # Statements without parameters (BEGIN, SET LOCAL, COMMIT) go as they are:
@@ -336,18 +348,31 @@ class PostgresStore(SqlStore):
             if name not in prepared:
                 head.append(f"PREPARE {name} AS {_numbered(sql)}")
                 prepared.add(name)
-            marks = ", ".join(["%s"] * len(params))
-            body.append(
-                cur.mogrify(f"EXECUTE {name}({marks})" if params else f"EXECUTE {name}", params)
-            )
+            if not params:
+                body.append(f"EXECUTE {name}")
+                continue
+            args = literals(params) if quote else None
+            if args is None:  # a value only the driver quotes (or the server's rules differ)
+                marks = ", ".join(["%s"] * len(params))
+                args = cur.mogrify(marks, params)
+            body.append(f"EXECUTE {name}({args})")
         return "; ".join(head + body)
+
+    def _quotes(self, conn: Any) -> bool:
+        """Whether `literals` may quote for this connection (standard-conforming strings)."""
+        if getattr(self._local, "quotes_for", None) is not conn:
+            status = conn.info.parameter_status("standard_conforming_strings")
+            self._local.quotes = status == "on"
+            self._local.quotes_for = conn
+        return bool(self._local.quotes)
 
     def _batch(self, queue: _Queue) -> list[list[Any] | None]:
         """Send queued statements as one simple query (one round trip); rows per statement.
 
-        Parameters are bound client-side by psycopg (its literal quoting), so several
-        statements, ``BEGIN`` to ``COMMIT``, travel in one message. A failed statement aborts
-        the rest; an open transaction is then rolled back.
+        Parameters are bound client-side as SQL literals (`literals`, or psycopg's quoting for
+        a value it does not cover), so several statements, ``BEGIN`` to ``COMMIT``, travel in
+        one message. A failed statement aborts the rest; an open transaction is then rolled
+        back.
         """
         if self.read_only:
             raise PollardError(
@@ -355,7 +380,9 @@ class PostgresStore(SqlStore):
                 hint="open it without read_only=True to record",
             )
         conn = self._connection()
-        cur = self._psycopg.ClientCursor(conn)
+        cur = getattr(self._local, "batch_cursor", None)
+        if cur is None or cur.connection is not conn:  # one per connection, kept open
+            cur = self._local.batch_cursor = self._psycopg.ClientCursor(conn)
         errors = self._psycopg.errors
         try:
             try:
@@ -381,9 +408,6 @@ class PostgresStore(SqlStore):
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
             raise
-        finally:
-            with contextlib.suppress(Exception):
-                cur.close()
 
     # -- one-round-trip ledger operations ------------------------------------------------------
 
@@ -468,6 +492,9 @@ class PostgresStore(SqlStore):
             "(SELECT ok FROM hold)",
             "held": f"SELECT 1 FROM {t['reservations']} WHERE store_id = {lit} AND id = %s",
         }
+        self._reserve_call = f"SELECT * FROM {RESERVE_NAME}"
+        self._commit_call = f"SELECT * FROM {COMMIT_NAME}"
+        self._calls = frozenset({self._reserve_call, self._commit_call})
         # Prepared per connection under names unique to this store (one connection may serve
         # several PostgresStore objects).
         tag = hashlib.sha256(self._store_id.encode("utf-8")).hexdigest()[:12]
@@ -515,7 +542,10 @@ class PostgresStore(SqlStore):
     ) -> Admission:
         held = held_amounts(claims, windows) if hold else []
         for _ in range(_ADMIT_TRIES):
-            inserted, state = self._admit_batch(claims, windows, lease_seconds, held, rid)
+            if self._functions:
+                inserted, state = self._admit_call(claims, windows, lease_seconds, held, rid)
+            else:
+                inserted, state = self._admit_batch(claims, windows, lease_seconds, held, rid)
             if inserted:
                 return Admission(rid, None)
             short = self._explain(claims, windows, state)
@@ -527,6 +557,52 @@ class PostgresStore(SqlStore):
             f"the PostgreSQL store {self._store_id!r} could not settle a reservation",
             hint="the ledger changed under every attempt; retry the step",
         )
+
+    def _admit_call(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> tuple[bool, list[Any]]:
+        """One statement: the server-side reservation function (see `RESERVE_FUNCTION`)."""
+        scopes = sorted({c.scope for c in claims})
+        wk = [w.key for w in windows]
+
+        def req(amount: Decimal | None) -> Decimal:
+            return amount if amount is not None and amount > 0 else ZERO
+
+        params = (
+            self._store_id,
+            self._clock() if self._now_param else None,
+            self._lock_keys([*scopes, *wk]),
+            [c.scope for c in claims],
+            [c.meter for c in claims],
+            [c.limit for c in claims],
+            [req(c.amount) for c in claims],
+            wk,
+            [w.meter for w in windows],
+            [w.limit for w in windows],
+            [float(w.window_seconds) for w in windows],
+            [req(w.amount) for w in windows],
+            rid,
+            float(lease_seconds),
+            dump_held(held) if held else None,
+        )
+        queue = _Queue()
+        queue.execute(self._reserve_call, params)  # its own transaction: no BEGIN/COMMIT
+        try:
+            rows = self._batch(queue)[-1] or []
+        except self._psycopg.errors.UndefinedFunction:
+            # Dropped behind the store (a restored dump, a hand-made schema): the batch path
+            # reads and writes the same rows.
+            self._functions = False
+            return self._admit_batch(claims, windows, lease_seconds, held, rid)
+        inserted = bool(held) and not rows
+        if inserted:
+            self._track_hold(rid)
+        return inserted, rows
 
     def _admit_batch(
         self,
@@ -639,7 +715,7 @@ class PostgresStore(SqlStore):
         if not isinstance(key, str) or not isinstance(owner, str):
             raise TypeError("claim key and owner must be str")
         with self._transaction() as cur:
-            cur.execute(_FLUSH[1])
+            cur.execute(_FLUSH_ON)
             cur.execute(self._sql["kv_init"], (f"claim:{key}", owner))
             cur.execute(self._sql["kv_get"], (f"claim:{key}",))
             row = cur.fetchone()
@@ -725,36 +801,71 @@ class PostgresStore(SqlStore):
         # No ledger lock: a reservation reads every figure in one statement (one snapshot), so
         # it sees this commit's node, charges and release all or not at all, which is the order
         # reserve-then-commit. Concurrent commits on one scope meet only on its total's row.
-        queue.execute("BEGIN")
-        queue.execute(_NO_FLUSH)  # the row lock is not held through a disk flush
-        encoded = self._encode(node, queue)
-        queue.execute(
-            self._pg["commit"],
-            (
-                parent,
-                parent,
-                guard,
-                guard,
-                *encoded,
-                [r[0] for r in rows],
-                [r[1] for r in rows],
-                [r[2] for r in rows],
-                *now,
-                [e[0] for e in events],
-                [e[1] for e in events],
-                [e[2] for e in events],
-                reservation_id,
-            ),
-        )
-        queue.execute("COMMIT")
+        blobs = _Queue()
+        encoded = self._encode(node, blobs)
+        # One transaction, acknowledged before its WAL flush so the ledger row's lock is never
+        # held through a disk flush (the function turns the flush off itself). A lone function
+        # call needs no BEGIN/COMMIT: it is its own transaction.
+        explicit = bool(blobs.items) or self.durable or not self._functions
+        if explicit:
+            queue.execute("BEGIN")
+            queue.execute(_NO_FLUSH)
+        queue.items.extend(blobs.items)
+        at = len(queue.items)
+        if self._functions:
+            queue.execute(
+                self._commit_call,
+                (
+                    self._store_id,
+                    *(now or (None,)),
+                    guard,
+                    *encoded,
+                    [r[0] for r in rows],
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    [e[0] for e in events],
+                    [e[1] for e in events],
+                    [e[2] for e in events],
+                    reservation_id,
+                ),
+            )
+        else:
+            queue.execute(
+                self._pg["commit"],
+                (
+                    parent,
+                    parent,
+                    guard,
+                    guard,
+                    *encoded,
+                    [r[0] for r in rows],
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    *now,
+                    [e[0] for e in events],
+                    [e[1] for e in events],
+                    [e[2] for e in events],
+                    reservation_id,
+                ),
+            )
+        if explicit:
+            queue.execute("COMMIT")
         if self.durable:
-            for statement in _FLUSH:
-                queue.execute(statement)
-        results = self._batch(queue)
-        result = results[-2 - (len(_FLUSH) if self.durable else 0)]
+            queue.execute(_FLUSH)  # its own transaction: a durable step waits for the disk here
+        try:
+            results = self._batch(queue)
+        except self._psycopg.errors.UndefinedFunction:
+            if not self._functions:
+                raise
+            self._functions = False  # dropped behind the store: the batch writes the same rows
+            return self._commit(node, scopes, charges, windows, reservation_id)
+        result = results[at - len(queue.items)]  # from the end: PREPAREs may lead the batch
         row = result[0] if result else None
         assert row is not None
-        parent_ok, inserted, hold_ok = row[0], row[1], row[5]
+        if self._functions:
+            parent_ok, inserted, hold_ok = row
+        else:
+            parent_ok, inserted, hold_ok = row[0], row[1], row[5]
         if reservation_id is not None:
             holds.discard(reservation_id)
         if not inserted and not parent_ok:
@@ -780,14 +891,37 @@ class PostgresStore(SqlStore):
             conn = self._connection()
             names = list(self._t.values())
             row = conn.execute(
-                "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name", (names,)
+                "SELECT count(to_regclass(name)), (SELECT bool_and(to_regproc(f) IS NOT NULL) "
+                "FROM unnest(%s::text[]) AS f) FROM unnest(%s::text[]) AS name",
+                (list(FUNCTION_NAMES), names),
             ).fetchone()
         # An existing schema needs no DDL, so a role without CREATE privilege can open it.
         self._tables_exist = row is not None and row[0] == len(names)
+        self._functions = row is not None and bool(row[1])
         if self.read_only:
             self._check_readable()
             return
         super()._init_schema()
+        if not self._functions:
+            self._create_functions()
+
+    def _create_functions(self) -> None:
+        """Add the step functions to a new store or to one an older version created.
+
+        A role that may not create them keeps the multi-statement batches (the same rows and
+        round trips, more work per step on both sides).
+        """
+        try:
+            with self._transaction() as cur:
+                cur.execute(self.dialect.schema_lock)
+                for name, function in zip(FUNCTION_NAMES, FUNCTIONS, strict=True):
+                    cur.execute("SELECT to_regproc(%s) IS NOT NULL", (name,))
+                    found = cur.fetchone()
+                    if not (found and found[0]):
+                        cur.execute(function)
+            self._functions = True
+        except self._psycopg.errors.InsufficientPrivilege:
+            self._functions = False
 
     def _check_readable(self) -> None:
         """A read-only open never creates anything: the tables and the store id must exist."""

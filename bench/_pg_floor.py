@@ -1,0 +1,128 @@
+"""The floor under `PostgresStore`'s figures: the least a budgeted step can cost on this server.
+
+A raw psycopg loop doing what a step must do in its two round trips and nothing else: a hold (one
+statement: take one unit of an exact shared budget row if any is left and insert a hold row) and
+a commit (one statement: insert the step row and delete its hold), both acknowledged before
+their WAL flush; with ``durable`` the commit is acknowledged after it. A refused attempt costs
+what a refused pollard step costs in the contention workload: the refusal's record (flushed when
+durable) and the two reads of the rollback after it. No JSON, no hashing, no ledger of
+several meters, no runtime. ``python -m bench._pg_floor DSN ATTEMPTS DURABLE`` is one worker:
+it prints ``ready``, waits for a line on stdin, then prints ``ran <n> start <t0> end <t1>``
+(``time.monotonic()``, as `stress._workers` does).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from typing import Any
+
+TABLES = (
+    "CREATE TABLE pollard_floor_budget (id int PRIMARY KEY, used int NOT NULL, lim int NOT NULL)",
+    "CREATE TABLE pollard_floor_holds (id text PRIMARY KEY)",
+    "CREATE TABLE pollard_floor_steps (id text PRIMARY KEY, payload text NOT NULL)",
+)
+_ASYNC = "SELECT set_config('synchronous_commit', 'off', true)"
+_HOLD = (
+    f"WITH s AS ({_ASYNC}), u AS (UPDATE pollard_floor_budget SET used = used + 1 "
+    "WHERE id = 1 AND used < lim AND EXISTS (SELECT 1 FROM s) RETURNING 1) "
+    "INSERT INTO pollard_floor_holds SELECT %s FROM u RETURNING 1"
+)
+_COMMIT = (
+    f"WITH s AS ({_ASYNC}), d AS (DELETE FROM pollard_floor_holds WHERE id = %s "
+    "AND EXISTS (SELECT 1 FROM s) RETURNING 1) "
+    "INSERT INTO pollard_floor_steps SELECT %s, %s FROM d"
+)
+# Durable: the same commit acknowledged after its flush (it holds no shared row's lock).
+_COMMIT_FLUSHED = (
+    "WITH d AS (DELETE FROM pollard_floor_holds WHERE id = %s RETURNING 1) "
+    "INSERT INTO pollard_floor_steps SELECT %s, %s FROM d"
+)
+
+_REFUSAL = f"WITH s AS ({_ASYNC}) INSERT INTO pollard_floor_steps SELECT %s, %s FROM s"
+_REFUSAL_FLUSHED = "INSERT INTO pollard_floor_steps VALUES (%s, %s)"
+_READ = "SELECT id, payload FROM pollard_floor_steps WHERE id = %s"
+
+
+def setup(dsn: str, budget: int) -> None:
+    """Create the floor's tables (in the DSN's search_path schema) with an exact budget."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in TABLES:
+            conn.execute(statement)
+        conn.execute("INSERT INTO pollard_floor_budget VALUES (1, 0, %s)", (budget,))
+
+
+def used(dsn: str) -> tuple[int, int]:
+    """(units taken from the budget, steps stored)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT (SELECT used FROM pollard_floor_budget WHERE id = 1), "
+            "(SELECT count(*) FROM pollard_floor_steps WHERE payload NOT LIKE '{\"refused\"%%')"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def reset(dsn: str, budget: int) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("TRUNCATE pollard_floor_holds, pollard_floor_steps")
+        conn.execute("UPDATE pollard_floor_budget SET used = 0, lim = %s", (budget,))
+
+
+def _steps(cur: Any, attempts: int, durable: bool) -> int:
+    ran = 0
+    execute, fetchall = cur.execute, cur.fetchall
+    for i in range(attempts):
+        rid = uuid.uuid4().hex
+        execute(_HOLD, (rid,))
+        if not fetchall():
+            # Refused, as a pollard step is: the refusal is recorded (flushed when durable),
+            # then the worker's rollback reads the chain and the node it moves to.
+            execute(_REFUSAL_FLUSHED if durable else _REFUSAL, (rid, f'{{"refused":{i}}}'))
+            execute(_READ, (rid,))
+            fetchall()
+            execute(_READ, (rid,))
+            fetchall()
+            continue
+        execute(_COMMIT_FLUSHED if durable else _COMMIT, (rid, rid, f'{{"i":{i}}}'))
+        ran += 1
+    return ran
+
+
+def single(dsn: str, steps: int, durable: bool) -> float:
+    """Steps per second of one in-process loop (the budget must allow ``steps``)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = psycopg.ClientCursor(conn)
+        _steps(cur, 20, durable)  # warm
+        start = time.perf_counter()
+        ran = _steps(cur, steps, durable)
+        seconds = time.perf_counter() - start
+    assert ran == steps
+    return steps / seconds
+
+
+def main(dsn: str, attempts: int, durable: bool) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("SELECT 1")  # connected and warm before the common start
+        print("ready", flush=True)
+        sys.stdin.readline()
+        began = time.monotonic()
+        ran = _steps(cur, attempts, durable)
+        ended = time.monotonic()
+    print(f"ran {ran} start {began:.6f} end {ended:.6f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")
