@@ -323,8 +323,49 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         return error
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Create one streamed message and yield neutral chunks; the SDK stream is closed."""
+        """Create one streamed message and yield neutral chunks.
+
+        The compiled body goes through the transport's pool and the events are mapped from
+        their JSON (see :meth:`pollux.providers._direct.DirectPost.stream`); an injected client
+        streams through its SDK call. Either way the stream is closed when this ends.
+        """
         call: AnthropicCall = compiled
+        poster = self._poster()
+        if poster is None:
+            async for chunk in self._sdk_stream(call):
+                yield chunk
+            return
+        timeout_s = self._config.request_timeout_s
+        mapper = MessagesStreamMapper()
+        feed = mapper.feed
+        body = json.dumps(call.kwargs, separators=(",", ":")).encode("utf-8")
+        events = poster.stream("/v1/messages", body, phase="stream", headers=call.headers())
+        try:
+            while True:
+                try:
+                    batch = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise self._note_failure(
+                        wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s)
+                    ) from exc
+                if mapper.done:
+                    # Read to the end of the body (nothing follows message_stop), so the
+                    # connection goes back to the pool.
+                    continue
+                for event in batch:
+                    # An ``error`` event raises from the mapper, as the SDK raises it.
+                    chunk = feed(event)
+                    if chunk is not None:
+                        yield chunk
+                    if mapper.done:
+                        break
+            mapper.finish()
+        finally:
+            await events.aclose()
+
+    async def _sdk_stream(self, call: AnthropicCall) -> AsyncIterator[StreamChunk]:
         client = self._sdk()
         mapper = MessagesStreamMapper()
         timeout_s = self._config.request_timeout_s

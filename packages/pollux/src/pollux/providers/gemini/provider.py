@@ -422,7 +422,48 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         return extract_response(data)
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Generate one streamed response and yield neutral chunks; the SDK stream is closed."""
+        """Generate one streamed response and yield neutral chunks.
+
+        The REST body goes to ``:streamGenerateContent?alt=sse`` through the transport's pool
+        and the chunks are mapped from their JSON (see
+        :meth:`pollux.providers._direct.DirectPost.stream`); an injected client (or
+        ``DIRECT_REQUESTS`` off) streams through the SDK (:func:`open_stream`). Either way the
+        stream is closed when this ends.
+        """
+        poster = self._poster()
+        if poster is None:
+            async for chunk in self._sdk_stream(compiled):
+                yield chunk
+            return
+        timeout_s = self._config.request_timeout_s
+        mapper = GeminiStreamMapper()
+        feed = mapper.feed
+        path = f"/{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
+        body = json.dumps(rest_request(compiled), separators=(",", ":")).encode("utf-8")
+        chunks = poster.stream(path, body, phase="stream")
+        try:
+            while True:
+                try:
+                    batch = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    self._note_failure(compiled, exc)
+                    raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                for chunk in batch:
+                    if chunk.__class__ is dict and "error" in chunk:
+                        # An in-band error, raised as the SDK raises it (after the chunks
+                        # before it).
+                        error = _genai_event_error(chunk)
+                        raise wrap_gemini_error(error, phase="stream", timeout_s=timeout_s) from error
+                    mapped = feed(chunk)
+                    if mapped is not None:
+                        yield mapped
+            yield mapper.finish()
+        finally:
+            await chunks.aclose()
+
+    async def _sdk_stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         client = self._sdk()
         timeout_s = self._config.request_timeout_s
         mapper = GeminiStreamMapper()
@@ -470,6 +511,20 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             wrap_gemini_error,
             provider=PROVIDER,
         )
+
+
+def _genai_event_error(payload: Mapping[str, Any]) -> Any:
+    """The SDK's ``errors.APIError`` subclass for an in-band ``{"error": ...}`` stream chunk."""
+    from google.genai import errors
+
+    error = payload.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) else 500
+    try:
+        errors.APIError.raise_error(status, dict(payload), None)
+    except errors.APIError as exc:
+        return exc
+    return errors.APIError(status, dict(payload), None)  # pragma: no cover - always raises
 
 
 def _genai_status_error(status: int, headers: Mapping[str, str], body: bytes, url: str) -> Any:
