@@ -19,7 +19,7 @@ events (``python -m bench streaming``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 from pollux._transport import ConnectionPool, SSEDecoder, TransportError
@@ -120,10 +120,9 @@ class DirectPost:
                 error_category="network",
             ) from exc
 
-
     async def stream(
         self, path: str, body: bytes, *, phase: str, headers: Mapping[str, str] | None = None
-    ) -> AsyncIterator[list[Any]]:
+    ) -> AsyncGenerator[list[Any], None]:
         """POST ``body`` (which asks for a stream) to ``path``; yield its events' decoded data.
 
         Events come in batches: every event one socket read completed, in order (one read may

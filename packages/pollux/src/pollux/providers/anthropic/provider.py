@@ -332,14 +332,15 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         call: AnthropicCall = compiled
         poster = self._poster()
         if poster is None:
-            async for chunk in self._sdk_stream(call):
-                yield chunk
+            async for sdk_chunk in self._sdk_stream(call):
+                yield sdk_chunk
             return
         timeout_s = self._config.request_timeout_s
         mapper = MessagesStreamMapper()
         feed = mapper.feed
         body = json.dumps(call.kwargs, separators=(",", ":")).encode("utf-8")
         events = poster.stream("/v1/messages", body, phase="stream", headers=call.headers())
+        draining = False
         try:
             while True:
                 try:
@@ -350,8 +351,8 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
                     raise self._note_failure(
                         wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s)
                     ) from exc
-                if mapper.done:
-                    # Read to the end of the body (nothing follows message_stop), so the
+                if draining:
+                    # Read to the end of the body (nothing follows the terminal event), so the
                     # connection goes back to the pool.
                     continue
                 for event in batch:
@@ -360,6 +361,7 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
                     if chunk is not None:
                         yield chunk
                     if mapper.done:
+                        draining = True
                         break
             mapper.finish()
         finally:

@@ -432,8 +432,8 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         """
         poster = self._poster()
         if poster is None:
-            async for chunk in self._sdk_stream(compiled):
-                yield chunk
+            async for sdk_chunk in self._sdk_stream(compiled):
+                yield sdk_chunk
             return
         timeout_s = self._config.request_timeout_s
         mapper = GeminiStreamMapper()
@@ -455,7 +455,9 @@ class GeminiProvider(BatchDelegation, ProviderBase):
                         # An in-band error, raised as the SDK raises it (after the chunks
                         # before it).
                         error = _genai_event_error(chunk)
-                        raise wrap_gemini_error(error, phase="stream", timeout_s=timeout_s) from error
+                        raise wrap_gemini_error(
+                            error, phase="stream", timeout_s=timeout_s
+                        ) from error
                     mapped = feed(chunk)
                     if mapped is not None:
                         yield mapped

@@ -278,14 +278,15 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         """
         poster = self._poster()
         if poster is None:
-            async for chunk in self._sdk_stream(compiled):
-                yield chunk
+            async for sdk_chunk in self._sdk_stream(compiled):
+                yield sdk_chunk
             return
         timeout_s = self._config.request_timeout_s
         mapper = ResponsesStreamMapper()
         feed = mapper.feed
         body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
         events = poster.stream("/responses", body, phase="stream")
+        draining = False
         try:
             while True:
                 try:
@@ -294,7 +295,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
                     break
                 except Exception as exc:
                     raise wrap_openai_error(exc, phase="stream", timeout_s=timeout_s) from exc
-                if mapper.done:
+                if draining:
                     # Read to the end of the body (nothing follows the terminal event), so the
                     # connection goes back to the pool.
                     continue
@@ -309,6 +310,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
                     if chunk is not None:
                         yield chunk
                     if mapper.done:
+                        draining = True
                         break
             mapper.finish()
         finally:
