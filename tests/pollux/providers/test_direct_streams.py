@@ -277,6 +277,7 @@ async def test_tool_call_deltas_and_usage_assemble_to_interact(
     one_shot = "gemini.generate.content" if provider == "gemini" else WIRES[provider].selector
     emu.script(one_shot, reply)
     plain = await interact(env, Input("Rome?"), config=config)
+
     def shape(calls: Any) -> list[tuple[str, str, str]]:
         return [(c.id, c.name, c.arguments_text) for c in calls]
 
