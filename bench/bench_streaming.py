@@ -10,7 +10,7 @@ its own HTTP chunk; two servers run side by side:
   client: most socket reads carry one event, so per-read costs count).
 
 Clients, each in a fresh event loop, warmed up (imports, connections) and then measured over the
-same 50 answers, best of three interleaved rounds (the machine is shared):
+same 50 answers, best of two interleaved rounds (the machine is shared):
 
 - pollux ``stream()`` for ``local``, ``openrouter`` (Chat Completions), ``openai`` (Responses),
   ``anthropic`` (Messages) and ``gemini`` (``streamGenerateContent``), counting ``text_delta``
@@ -41,7 +41,7 @@ N_ANSWERS = 50
 CHUNKS = 200
 CONCURRENCY = 10
 PACE_S = 0.0005
-ROUNDS = 3
+ROUNDS = 2
 TARGET = 2.0
 
 #: provider -> (emulator wire, model, floor wire)
@@ -360,7 +360,7 @@ def _clients(emu: Any) -> dict[str, Make]:
 
 
 def measure_all(
-    modes: tuple[str, ...] = ("burst", "paced"), rounds: int = ROUNDS
+    modes: tuple[str, ...] = ("burst", "paced"), rounds: int = ROUNDS, *, sdk: bool = True
 ) -> dict[str, dict[str, float]]:
     """Best client CPU seconds per (mode, client), the clients interleaved in each round.
 
@@ -374,7 +374,7 @@ def measure_all(
                 emu = servers[mode]
                 _point_sdks_at(emu)
                 for name, make in _clients(emu).items():
-                    if round_ and name.startswith("raw SDK"):
+                    if (round_ or not sdk) and name.startswith("raw SDK"):
                         continue
                     cpu = _measure(make)
                     old = best[mode].get(name)

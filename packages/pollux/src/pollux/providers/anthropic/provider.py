@@ -4,10 +4,12 @@ One :class:`AnthropicProvider` per Session owns one ``AsyncAnthropic`` client (b
 the SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry
 loop, and with ``timeout=Config.request_timeout_s``. The SDK sends over the Session's
 :class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``), and
-``messages.create`` without streaming goes straight through the transport's keep-alive pool
-with the body ``compile`` built, parsed as plain JSON (:mod:`pollux.providers._direct`; error
-statuses still raise the SDK's exceptions): the SDK's pydantic models cost more client CPU per
-call than a 32-wide fan-out leaves (``python -m bench anthropic_fanout``). The client honours
+``messages.create`` goes straight through the transport's keep-alive pool with the body
+``compile`` built, parsed as plain JSON, and so do streams, their events mapped from JSON
+(:mod:`pollux.providers._direct`; error statuses still raise the SDK's exceptions): the SDK's
+pydantic models cost more client CPU per call than a 32-wide fan-out leaves (``python -m bench
+anthropic_fanout``), and 5-9x a bare socket's per streamed chunk (``python -m bench
+streaming``). The client honours
 the SDK's own environment variables, notably ``ANTHROPIC_BASE_URL``: that is how tests and
 proxies point pollux at :class:`pollux.testing.Emulator`, since ``Config`` keeps ``base_url``
 for local servers.

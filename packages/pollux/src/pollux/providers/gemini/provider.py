@@ -9,11 +9,12 @@ so that variable points pollux at a gateway, a proxy or :class:`pollux.testing.E
 (``Config(base_url=...)`` stays reserved for local servers).
 
 Transport: the SDK sends over the Session's :class:`pollux.transport.Transport` (its shared httpx
-client, ``HttpOptions(httpx_async_client=...)``), and ``generateContent`` goes straight through
-the transport's keep-alive pool with the REST body ``compile`` built
-(:mod:`pollux.providers._direct`; error statuses still raise the SDK's ``errors.APIError``
-subclasses), which ``bench/bench_gemini_fanout.py`` measures as far cheaper per request than
-the SDK's pipeline.
+client, ``HttpOptions(httpx_async_client=...)``), and ``generateContent`` and
+``streamGenerateContent`` go straight through the transport's keep-alive pool with the REST body
+``compile`` built (:mod:`pollux.providers._direct`; error statuses still raise the SDK's
+``errors.APIError`` subclasses), which ``bench/bench_gemini_fanout.py`` and
+``bench/bench_streaming.py`` measure as far cheaper per request and per chunk than the SDK's
+pipeline.
 
 The work is split by job: ``compile`` (request -> ``generate_content`` arguments), ``extract``
 (response -> neutral), ``stream`` (chunks -> neutral), ``uploads`` (sources -> parts, Files API,

@@ -141,22 +141,21 @@ class GeminiStreamMapper:
             return None
         content = candidate.get("content")
         parts = content.get("parts") if content.__class__ is dict else None
-        if parts.__class__ is not list:
+        if parts.__class__ is not list or not _PLAIN_CHUNK.issuperset(chunk):
             return None
-        texts: list[str] = []
         for part in parts:
-            if part.__class__ is not dict or len(part) != 1:
+            if (
+                part.__class__ is not dict
+                or len(part) != 1
+                or part.get("text").__class__ is not str
+            ):
                 return None
-            text = part.get("text")
-            if text.__class__ is not str:
-                return None
-            texts.append(text)
-        if not _PLAIN_CHUNK.issuperset(chunk):
-            return None
         self._last = chunk
         usage = self._new_usage(chunk.get("usageMetadata"))
-        self._replay.extend({"text": text} for text in texts)
-        text = "".join(t for t in texts if t)
+        # Each part is {"text": ...}, the replay entry part_json makes of it (merge_parts
+        # copies before merging, so the parsed dicts serve as they are).
+        self._replay.extend(parts)
+        text = parts[0]["text"] if len(parts) == 1 else "".join(p["text"] for p in parts)
         if not (text or usage):
             return None
         return StreamChunk(text=text, usage=usage)

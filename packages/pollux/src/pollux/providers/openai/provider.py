@@ -3,7 +3,9 @@
 One :class:`OpenAIProvider` per Session owns one ``AsyncOpenAI`` client (built on first use, the
 SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry loop,
 and with ``timeout=Config.request_timeout_s``, sending over the Session's
-:class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``). The client
+:class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``); ``responses``
+calls and streams go through the transport's keep-alive pool as JSON
+(:mod:`pollux.providers._direct`). The client
 honours the SDK's own environment variables, notably ``OPENAI_BASE_URL``: that is how tests (and
 proxies) point pollux at :class:`pollux.testing.Emulator` or another Responses-compatible
 endpoint, since ``Config`` keeps ``base_url`` for local servers.
