@@ -428,3 +428,77 @@ async def test_cancelling_a_stream_is_a_cancellation_not_a_timeout(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+@contextlib.asynccontextmanager
+async def canned_stream(events: list[bytes]) -> AsyncIterator[str]:
+    """A server answering every POST with 200 and these server-sent events, then the end."""
+    body = b"".join(b"%x\r\n%s\r\n" % (len(event), event) for event in events) + b"0\r\n\r\n"
+    answer = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + body
+    )
+    writers: list[asyncio.StreamWriter] = []
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                writer.write(answer)
+                await writer.drain()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        for writer in writers:
+            writer.close()
+        await server.wait_closed()
+
+
+async def test_an_openai_event_carrying_an_error_object_raises_as_the_sdk_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    created = b'event: response.created\ndata: {"type":"response.created","response":{"id":"r1"}}'
+    delta = (
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+        b'"output_index":0,"content_index":0,"delta":"Hel"}'
+    )
+    failed = b'data: {"error":{"message":"upstream went away","code":"server_error"}}'
+    async with canned_stream([created + b"\n\n", delta + b"\n\n", failed + b"\n\n"]) as url:
+        config = configure(monkeypatch, "openai", url)  # the canned server ignores the path
+        seen: list[Event] = []
+        with pytest.raises(APIError, match="upstream went away") as info:
+            async for event in stream(Environment(), Input("hi"), config=config):
+                seen.append(event)
+    assert text_of(seen) == "Hel"
+    assert info.value.phase == "stream" and info.value.provider == "openai"
+
+
+async def test_a_gemini_in_band_error_chunk_raises_its_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunk = (
+        b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"Hel"}]},"index":0}],'
+        b'"responseId":"r1"}\n\n'
+    )
+    error = (
+        b'data: {"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}'
+    )
+    async with canned_stream([chunk, error + b"\n\n"]) as url:
+        config = configure(monkeypatch, "gemini", url)
+        seen: list[Event] = []
+        with pytest.raises(APIError) as info:
+            async for event in stream(Environment(), Input("hi"), config=config):
+                seen.append(event)
+    assert text_of(seen) == "Hel"
+    assert info.value.status_code == 503 and info.value.retryable is True
+    assert type(info.value.__cause__).__name__ == "ServerError"
