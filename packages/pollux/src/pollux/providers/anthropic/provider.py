@@ -8,7 +8,7 @@ loop, and with ``timeout=Config.request_timeout_s``. The SDK sends over the Sess
 ``compile`` built, parsed as plain JSON, and so do streams, their events mapped from JSON
 (:mod:`pollux.providers._direct`; error statuses still raise the SDK's exceptions): the SDK's
 pydantic models cost more client CPU per call than a 32-wide fan-out leaves (``python -m bench
-anthropic_fanout``), and 5-9x a bare socket's per streamed chunk (``python -m bench
+anthropic_fanout``), and about 7x a bare socket's per streamed chunk (``python -m bench
 streaming``). The client honours
 the SDK's own environment variables, notably ``ANTHROPIC_BASE_URL``: that is how tests and
 proxies point pollux at :class:`pollux.testing.Emulator`, since ``Config`` keeps ``base_url``
