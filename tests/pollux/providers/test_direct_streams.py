@@ -502,3 +502,40 @@ async def test_a_gemini_in_band_error_chunk_raises_its_status(
     assert text_of(seen) == "Hel"
     assert info.value.status_code == 503 and info.value.retryable is True
     assert type(info.value.__cause__).__name__ == "ServerError"
+
+
+async def test_the_stall_limit_follows_reads_made_from_different_tasks() -> None:
+    from pollux._transport import ConnectionPool, TransportError
+
+    release = asyncio.Event()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (9, b"data: 1\n\n")
+        )
+        await writer.drain()
+        await release.wait()  # then stall: no more events, no end
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    pool = ConnectionPool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    try:
+        async with pool.stream("GET", "/", timeout_s=0.3) as response:
+            body = response.iter_bytes()
+            # wait_for runs each read in a task of its own (Python < 3.12): the stall timer
+            # must cancel the task reading now, not the one that read first.
+            assert await asyncio.wait_for(body.__anext__(), 5) == b"data: 1\n\n"
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            with pytest.raises(TransportError) as info:
+                await asyncio.wait_for(body.__anext__(), 5)
+            assert info.value.kind == "timeout"
+            assert loop.time() - start < 2  # the 0.3 s limit, not wait_for's 5 s
+            await body.aclose()
+    finally:
+        release.set()
+        await pool.aclose()
+        server.close()
+        await server.wait_closed()

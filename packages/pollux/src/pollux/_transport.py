@@ -530,11 +530,13 @@ class _StallGuard:
         """Note that a read starts now (arming the timer if it is off)."""
         now = self._loop.time()
         self.started = now
+        # The reading task can change between reads (``wait_for(anext(...))`` runs each read
+        # in a task of its own): the timer cancels the one reading now.
+        task = asyncio.current_task()
+        if task is not self._task:
+            self._task = task
+            self._base = _cancelling(task)
         if self._handle is None:
-            task = asyncio.current_task()
-            if task is not self._task:
-                self._task = task
-                self._base = _cancelling(task)
             self._handle = self._loop.call_at(now + self._timeout_s, self._check)
 
     def _check(self) -> None:
