@@ -36,6 +36,8 @@ __all__ = ["GeminiStreamMapper"]
 # The keys of a chunk (and its candidate) that carries nothing but text, usage and ids.
 _PLAIN_CHUNK = frozenset({"candidates", "usageMetadata", "modelVersion", "responseId"})
 _PLAIN_CANDIDATE = frozenset({"content", "index"})
+# What _plain_text returns for a chunk it does not handle (None means "handled, nothing to send").
+_NOT_PLAIN = StreamChunk()
 
 
 class GeminiStreamMapper:
@@ -57,7 +59,7 @@ class GeminiStreamMapper:
         """Translate one chunk (SDK object or JSON dict); ``None`` when it carries nothing."""
         if chunk.__class__ is dict and self._response_id is not None:
             plain = self._plain_text(chunk)
-            if plain is not None:
+            if plain is not _NOT_PLAIN:
                 return plain
         self._last = chunk
         response_id = field(chunk, "response_id")
@@ -128,28 +130,29 @@ class GeminiStreamMapper:
         return usage
 
     def _plain_text(self, chunk: dict[str, Any]) -> StreamChunk | None:
-        """The REST JSON chunk of most of a stream, mapped directly (None: take the full path).
+        """The REST JSON chunk of most of a stream, mapped directly.
 
         Plain text parts of one candidate, no finish reason or metadata yet, the response id
-        already seen: what :meth:`feed` would make of it, with a fraction of the lookups.
+        already seen: what :meth:`feed` would make of it (None when it carries nothing), with a
+        fraction of the lookups. Any other chunk: ``_NOT_PLAIN``, for the full path.
         """
         candidates = chunk.get("candidates")
         if candidates.__class__ is not list or len(candidates) != 1:
-            return None
+            return _NOT_PLAIN
         candidate = candidates[0]
         if candidate.__class__ is not dict or not _PLAIN_CANDIDATE.issuperset(candidate):
-            return None
+            return _NOT_PLAIN
         content = candidate.get("content")
         parts = content.get("parts") if content.__class__ is dict else None
         if parts.__class__ is not list or not _PLAIN_CHUNK.issuperset(chunk):
-            return None
+            return _NOT_PLAIN
         for part in parts:
             if (
                 part.__class__ is not dict
                 or len(part) != 1
                 or part.get("text").__class__ is not str
             ):
-                return None
+                return _NOT_PLAIN
         self._last = chunk
         usage = self._new_usage(chunk.get("usageMetadata"))
         # Each part is {"text": ...}, the replay entry part_json makes of it (merge_parts
