@@ -3,13 +3,13 @@
 One :class:`Transport` per :class:`pollux.Session` (built by the Session unless you pass one)
 carries every request the provider makes:
 
-- the JSON hot paths (Chat Completions for local servers and OpenRouter, Anthropic's
-  ``messages.create``, Gemini's ``generateContent``) go through pollux's lean keep-alive client,
-  one connection pool per origin;
-- everything the official SDKs send themselves (uploads, batches, model lookups, OpenAI's
-  Responses API, SDK streams) goes through one shared ``httpx.AsyncClient`` handed to each SDK
-  as its pluggable HTTP client (``http_client=`` for openai and anthropic,
-  ``HttpOptions(httpx_async_client=...)`` for google-genai), with the SDK's own retries off.
+- the JSON hot paths (Chat Completions for local servers and OpenRouter, OpenAI's
+  ``responses.create``, Anthropic's ``messages.create``, Gemini's ``generateContent``) and every
+  provider's streams go through pollux's lean keep-alive client, one connection pool per origin;
+- everything the official SDKs send themselves (uploads, batches, model lookups) goes through
+  one shared ``httpx.AsyncClient`` handed to each SDK as its pluggable HTTP client
+  (``http_client=`` for openai and anthropic, ``HttpOptions(httpx_async_client=...)`` for
+  google-genai), with the SDK's own retries off.
 
 Both sides apply the same settings, the way the SDKs do by default: ``HTTP_PROXY`` /
 ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` (any case) when ``trust_env`` is on, an explicit

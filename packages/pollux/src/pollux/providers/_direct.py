@@ -8,15 +8,21 @@ whole call's budget at a 32-wide fan-out (``python -m bench transport``). Base U
 come from the SDK client itself (so ``*_BASE_URL`` variables, API keys and default headers are
 honoured as before), and an error status is raised as the SDK's own exception (built by the
 SDK from the response), so error mapping and hints stay the SDK path's.
+
+Their streams take it too (:meth:`DirectPost.stream`): the same body with ``stream`` on, the
+server-sent events parsed incrementally by the transport's SSE decoder and each event's data
+decoded as plain JSON, which the providers' stream mappers read directly. The SDKs build one
+pydantic model per event, which costs 6-23x the CPU per chunk of a bare socket reading the same
+events (1.4-1.9x on this path; ``python -m bench streaming``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
-from pollux._transport import ConnectionPool, TransportError
+from pollux._transport import ConnectionPool, SSEDecoder, TransportError
 from pollux.errors import APIError
 from pollux.providers._errors import network_error, redirect_error
 from pollux.transport import Transport
@@ -112,6 +118,58 @@ class DirectPost:
                 status_code=status,
                 retryable=True,
                 error_category="network",
+            ) from exc
+
+    async def stream(
+        self, path: str, body: bytes, *, phase: str, headers: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[list[Any], None]:
+        """POST ``body`` (which asks for a stream) to ``path``; yield its events' decoded data.
+
+        Events come in batches: every event one socket read completed, in order (one read may
+        carry many), each the JSON-decoded ``data`` of one server-sent event (``[DONE]``
+        skipped). Each wait (the answer's head, then every read) is bounded by
+        ``Config.request_timeout_s``. Leaving early (``aclose``, an error, cancellation) closes
+        the connection instead of returning it to the pool.
+
+        Raises:
+            APIError: The connection failed, stalled, was cut, or the answer was a redirect.
+            ValueError: An event's data is not JSON (map it as the SDK path maps a garbled body).
+            Exception: The SDK's status error for a 4xx/5xx answer (map it as on the SDK path).
+        """
+        try:
+            async with self._pool.stream(
+                "POST", path, body=body, headers=headers, timeout_s=self._timeout_s
+            ) as response:
+                status = response.status
+                if status >= 300:
+                    if status < 400:
+                        raise redirect_error(
+                            provider=self._provider,
+                            phase=phase,
+                            status=status,
+                            location=response.headers.get("location"),
+                        )
+                    raw = await response.read()
+                    raise self._status_error(
+                        status, response.headers, raw, f"{self._base_url}{path}"
+                    )
+                decoder = SSEDecoder()
+                loads = json.loads
+                async for block in response.iter_bytes():
+                    events = [loads(data) for data in decoder.feed(block) if data != b"[DONE]"]
+                    if events:
+                        yield events
+                events = [loads(data) for data in decoder.flush() if data != b"[DONE]"]
+                if events:
+                    yield events
+        except TransportError as exc:
+            raise network_error(
+                provider=self._provider,
+                phase=phase,
+                kind=exc.kind,
+                message=str(exc),
+                base_url=self._base_url,
+                timeout_s=self._timeout_s,
             ) from exc
 
 

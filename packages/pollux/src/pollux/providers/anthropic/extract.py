@@ -55,7 +55,7 @@ def field(obj: Any, key: str, default: Any = None) -> Any:
     """Read ``key`` from an SDK object or a JSON mapping."""
     if obj is None:
         return default
-    if isinstance(obj, Mapping):
+    if obj.__class__ is dict or isinstance(obj, Mapping):
         return obj.get(key, default)
     return getattr(obj, key, default)
 

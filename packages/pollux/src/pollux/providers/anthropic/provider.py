@@ -4,10 +4,12 @@ One :class:`AnthropicProvider` per Session owns one ``AsyncAnthropic`` client (b
 the SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry
 loop, and with ``timeout=Config.request_timeout_s``. The SDK sends over the Session's
 :class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``), and
-``messages.create`` without streaming goes straight through the transport's keep-alive pool
-with the body ``compile`` built, parsed as plain JSON (:mod:`pollux.providers._direct`; error
-statuses still raise the SDK's exceptions): the SDK's pydantic models cost more client CPU per
-call than a 32-wide fan-out leaves (``python -m bench anthropic_fanout``). The client honours
+``messages.create`` goes straight through the transport's keep-alive pool with the body
+``compile`` built, parsed as plain JSON, and so do streams, their events mapped from JSON
+(:mod:`pollux.providers._direct`; error statuses still raise the SDK's exceptions): the SDK's
+pydantic models cost more client CPU per call than a 32-wide fan-out leaves (``python -m bench
+anthropic_fanout``), and about 7x a bare socket's per streamed chunk (``python -m bench
+streaming``). The client honours
 the SDK's own environment variables, notably ``ANTHROPIC_BASE_URL``: that is how tests and
 proxies point pollux at :class:`pollux.testing.Emulator`, since ``Config`` keeps ``base_url``
 for local servers.
@@ -333,8 +335,51 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         return error
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Create one streamed message and yield neutral chunks; the SDK stream is closed."""
+        """Create one streamed message and yield neutral chunks.
+
+        The compiled body goes through the transport's pool and the events are mapped from
+        their JSON (see :meth:`pollux.providers._direct.DirectPost.stream`); an injected client
+        streams through its SDK call. Either way the stream is closed when this ends.
+        """
         call: AnthropicCall = compiled
+        poster = self._poster()
+        if poster is None:
+            async for sdk_chunk in self._sdk_stream(call):
+                yield sdk_chunk
+            return
+        timeout_s = self._config.request_timeout_s
+        mapper = MessagesStreamMapper()
+        feed = mapper.feed
+        body = json.dumps(call.kwargs, separators=(",", ":")).encode("utf-8")
+        events = poster.stream("/v1/messages", body, phase="stream", headers=call.headers())
+        draining = False
+        try:
+            while True:
+                try:
+                    batch = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise self._note_failure(
+                        wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s)
+                    ) from exc
+                if draining:
+                    # Read to the end of the body (nothing follows the terminal event), so the
+                    # connection goes back to the pool.
+                    continue
+                for event in batch:
+                    # An ``error`` event raises from the mapper, as the SDK raises it.
+                    chunk = feed(event)
+                    if chunk is not None:
+                        yield chunk
+                    if mapper.done:
+                        draining = True
+                        break
+            mapper.finish()
+        finally:
+            await events.aclose()
+
+    async def _sdk_stream(self, call: AnthropicCall) -> AsyncIterator[StreamChunk]:
         client = self._sdk()
         mapper = MessagesStreamMapper()
         timeout_s = self._config.request_timeout_s

@@ -54,6 +54,9 @@ class MessagesStreamMapper:
         self._stop_sequence: str | None = None
         self._thinking_started: set[int] = set()
         self._citations: list[Any] = []
+        # (block index, field) -> the fragments streamed so far, joined into the block when it
+        # stops (appending to a string would copy the whole text on every delta).
+        self._pieces: dict[tuple[int, str], list[str]] = {}
 
     def _merge_usage(self, raw: Any) -> None:
         if raw is None:
@@ -154,19 +157,18 @@ class MessagesStreamMapper:
             raise _protocol_error(f"a delta for block {index}, which never started")
         if delta_type == "text_delta":
             text = field(delta, "text", "") or ""
-            block["text"] = block.get("text", "") + text
+            self._piece(index, "text", block).append(text)
             return StreamChunk(text=text) if text else None
         if delta_type == "thinking_delta":
             text = field(delta, "thinking", "") or ""
-            block["thinking"] = block.get("thinking", "") + text
+            self._piece(index, "thinking", block).append(text)
             return self._reasoning(index, text) if text else None
         if delta_type == "signature_delta":
             block["signature"] = block.get("signature", "") + (field(delta, "signature", "") or "")
             return None
         if delta_type == "input_json_delta":
             fragment = field(delta, "partial_json", "") or ""
-            current = block.get("input")
-            block["input"] = (current if isinstance(current, str) else "") + fragment
+            self._piece(index, "input", block).append(fragment)
             slot = self._tool_slots.get(index)
             if slot is None or not fragment:
                 return None
@@ -180,10 +182,26 @@ class MessagesStreamMapper:
             return None
         return None
 
+    def _piece(self, index: int, name: str, block: dict[str, Any]) -> list[str]:
+        pieces = self._pieces.get((index, name))
+        if pieces is None:
+            current = block.get(name)
+            pieces = self._pieces[(index, name)] = [current if isinstance(current, str) else ""]
+        return pieces
+
+    def _settle(self, index: int) -> None:
+        """Join the streamed fragments of block ``index`` into its fields."""
+        block = self._blocks[index]
+        for name in ("text", "thinking", "input"):
+            pieces = self._pieces.pop((index, name), None)
+            if pieces is not None:
+                block[name] = "".join(pieces)
+
     def _stop(self, index: int) -> StreamChunk | None:
         block = self._blocks.get(index)
         if block is None:
             raise _protocol_error(f"the end of block {index}, which never started")
+        self._settle(index)
         if isinstance(block.get("input"), str):
             block["input"] = _parse_input(block["input"])
         if block.get("type") == "tool_use":
@@ -193,6 +211,8 @@ class MessagesStreamMapper:
         return None
 
     def _final(self) -> StreamChunk:
+        for index in {index for index, _ in self._pieces}:
+            self._settle(index)  # a block whose content_block_stop never came
         blocks = [self._blocks[index] for index in sorted(self._blocks)]
         artifacts: dict[str, Any] = {"stop_reason": self._stop_reason}
         if self._stop_sequence is not None:

@@ -51,16 +51,24 @@ __all__ = [
 _BLOCK_REASONS = {"other": "content_filter", "jailbreak": "content_filter"}
 
 
+# snake_case -> camelCase, filled as keys are read: the keys are this package's literals, so it
+# stays small, and a stream reads the same few keys from every chunk.
+_CAMEL: dict[str, str] = {}
+
+
 def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(word.title() for word in rest)
+    camel = _CAMEL.get(key)
+    if camel is None:
+        head, *rest = key.split("_")
+        camel = _CAMEL[key] = head + "".join(word.title() for word in rest)
+    return camel
 
 
 def field(obj: Any, key: str, default: Any = None) -> Any:
     """Read snake_case ``key`` from an SDK object or a (snake or camel case) JSON mapping."""
     if obj is None:
         return default
-    if isinstance(obj, Mapping):
+    if obj.__class__ is dict or isinstance(obj, Mapping):
         if key in obj:
             return obj[key]
         return obj.get(_camel(key), default)

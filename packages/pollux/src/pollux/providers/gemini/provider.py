@@ -9,11 +9,12 @@ so that variable points pollux at a gateway, a proxy or :class:`pollux.testing.E
 (``Config(base_url=...)`` stays reserved for local servers).
 
 Transport: the SDK sends over the Session's :class:`pollux.transport.Transport` (its shared httpx
-client, ``HttpOptions(httpx_async_client=...)``), and ``generateContent`` goes straight through
-the transport's keep-alive pool with the REST body ``compile`` built
-(:mod:`pollux.providers._direct`; error statuses still raise the SDK's ``errors.APIError``
-subclasses), which ``bench/bench_gemini_fanout.py`` measures as far cheaper per request than
-the SDK's pipeline.
+client, ``HttpOptions(httpx_async_client=...)``), and ``generateContent`` and
+``streamGenerateContent`` go straight through the transport's keep-alive pool with the REST body
+``compile`` built (:mod:`pollux.providers._direct`; error statuses still raise the SDK's
+``errors.APIError`` subclasses), which ``bench/bench_gemini_fanout.py`` and
+``bench/bench_streaming.py`` measure as far cheaper per request and per chunk than the SDK's
+pipeline.
 
 The work is split by job: ``compile`` (request -> ``generate_content`` arguments), ``extract``
 (response -> neutral), ``stream`` (chunks -> neutral), ``uploads`` (sources -> parts, Files API,
@@ -422,7 +423,50 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         return extract_response(data)
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Generate one streamed response and yield neutral chunks; the SDK stream is closed."""
+        """Generate one streamed response and yield neutral chunks.
+
+        The REST body goes to ``:streamGenerateContent?alt=sse`` through the transport's pool
+        and the chunks are mapped from their JSON (see
+        :meth:`pollux.providers._direct.DirectPost.stream`); an injected client (or
+        ``DIRECT_REQUESTS`` off) streams through the SDK (:func:`open_stream`). Either way the
+        stream is closed when this ends.
+        """
+        poster = self._poster()
+        if poster is None:
+            async for sdk_chunk in self._sdk_stream(compiled):
+                yield sdk_chunk
+            return
+        timeout_s = self._config.request_timeout_s
+        mapper = GeminiStreamMapper()
+        feed = mapper.feed
+        path = f"/{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
+        body = json.dumps(rest_request(compiled), separators=(",", ":")).encode("utf-8")
+        chunks = poster.stream(path, body, phase="stream")
+        try:
+            while True:
+                try:
+                    batch = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    self._note_failure(compiled, exc)
+                    raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                for chunk in batch:
+                    if chunk.__class__ is dict and "error" in chunk:
+                        # An in-band error, raised as the SDK raises it (after the chunks
+                        # before it).
+                        error = _genai_event_error(chunk)
+                        raise wrap_gemini_error(
+                            error, phase="stream", timeout_s=timeout_s
+                        ) from error
+                    mapped = feed(chunk)
+                    if mapped is not None:
+                        yield mapped
+            yield mapper.finish()
+        finally:
+            await chunks.aclose()
+
+    async def _sdk_stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         client = self._sdk()
         timeout_s = self._config.request_timeout_s
         mapper = GeminiStreamMapper()
@@ -470,6 +514,20 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             wrap_gemini_error,
             provider=PROVIDER,
         )
+
+
+def _genai_event_error(payload: Mapping[str, Any]) -> Any:
+    """The SDK's ``errors.APIError`` subclass for an in-band ``{"error": ...}`` stream chunk."""
+    from google.genai import errors
+
+    error = payload.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) else 500
+    try:
+        errors.APIError.raise_error(status, dict(payload), None)
+    except errors.APIError as exc:
+        return exc
+    return errors.APIError(status, dict(payload), None)  # pragma: no cover - always raises
 
 
 def _genai_status_error(status: int, headers: Mapping[str, str], body: bytes, url: str) -> Any:

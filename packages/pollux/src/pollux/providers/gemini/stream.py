@@ -1,8 +1,9 @@
-"""Map ``generate_content_stream`` chunks to neutral :class:`StreamChunk` values.
+"""Map ``streamGenerateContent`` chunks (JSON or SDK objects) to neutral stream chunks.
 
 Every Gemini stream chunk is itself a small ``GenerateContentResponse``: text and thought parts
-are deltas, a ``function_call`` part arrives whole, ``usage_metadata`` is cumulative and the last
-chunk carries the ``finish_reason``. The mapper keeps the stream equal to the one-shot result by
+are deltas, a ``function_call`` part arrives whole, ``usage_metadata`` is cumulative (repeated on
+every chunk: a ``usage`` chunk is sent only when it changed) and the last chunk carries the
+``finish_reason``. The mapper keeps the stream equal to the one-shot result by
 construction: it reuses :mod:`.extract`'s helpers (same call ids, same signatures, same replay
 parts merged the same way) and sends the finish reason, the replay state and the artifacts in
 one terminal chunk from :meth:`GeminiStreamMapper.finish`. A stream that ends without a finish
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pollux.errors import APIError
+from pollux.interaction.output import Usage
 from pollux.interaction.tools import ToolCallDelta
 from pollux.providers.base import TOOL_CALL_STATES, StreamChunk
 
@@ -31,6 +33,12 @@ from .extract import (
 
 __all__ = ["GeminiStreamMapper"]
 
+# The keys of a chunk (and its candidate) that carries nothing but text, usage and ids.
+_PLAIN_CHUNK = frozenset({"candidates", "usageMetadata", "modelVersion", "responseId"})
+_PLAIN_CANDIDATE = frozenset({"content", "index"})
+# What _plain_text returns for a chunk it does not handle (None means "handled, nothing to send").
+_NOT_PLAIN = StreamChunk()
+
 
 class GeminiStreamMapper:
     """Stateful translation of one stream's chunks (one mapper per stream)."""
@@ -44,9 +52,15 @@ class GeminiStreamMapper:
         self._response_id: str | None = None
         self._artifacts: dict[str, Any] = {}
         self._call_states: dict[str, Any] = {}
+        self._raw_usage: Any = None
+        self._usage: Usage | None = None
 
     def feed(self, chunk: Any) -> StreamChunk | None:
         """Translate one chunk (SDK object or JSON dict); ``None`` when it carries nothing."""
+        if chunk.__class__ is dict and self._response_id is not None:
+            plain = self._plain_text(chunk)
+            if plain is not _NOT_PLAIN:
+                return plain
         self._last = chunk
         response_id = field(chunk, "response_id")
         new_id = response_id if response_id and self._response_id is None else None
@@ -89,7 +103,7 @@ class GeminiStreamMapper:
                     self._replay.append(entry)
         elif field(field(chunk, "prompt_feedback"), "block_reason") is not None:
             self._reason_seen = True
-        usage = extract_usage(field(chunk, "usage_metadata"))
+        usage = self._new_usage(field(chunk, "usage_metadata"))
         if not (texts or thoughts or deltas or usage or new_id):
             return None
         return StreamChunk(
@@ -99,6 +113,55 @@ class GeminiStreamMapper:
             usage=usage,
             response_id=new_id,
         )
+
+    def _new_usage(self, raw: Any) -> Usage | None:
+        """The chunk's cumulative usage when it changed (None when absent or repeated).
+
+        Gemini repeats the usage so far on every chunk; a ``usage`` event that repeats the
+        previous one carries nothing, so only changes are sent (the last always is).
+        """
+        if raw is None or raw == self._raw_usage:
+            return None
+        self._raw_usage = raw
+        usage = extract_usage(raw)
+        if usage == self._usage:
+            return None
+        self._usage = usage
+        return usage
+
+    def _plain_text(self, chunk: dict[str, Any]) -> StreamChunk | None:
+        """The REST JSON chunk of most of a stream, mapped directly.
+
+        Plain text parts of one candidate, no finish reason or metadata yet, the response id
+        already seen: what :meth:`feed` would make of it (None when it carries nothing), with a
+        fraction of the lookups. Any other chunk: ``_NOT_PLAIN``, for the full path.
+        """
+        candidates = chunk.get("candidates")
+        if candidates.__class__ is not list or len(candidates) != 1:
+            return _NOT_PLAIN
+        candidate = candidates[0]
+        if candidate.__class__ is not dict or not _PLAIN_CANDIDATE.issuperset(candidate):
+            return _NOT_PLAIN
+        content = candidate.get("content")
+        parts = content.get("parts") if content.__class__ is dict else None
+        if parts.__class__ is not list or not _PLAIN_CHUNK.issuperset(chunk):
+            return _NOT_PLAIN
+        for part in parts:
+            if (
+                part.__class__ is not dict
+                or len(part) != 1
+                or part.get("text").__class__ is not str
+            ):
+                return _NOT_PLAIN
+        self._last = chunk
+        usage = self._new_usage(chunk.get("usageMetadata"))
+        # Each part is {"text": ...}, the replay entry part_json makes of it (merge_parts
+        # copies before merging, so the parsed dicts serve as they are).
+        self._replay.extend(parts)
+        text = parts[0]["text"] if len(parts) == 1 else "".join(p["text"] for p in parts)
+        if not (text or usage):
+            return None
+        return StreamChunk(text=text, usage=usage)
 
     def finish(self) -> StreamChunk:
         """The terminal chunk once the source is exhausted; a stream cut short raises."""

@@ -3,7 +3,9 @@
 One :class:`OpenAIProvider` per Session owns one ``AsyncOpenAI`` client (built on first use, the
 SDK imported lazily), created with ``max_retries=0`` because the engine owns the only retry loop,
 and with ``timeout=Config.request_timeout_s``, sending over the Session's
-:class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``). The client
+:class:`pollux.transport.Transport` (its shared httpx client, ``http_client=``); ``responses``
+calls and streams go through the transport's keep-alive pool as JSON
+(:mod:`pollux.providers._direct`). The client
 honours the SDK's own environment variables, notably ``OPENAI_BASE_URL``: that is how tests (and
 proxies) point pollux at :class:`pollux.testing.Emulator` or another Responses-compatible
 endpoint, since ``Config`` keeps ``base_url`` for local servers.
@@ -21,7 +23,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
-from pollux.errors import ConfigurationError
+from pollux.errors import APIError, ConfigurationError
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers.base import (
@@ -37,7 +39,7 @@ from pollux.transport import Transport
 
 from .compile import compile_request, validate_options
 from .deferred import OpenAIBatches
-from .errors import PROVIDER, wrap_openai_error
+from .errors import PROVIDER, stream_error, wrap_openai_error
 from .extract import extract_response
 from .stream import ResponsesStreamMapper
 from .uploads import UPLOAD_TTL_S, delete_files, prepare_parts, validate_sources
@@ -270,7 +272,53 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         return extract_response(response)
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Create one streamed response and yield neutral chunks; the SDK stream is closed."""
+        """Create one streamed response and yield neutral chunks.
+
+        The compiled body goes through the transport's pool and the events are mapped from
+        their JSON (see :meth:`pollux.providers._direct.DirectPost.stream`); an injected client
+        streams through its SDK call. Either way the stream is closed when this ends.
+        """
+        poster = self._poster()
+        if poster is None:
+            async for sdk_chunk in self._sdk_stream(compiled):
+                yield sdk_chunk
+            return
+        timeout_s = self._config.request_timeout_s
+        mapper = ResponsesStreamMapper()
+        feed = mapper.feed
+        body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
+        events = poster.stream("/responses", body, phase="stream")
+        draining = False
+        try:
+            while True:
+                try:
+                    batch = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise wrap_openai_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                if draining:
+                    # Read to the end of the body (nothing follows the terminal event), so the
+                    # connection goes back to the pool.
+                    continue
+                for event in batch:
+                    if event.__class__ is not dict:
+                        continue
+                    error = event.get("error")
+                    if error:
+                        # What the SDK raises for an event whose data carries an error object.
+                        raise _event_error(error)
+                    chunk = feed(event)
+                    if chunk is not None:
+                        yield chunk
+                    if mapper.done:
+                        draining = True
+                        break
+            mapper.finish()
+        finally:
+            await events.aclose()
+
+    async def _sdk_stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         client = self._sdk()
         mapper = ResponsesStreamMapper()
         try:
@@ -338,6 +386,15 @@ def _create(client: Any, compiled: Mapping[str, Any], *, stream: bool) -> Any:
     if stream:
         return client.responses.create(model=compiled["model"], stream=True, extra_body=body)
     return client.responses.create(model=compiled["model"], extra_body=body)
+
+
+def _event_error(error: Any) -> APIError:
+    message = error.get("message") if isinstance(error, Mapping) else None
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return stream_error(
+        message if isinstance(message, str) and message else "An error occurred during streaming",
+        code=str(code) if code is not None else None,
+    )
 
 
 def _sources_digest(sources: Sequence[Source]) -> str | None:
