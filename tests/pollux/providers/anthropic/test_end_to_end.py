@@ -705,15 +705,15 @@ async def test_a_file_deleted_behind_the_sessions_back_is_uploaded_again(
 
 
 async def test_a_stream_cut_mid_body_is_a_network_error(emu: Emulator, config: Config) -> None:
-    # The SDK hands httpx's own exception to the caller iterating its stream; it used to be an
-    # "unknown ... please report it" error instead of a retryable network failure.
+    # A cut mid-body used to be an "unknown ... please report it" error (the SDK handed httpx's
+    # exception to the caller) instead of a retryable network failure.
     emu.script("anthropic.messages.create", CutStream(after_events=3))
     with pytest.raises(APIError) as caught:
         async for _event in stream(Environment(), Input("hello there my friend"), config=config):
             pass
     assert caught.value.error_category == "network"
     assert caught.value.retryable is True
-    assert "peer closed connection" in str(caught.value)
+    assert "closed mid-stream" in str(caught.value)
 
 
 async def test_a_stream_stalled_mid_body_says_which_limit_fired(

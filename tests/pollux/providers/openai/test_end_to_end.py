@@ -337,7 +337,7 @@ async def test_mid_stream_cut_raises_without_done(emu: Emulator, config: Config)
     # A cut after the connection was made is a broken connection, not a failure to connect
     # (it was "connect: Connection error." with a hint to check the network).
     assert caught.value.error_category == "network"
-    assert "peer closed connection" in str(caught.value)
+    assert "closed mid-stream" in str(caught.value)
 
 
 async def test_stream_error_event_raises(emu: Emulator, config: Config) -> None:
