@@ -178,3 +178,20 @@ def test_no_private_name_is_used_across_modules(module: str) -> None:
             continue  # a private name this module defines (another instance of its class)
         offences.append(f"line {node.lineno}: {ast.unparse(node)}")
     assert offences == [], f"{module} uses private names of other modules"
+
+
+BRIDGE = "pollard.adapters.pollux"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith(BRIDGE)))
+def test_the_bridge_uses_only_public_modules_of_pollard_and_pollux(module: str) -> None:
+    # The bridge is built on what any user could build it on: pollard's and pollux's public
+    # doors and documented submodules, never a private module (its own package aside).
+    offences = [
+        f"line {line}: {target}"
+        for line, target, _names in _imports(module)
+        if target.split(".")[0] in ("pollard", "pollux")
+        and not target.startswith(BRIDGE)
+        and any(part.startswith("_") for part in target.split("."))
+    ]
+    assert offences == [], f"{module} imports private modules"

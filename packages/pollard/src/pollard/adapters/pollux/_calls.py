@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pollux
-from pollard._runtime._async import AsyncRun
+from pollard import AsyncRun
 from pollux import (
     Config,
     ConfigurationError,
@@ -23,7 +23,7 @@ from ._identity import output_from_node, request_identity, result_of
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from pollard._runtime._sync import Run
+    from pollard import Run
     from pollux import ToolDeclaration
 
 __all__ = ["check_config", "check_run", "governed_interact", "governed_run", "step"]

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pollux
-from pollard._core._node import Node, NodeKind
+from pollard import Node, NodeKind
 from pollard.errors import MissingRecording, PollardError
 from pollard.meters import split_usage, token_usage
 from pollux import (
@@ -37,8 +37,7 @@ from ._identity import output_from_node, request_identities, result_of
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from pollard._runtime._async import AsyncRun
-    from pollard._runtime._sync import Run
+    from pollard import AsyncRun, Run
     from pollux import ResponseSchemaInput
 
 __all__ = [

@@ -26,8 +26,7 @@ from ._identity import canonical, output_from_node, request_identities, result_o
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from pollard._runtime._async import AsyncRun
-    from pollard._runtime._sync import Run
+    from pollard import AsyncRun, Run
     from pollux import Environment, ToolDeclaration
 
 __all__ = ["governed_run_many"]

@@ -12,7 +12,7 @@ from pollux import Config, Environment, Input, Output, OutputRequirements, Sourc
 from pollux.interaction import requirements_from
 
 if TYPE_CHECKING:
-    from pollard._core._node import Node
+    from pollard import Node
     from pollux import ResponseSchemaInput
 
 __all__ = [

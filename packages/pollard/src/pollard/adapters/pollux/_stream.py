@@ -24,8 +24,7 @@ from ._identity import output_from_node, request_identity, result_of
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from pollard._runtime._async import AsyncRun
-    from pollard._runtime._sync import Run
+    from pollard import AsyncRun, Run
 
 __all__ = ["governed_stream"]
 
