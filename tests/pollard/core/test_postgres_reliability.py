@@ -503,3 +503,57 @@ def test_hot_path_literals_round_trip_through_the_server(pg_dsn: str) -> None:
     assert literal("nul\x00") is None  # left to the driver, which refuses it as before
     assert literal(["ok", "nul\x00"]) is None
     assert literal(True) is None and literal((1, 2)) is None
+
+
+def test_after_a_restart_async_steps_fail_once_not_once_per_worker_thread(
+    pg_dsn: str, store_id: str
+) -> None:
+    # AsyncRuntime offloads a PostgreSQL store's I/O to the loop's worker threads, one connection
+    # each. A restart kills them all; the first step that notices reports it, and every other
+    # thread replaces its connection before its next use instead of failing a step of its own.
+    import asyncio
+
+    import psycopg
+
+    from pollard import AsyncRuntime
+
+    async def answer(payload: Any) -> dict[str, Any]:
+        return _answer(payload)
+
+    async def main() -> list[str]:
+        with PostgresStore(pg_dsn, store_id=store_id) as store:
+            async with AsyncRuntime(store) as runtime:
+                run = runtime.run("restart", budget=Budget(steps=40))
+                await asyncio.gather(
+                    *(run.fork().model_call({"q": i}, fn=answer) for i in range(12))
+                )
+                pids = [conn.info.backend_pid for _, conn in store._connections]
+                assert len(pids) > 1  # several worker threads, several connections
+                with psycopg.connect(pg_dsn, autocommit=True) as admin:
+                    for pid in pids:
+                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                outcomes = []
+                for i in range(12, 24):
+                    try:
+                        await run.model_call({"q": i}, fn=answer)
+                        outcomes.append("ok")
+                    except PollardError as exc:
+                        assert "lost the connection" in str(exc)
+                        outcomes.append("lost")
+                assert store.totals(run.root_id)["steps"] == 12 + outcomes.count("ok")
+                return outcomes
+
+    outcomes = asyncio.run(main())
+    assert outcomes.count("lost") <= 1
+    assert outcomes[-10:] == ["ok"] * 10
+
+
+def test_a_database_that_does_not_exist_is_named_not_called_a_restart(pg_dsn: str) -> None:
+    import psycopg
+
+    missing = psycopg.conninfo.make_conninfo(pg_dsn, dbname="pollard_no_such_db")
+    with pytest.raises(PollardError, match="cannot connect") as info:
+        PostgresStore(missing, store_id="x")
+    assert "pollard_no_such_db" in str(info.value)  # the server's own words name it
+    assert "restarted" not in str(info.value) + (info.value.hint or "")
+    assert "database name" in (info.value.hint or "")

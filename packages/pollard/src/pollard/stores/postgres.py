@@ -209,6 +209,11 @@ class PostgresStore(SqlStore):
         self._local = threading.local()
         self._connections: list[tuple[int, Any]] = []  # (process id, connection)
         self._lock = threading.Lock()
+        # Bumped when any thread loses its connection: a server restart kills every connection,
+        # so the other threads replace theirs before their next use instead of each failing
+        # one operation of its own first.
+        self._epoch = 0
+        self._ever_connected = False
         self._closed = False
         self._tables_exist = False
         self._functions = False  # whether the database holds the step functions (on open)
@@ -225,6 +230,9 @@ class PostgresStore(SqlStore):
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid != os.getpid():
             conn = None  # forked: a child never uses (or closes) its parent's connections
+        elif conn is not None and self._local.epoch != self._epoch:
+            self._discard(lost=False)  # another thread lost its connection: likely this one too
+            conn = None
         if conn is None or conn.closed:
             if self._closed:
                 raise PollardError(
@@ -234,11 +242,14 @@ class PostgresStore(SqlStore):
             try:
                 conn = self._psycopg.connect(self._conninfo, autocommit=True)
             except self._psycopg.OperationalError as exc:
+                if not self._ever_connected:
+                    raise self._unreachable(exc) from None
                 raise self._lost(exc, "connect") from None
+            self._ever_connected = True
             pid = os.getpid()
             with self._lock:
                 self._connections.append((pid, conn))
-            self._local.conn, self._local.pid = conn, pid
+            self._local.conn, self._local.pid, self._local.epoch = conn, pid, self._epoch
         return conn
 
     def _check_open(self) -> None:
@@ -248,15 +259,31 @@ class PostgresStore(SqlStore):
                 hint="open a new PostgresStore",
             )
 
-    def _discard(self) -> None:
-        """Forget this thread's connection after a failure (the next operation reconnects)."""
+    def _discard(self, *, lost: bool = True) -> None:
+        """Forget this thread's connection after a failure (the next operation reconnects).
+
+        Args:
+            lost: The connection failed (so every thread's connection is suspect and is
+                replaced before its next use), rather than being retired because another failed.
+        """
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
         if conn is not None:
             with self._lock:
                 self._connections = [(p, c) for p, c in self._connections if c is not conn]
+                if lost:
+                    self._epoch += 1
             with contextlib.suppress(Exception):
                 conn.close()
+
+    def _unreachable(self, exc: BaseException) -> PollardError:
+        """The error for a first connection that fails (a wrong DSN more often than a restart)."""
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return PollardError(
+            f"cannot connect to the PostgreSQL server for the store {self._store_id!r}: {detail}",
+            hint="check the DSN (host, port, database name, user, password) and that the server "
+            "is running; pollard never creates a database, so the one named must exist",
+        )
 
     def _lost(self, exc: BaseException, during: str, hint: str = "") -> PollardError:
         """The pollard error for a failed connection (the driver's message, never the DSN)."""
