@@ -25,11 +25,11 @@ import contextlib
 import json
 import math
 import os
-import resource
 import time
 from collections.abc import Callable
 from typing import Any
 
+from bench._big_fanout import BARE, big_results, run_big
 from bench._fanout import SOURCE_TEXT, Work, best_of, canned_server, questions
 from bench._result import Result
 
@@ -38,6 +38,7 @@ CONCURRENCY = 32
 LATENCY_S = 0.05
 BIG_PROMPTS = 10_000
 BIG_CONCURRENCY = 256
+BIG_ROUNDS = 2
 ROUNDS = 3
 MODELS = {
     "local": "bench-model",
@@ -48,11 +49,17 @@ MODELS = {
 }
 
 
+def _sdk_env(url: str) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "ANTHROPIC_BASE_URL": url,
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "OPENROUTER_BASE_URL": f"{url}/api/v1",
+    }
+
+
 def _point_sdks_at(url: str) -> None:
-    os.environ["OPENAI_BASE_URL"] = f"{url}/v1"
-    os.environ["ANTHROPIC_BASE_URL"] = url
-    os.environ["GOOGLE_GEMINI_BASE_URL"] = url
-    os.environ["OPENROUTER_BASE_URL"] = f"{url}/api/v1"
+    os.environ.update(_sdk_env(url))
 
 
 def _measure(make: Callable[[], tuple[Work, Work]]) -> tuple[float, float]:
@@ -216,29 +223,6 @@ def _bare(url: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -> Any:
     return make
 
 
-def _big(url: str, provider: str) -> tuple[float, float]:
-    """(efficiency, peak RSS growth in MB) of one 10,000-prompt fan-out at C=256."""
-    result: dict[str, float] = {}
-
-    async def main() -> None:
-        if provider == "bare socket":
-            work, close = _bare(url, BIG_PROMPTS, BIG_CONCURRENCY)()
-        else:
-            work, close = _pollux(url, provider, BIG_PROMPTS, BIG_CONCURRENCY)()
-        try:
-            rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            wall0 = time.perf_counter()
-            await work()
-            result["wall"] = time.perf_counter() - wall0
-            result["rss"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
-        finally:
-            await close()
-
-    asyncio.run(main())
-    ideal = math.ceil(BIG_PROMPTS / BIG_CONCURRENCY) * LATENCY_S
-    return ideal / result["wall"], result["rss"]
-
-
 def run() -> list[Result]:
     ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
     clients: dict[str, Callable[[], tuple[Work, Work]]] = {}
@@ -260,7 +244,15 @@ def run() -> list[Result]:
                 clients[f"raw SDK {provider}"] = _sdk(provider)
             clients["bare socket"] = _bare(url)
             best = best_of(ROUNDS, clients, _measure)
-            big = {p: _big(url, p) for p in ("bare socket", "local", "anthropic")}
+            big = run_big(
+                url,
+                [BARE, *MODELS],
+                prompts=BIG_PROMPTS,
+                concurrency=BIG_CONCURRENCY,
+                latency_s=LATENCY_S,
+                rounds=BIG_ROUNDS,
+                env=_sdk_env(url),
+            )
         finally:
             for key, value in saved.items():
                 if value is None:
@@ -288,23 +280,7 @@ def run() -> list[Result]:
         for name, (_, cpu) in best.items()
         if name != "bare socket"
     ]
-    for provider, (efficiency, growth) in big.items():
-        results.append(
-            Result(
-                f"10k fan-out efficiency: {provider}",
-                efficiency,
-                "x",
-                None if provider == "bare socket" else 0.85,
-                note=f"{BIG_PROMPTS} prompts, C={BIG_CONCURRENCY}",
-            )
-        )
-        results.append(
-            Result(
-                f"10k fan-out RSS growth: {provider}",
-                growth,
-                "MB",
-                None if provider == "bare socket" else 100.0,
-                "lower",
-            )
-        )
+    results += big_results(
+        big, note=f"{BIG_PROMPTS} prompts, C={BIG_CONCURRENCY}, each client in its own process"
+    )
     return results
