@@ -26,6 +26,7 @@ Normalization:
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,6 +52,8 @@ __all__ = [
 _BLOCK_REASONS = {"other": "content_filter", "jailbreak": "content_filter"}
 
 
+# Every request and response renames the same few keys: remember them.
+@functools.lru_cache(maxsize=1024)
 def _camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(word.title() for word in rest)

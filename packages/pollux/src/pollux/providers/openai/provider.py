@@ -259,7 +259,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         poster = self._poster()
         try:
             if poster is not None:
-                body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
+                body = poster.encode(compiled)
                 response = await poster.post("/responses", body, phase="generate")
             else:
                 response = await _create(self._sdk(), compiled, stream=False)
