@@ -11,8 +11,13 @@ the same run, rounds interleaved, best round kept (the machine is shared):
 - a bare asyncio socket client (keep-alive HTTP/1.1, JSON encode/decode, nothing else) posting the
   same body size to the same server: the floor.
 
-Then a 10,000-prompt fan-out at ``request_concurrency=256`` on the Chat Completions path and on
-Anthropic, with the client's peak RSS growth over the run.
+Then the 10,000-prompt fan-out at ``request_concurrency=256`` for every provider and the bare
+socket, each client in a worker process of its own (``bench/_big_fanout.py``): efficiency, client
+CPU per request, resident memory growth over the run, and the server's own CPU per request and
+lateness, which show the floor is the client's and not the server's.
+
+Every CPU figure is the process CPU (``time.process_time``) of the process that runs that client
+and nothing else: the canned server is always another process.
 
 Targets: efficiency (ideal ``ceil(n / C) * 50 ms`` / wall) >= 0.85 and client CPU per request
 <= 4x the bare socket's for every provider; the 10,000-prompt run >= 0.85 with < 100 MB growth.
