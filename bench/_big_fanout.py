@@ -5,9 +5,10 @@ process of its own, so what is measured is that client alone: its process CPU
 (``time.process_time`` of the worker, nothing else), and its resident memory growth over the
 fan-out, a peak taken from a fresh high-water mark (``/proc/self/status`` ``VmHWM``, reset through
 ``/proc/self/clear_refs`` before each run; elsewhere ``ru_maxrss``, which only rises). A worker
-imports, builds its client and warms it up with one 256-wide pass (imports, 256 keep-alive
-connections, caches), then waits; the parent runs the workers' fan-outs one at a time, rounds
-interleaved, so no two clients ever share the machine, and keeps each client's best round.
+imports, builds its client and sends one request (the SDK's imports), then waits; the parent
+has the workers warm up in turn with one 256-wide pass each (256 keep-alive connections,
+caches), then runs their fan-outs one at a time, rounds interleaved, so no two clients ever
+share the machine, and keeps each client's best round.
 
 The canned server (``bench/_canned_server.py``) reports its own CPU and how late its answers
 left after their due time over each run (``GET /_bench/stats``): the rows show the floor is the
@@ -121,9 +122,16 @@ async def _serve(url: str, name: str, n: int, c: int) -> None:
     prompts = questions(n)
     loop = asyncio.get_running_loop()
     try:
-        await fan_out(questions(c))  # warm-up: imports, c connections, caches
+        await fan_out(questions(1))  # imports (the provider SDK's too), one connection
         print("ready", flush=True)
-        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "go":
+        while (command := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) in (
+            "warm",
+            "go",
+        ):
+            if command == "warm":  # c connections, caches
+                await fan_out(questions(c))
+                print("warm", flush=True)
+                continue
             gc.collect()
             before = _rss_kb()
             exact = before is not None and _reset_peak()
@@ -155,6 +163,19 @@ def _server_stats(url: str) -> dict[str, float]:
     return stats
 
 
+def _send(proc: subprocess.Popen[str], command: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(f"{command}\n")
+    proc.stdin.flush()
+
+
+def _expect(name: str, proc: subprocess.Popen[str], word: str) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != word:
+        raise RuntimeError(f"10k worker {name!r} said {line!r}, not {word!r} (see its stderr)")
+
+
 def run_big(
     url: str,
     clients: Sequence[str],
@@ -182,16 +203,17 @@ def run_big(
     runs: dict[str, list[BigRun]] = {name: [] for name in clients}
     try:
         for name, proc in workers.items():
-            assert proc.stdout is not None
-            line = proc.stdout.readline().strip()
-            if line != "ready":
-                raise RuntimeError(f"10k worker {name!r} did not start (said {line!r})")
+            _expect(name, proc, "ready")
+        # One worker at a time opens its 256 connections: all at once could overflow the
+        # server's SYN backlog, and a dropped SYN costs a second or more to retry.
+        for name, proc in workers.items():
+            _send(proc, "warm")
+            _expect(name, proc, "warm")
         for _ in range(rounds):
             for name, proc in workers.items():
-                assert proc.stdin is not None and proc.stdout is not None
+                assert proc.stdout is not None
                 _server_stats(url)  # resets the server's counters
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
+                _send(proc, "go")
                 line = proc.stdout.readline()
                 if not line:
                     raise RuntimeError(f"10k worker {name!r} exited mid-run")
