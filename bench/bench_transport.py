@@ -11,8 +11,13 @@ the same run, rounds interleaved, best round kept (the machine is shared):
 - a bare asyncio socket client (keep-alive HTTP/1.1, JSON encode/decode, nothing else) posting the
   same body size to the same server: the floor.
 
-Then a 10,000-prompt fan-out at ``request_concurrency=256`` on the Chat Completions path and on
-Anthropic, with the client's peak RSS growth over the run.
+Then the 10,000-prompt fan-out at ``request_concurrency=256`` for every provider and the bare
+socket, each client in a worker process of its own (``bench/_big_fanout.py``): efficiency, client
+CPU per request, resident memory growth over the run, and the server's own CPU per request and
+lateness, which show the floor is the client's and not the server's.
+
+Every CPU figure is the process CPU (``time.process_time``) of the process that runs that client
+and nothing else: the canned server is always another process.
 
 Targets: efficiency (ideal ``ceil(n / C) * 50 ms`` / wall) >= 0.85 and client CPU per request
 <= 4x the bare socket's for every provider; the 10,000-prompt run >= 0.85 with < 100 MB growth.
@@ -25,11 +30,11 @@ import contextlib
 import json
 import math
 import os
-import resource
 import time
 from collections.abc import Callable
 from typing import Any
 
+from bench._big_fanout import BARE, big_results, run_big
 from bench._fanout import SOURCE_TEXT, Work, best_of, canned_server, questions
 from bench._result import Result
 
@@ -38,6 +43,7 @@ CONCURRENCY = 32
 LATENCY_S = 0.05
 BIG_PROMPTS = 10_000
 BIG_CONCURRENCY = 256
+BIG_ROUNDS = 2
 ROUNDS = 3
 MODELS = {
     "local": "bench-model",
@@ -48,11 +54,17 @@ MODELS = {
 }
 
 
+def _sdk_env(url: str) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "ANTHROPIC_BASE_URL": url,
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "OPENROUTER_BASE_URL": f"{url}/api/v1",
+    }
+
+
 def _point_sdks_at(url: str) -> None:
-    os.environ["OPENAI_BASE_URL"] = f"{url}/v1"
-    os.environ["ANTHROPIC_BASE_URL"] = url
-    os.environ["GOOGLE_GEMINI_BASE_URL"] = url
-    os.environ["OPENROUTER_BASE_URL"] = f"{url}/api/v1"
+    os.environ.update(_sdk_env(url))
 
 
 def _measure(make: Callable[[], tuple[Work, Work]]) -> tuple[float, float]:
@@ -216,29 +228,6 @@ def _bare(url: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -> Any:
     return make
 
 
-def _big(url: str, provider: str) -> tuple[float, float]:
-    """(efficiency, peak RSS growth in MB) of one 10,000-prompt fan-out at C=256."""
-    result: dict[str, float] = {}
-
-    async def main() -> None:
-        if provider == "bare socket":
-            work, close = _bare(url, BIG_PROMPTS, BIG_CONCURRENCY)()
-        else:
-            work, close = _pollux(url, provider, BIG_PROMPTS, BIG_CONCURRENCY)()
-        try:
-            rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            wall0 = time.perf_counter()
-            await work()
-            result["wall"] = time.perf_counter() - wall0
-            result["rss"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
-        finally:
-            await close()
-
-    asyncio.run(main())
-    ideal = math.ceil(BIG_PROMPTS / BIG_CONCURRENCY) * LATENCY_S
-    return ideal / result["wall"], result["rss"]
-
-
 def run() -> list[Result]:
     ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
     clients: dict[str, Callable[[], tuple[Work, Work]]] = {}
@@ -260,7 +249,15 @@ def run() -> list[Result]:
                 clients[f"raw SDK {provider}"] = _sdk(provider)
             clients["bare socket"] = _bare(url)
             best = best_of(ROUNDS, clients, _measure)
-            big = {p: _big(url, p) for p in ("bare socket", "local", "anthropic")}
+            big = run_big(
+                url,
+                [BARE, *MODELS],
+                prompts=BIG_PROMPTS,
+                concurrency=BIG_CONCURRENCY,
+                latency_s=LATENCY_S,
+                rounds=BIG_ROUNDS,
+                env=_sdk_env(url),
+            )
         finally:
             for key, value in saved.items():
                 if value is None:
@@ -288,23 +285,7 @@ def run() -> list[Result]:
         for name, (_, cpu) in best.items()
         if name != "bare socket"
     ]
-    for provider, (efficiency, growth) in big.items():
-        results.append(
-            Result(
-                f"10k fan-out efficiency: {provider}",
-                efficiency,
-                "x",
-                None if provider == "bare socket" else 0.85,
-                note=f"{BIG_PROMPTS} prompts, C={BIG_CONCURRENCY}",
-            )
-        )
-        results.append(
-            Result(
-                f"10k fan-out RSS growth: {provider}",
-                growth,
-                "MB",
-                None if provider == "bare socket" else 100.0,
-                "lower",
-            )
-        )
+    results += big_results(
+        big, note=f"{BIG_PROMPTS} prompts, C={BIG_CONCURRENCY}, each client in its own process"
+    )
     return results

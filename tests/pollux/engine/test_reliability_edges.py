@@ -85,6 +85,23 @@ async def test_the_request_timeout_names_itself(emu: Emulator) -> None:
     assert "per-attempt" in str(info.value)
 
 
+async def test_the_request_timeout_still_fires_inside_a_later_deadline(emu: Emulator) -> None:
+    # Under a deadline that fires first, a request arms no timer of its own; under a later
+    # deadline (5 s) it must: the per-attempt timeout (0.1 s) is what ends the attempt.
+    emu.script("local", Latency(1.5), Reply("too late"))
+    config = Config(
+        provider="local",
+        model="emulator-model",
+        base_url=emu.base_url("local"),
+        request_timeout_s=0.1,
+        retry=RetryPolicy(max_attempts=1, max_elapsed_s=5.0),
+    )
+    with pytest.raises(APIError) as info:
+        await pollux.run("Hi", config=config)
+    assert info.value.error_category == "timeout"
+    assert "Config.request_timeout_s=0.1" in str(info.value)
+
+
 async def test_a_failed_call_within_the_deadline_keeps_its_own_error(emu: Emulator) -> None:
     emu.script("local", ErrorResponse(503), ErrorResponse(503), ErrorResponse(503))
     config = _slow_config(emu, max_elapsed_s=30.0, timeout_s=5.0)

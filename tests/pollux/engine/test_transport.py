@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pollux._transport import ConnectionPool, TransportError, iter_sse
+from pollux._transport import ConnectionPool, TransportError, deadline_scope, iter_sse
 
 Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
 _WRITERS: list[asyncio.StreamWriter] = []
@@ -125,6 +125,41 @@ async def test_stream_sse_and_cut_stream() -> None:
         async with pool.stream("POST", "/cut", body=b"{}") as response:
             [e async for e in response.iter_sse()]
     assert info.value.kind == "disconnect"
+    await _close(server, pool)
+
+
+async def test_a_deadline_declared_for_one_task_leaves_other_tasks_their_timeouts() -> None:
+    # deadline_scope says "an enclosing timeout cancels *this* task first", so this task's
+    # requests arm no timer of their own; a task started inside the scope inherits the context
+    # but not that cancellation, so its request must still time out by itself.
+    async def handler(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(5)
+        return False
+
+    server, url, _ = await _serve(handler)
+    pool = ConnectionPool(url)
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(0.05):  # the enclosing deadline this scope declares
+        with deadline_scope(loop.time() + 0.05):
+            child = asyncio.ensure_future(pool.request("GET", "/slow", timeout_s=0.1))
+    with pytest.raises(TransportError) as info:
+        await asyncio.wait_for(child, 3.0)  # without its own timer the child would hang
+    assert info.value.kind == "timeout"
+    await _close(server, pool)
+
+
+async def test_a_request_inside_a_deadline_scope_is_still_cut_by_the_deadline() -> None:
+    async def handler(request: bytes, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(5)
+        return False
+
+    server, url, _ = await _serve(handler)
+    pool = ConnectionPool(url)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05) as deadline:
+            with deadline_scope(deadline.when()):
+                await pool.request("GET", "/slow", timeout_s=30.0)
+    assert not pool._busy  # the cut request gave its connection up
     await _close(server, pool)
 
 

@@ -145,18 +145,19 @@ async def run_calls(
     await _preflight(rt, plan.requests[0])
     prepared = await _prepare(rt, environment, plan.requests)
     try:
-        requests = [replace(request, sources=prepared) for request in plan.requests]
-
-        continuable = len(requests) == 1 and plan.capabilities.conversation
+        continuable = len(plan.requests) == 1 and plan.capabilities.conversation
 
         async def call(index: int) -> Output | Failure:
             start = time.perf_counter()
             try:
-                return await _call_one(rt, requests[index], index, continuable)
+                # Each request gets its prepared sources as its call starts, not all before the
+                # first one: 10,000 copies up front would delay the whole fan-out's first send.
+                request = replace(plan.requests[index], sources=prepared)
+                return await _call_one(rt, request, index, continuable)
             except Exception as exc:
                 return Failure(exc, time.perf_counter() - start)
 
-        results = await _fan_out(rt, requests, call)
+        results = await _fan_out(rt, plan.requests, call)
         return [Failure(r, 0.0) if isinstance(r, Exception) else r for r in results]
     finally:
         await provider.release_sources(prepared)

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
 from pollux._scrub import scrub_causes
-from pollux._transport import _timeout
+from pollux._transport import _timeout, deadline_scope
 from pollux.errors import APIError, InternalError, PolluxError, RateLimitError
 from pollux.retry import RetryPolicy
 
@@ -175,8 +175,11 @@ async def with_retries(
             if limit is None:
                 return await attempt_fn()
             try:
-                async with _timeout(max(0.0, limit - (clock() - start))):
-                    return await attempt_fn()
+                async with _timeout(max(0.0, limit - (clock() - start))) as deadline:
+                    # The attempt's requests need no timer of their own that would fire later.
+                    when = getattr(deadline, "when", None)
+                    with deadline_scope(when() if when is not None else None):
+                        return await attempt_fn()
             except TimeoutError:
                 # Providers turn their own timeouts into APIError, so a bare TimeoutError
                 # here is the deadline's cancellation.

@@ -79,11 +79,15 @@ class Input:
 
 
 def _tuple_of(value: object, kind: type, what: str, hint: str) -> tuple[object, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+    if type(value) is tuple:
+        # The common case (the empty default of every prompt of a fan-out) skips the ABC check.
+        items: tuple[object, ...] = value
+    elif isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ConfigurationError(
             f"{what} must be a sequence, got {type(value).__name__}", hint=hint
         )
-    items = tuple(value)
+    else:
+        items = tuple(value)
     for item in items:
         if not isinstance(item, kind):
             raise ConfigurationError(

@@ -24,6 +24,7 @@ from typing import Any
 
 from pollux._transport import ConnectionPool, SSEDecoder, TransportError
 from pollux.errors import APIError
+from pollux.providers._body_json import BodyEncoder
 from pollux.providers._errors import network_error, redirect_error
 from pollux.transport import Transport
 
@@ -70,6 +71,11 @@ class DirectPost:
         self._base_url = base_url.rstrip("/")
         self._timeout_s = timeout_s
         self._status_error = status_error
+        self._encoder = BodyEncoder()
+
+    def encode(self, body: Any) -> bytes:
+        """The compact JSON bytes of ``body``; a fan-out's shared source text is escaped once."""
+        return self._encoder.encode(body)
 
     async def post(
         self, path: str, body: bytes, *, phase: str, headers: Mapping[str, str] | None = None

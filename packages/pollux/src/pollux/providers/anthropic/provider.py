@@ -22,7 +22,6 @@ neutral), :mod:`.stream` (events -> chunks), :mod:`.uploads` (sources -> blocks,
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -305,7 +304,7 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         poster = self._poster()
         try:
             if poster is not None:
-                body = json.dumps(call.kwargs, separators=(",", ":")).encode("utf-8")
+                body = poster.encode(call.kwargs)
                 message = await poster.post(
                     "/v1/messages", body, phase="generate", headers=call.headers()
                 )
@@ -350,7 +349,7 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         timeout_s = self._config.request_timeout_s
         mapper = MessagesStreamMapper()
         feed = mapper.feed
-        body = json.dumps(call.kwargs, separators=(",", ":")).encode("utf-8")
+        body = poster.encode(call.kwargs)
         events = poster.stream("/v1/messages", body, phase="stream", headers=call.headers())
         draining = False
         try:

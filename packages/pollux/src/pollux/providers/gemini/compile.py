@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -352,6 +353,8 @@ _OPAQUE = frozenset(
 )
 
 
+# Every request and response renames the same few keys: remember them.
+@functools.lru_cache(maxsize=1024)
 def _camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(word[:1].upper() + word[1:] for word in rest)

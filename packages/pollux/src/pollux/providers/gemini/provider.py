@@ -411,7 +411,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         try:
             if poster is not None:
                 path = f"/{_model_path(compiled['model'])}:generateContent"
-                body = json.dumps(rest_request(compiled), separators=(",", ":")).encode("utf-8")
+                body = poster.encode(rest_request(compiled))
                 data = await poster.post(path, body, phase="generate")
             else:
                 data = await post_generate(self._sdk(), compiled)
@@ -440,7 +440,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         mapper = GeminiStreamMapper()
         feed = mapper.feed
         path = f"/{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
-        body = json.dumps(rest_request(compiled), separators=(",", ":")).encode("utf-8")
+        body = poster.encode(rest_request(compiled))
         chunks = poster.stream(path, body, phase="stream")
         try:
             while True:

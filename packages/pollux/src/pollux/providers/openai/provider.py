@@ -261,7 +261,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         poster = self._poster()
         try:
             if poster is not None:
-                body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
+                body = poster.encode(compiled)
                 response = await poster.post("/responses", body, phase="generate")
             else:
                 response = await _create(self._sdk(), compiled, stream=False)
@@ -286,7 +286,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         timeout_s = self._config.request_timeout_s
         mapper = ResponsesStreamMapper()
         feed = mapper.feed
-        body = json.dumps(compiled, separators=(",", ":")).encode("utf-8")
+        body = poster.encode(compiled)
         events = poster.stream("/responses", body, phase="stream")
         draining = False
         try:
