@@ -366,6 +366,10 @@ def _snapshot(**changes: object) -> DeferredSnapshot:
         lambda: Event(type="tool_call", tool_call="f"),  # type: ignore[arg-type]
         lambda: Event(type="usage", usage={"input_tokens": 1}),  # type: ignore[arg-type]
         lambda: Event(type="done", output="text"),  # type: ignore[arg-type]
+        # A delta event takes a fast path; what it does not cover still gets the full checks.
+        lambda: Event(type="text_delta", text=b"x"),  # type: ignore[arg-type]
+        lambda: Event(type="reasoning_delta", text="x", usage={"input_tokens": 1}),  # type: ignore[arg-type]
+        lambda: Event(type="text_delta", text="x", delta={"index": 0}),  # type: ignore[arg-type]
         lambda: _snapshot(job_id=None),
         lambda: _snapshot(pending=-1),
         lambda: _snapshot(submitted_at=float("inf")),
