@@ -451,6 +451,28 @@ async def test_injected_transport_is_used_and_left_open(emu: Emulator) -> None:
     assert transport.closed and pool.closed
 
 
+def test_a_transport_used_in_a_second_event_loop_is_refused_with_a_hint(emu: Emulator) -> None:
+    # Its pooled sockets belong to the first loop; reusing them from another one was an
+    # InternalError ("Event loop is closed") with a "this is a pollux bug" hint.
+    transport = Transport()
+
+    async def use() -> str:
+        async with Session(_local(emu), transport=transport) as session:
+            return (await session.run_many(["a"])).status
+
+    first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(use()) == "ok"
+        with pytest.raises(ConfigurationError, match="another event loop") as info:
+            second.run_until_complete(use())
+        assert "one event loop" in (info.value.hint or "")
+        first.run_until_complete(transport.aclose())  # closed where its sockets live
+    finally:
+        first.close()
+        second.close()
+    assert transport.closed
+
+
 async def test_session_closes_the_transport_it_built(emu: Emulator) -> None:
     session = Session(_local(emu))
     async with session:

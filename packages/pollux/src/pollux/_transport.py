@@ -143,7 +143,10 @@ class _Connection:
         return not self.reader.at_eof() and not self.writer.is_closing()
 
     def close(self) -> None:
-        self.writer.close()
+        # RuntimeError: the loop that opened the socket is closed, so asyncio cannot close it any
+        # more (a Transport closed from a later loop); the socket is then closed when collected.
+        with contextlib.suppress(RuntimeError):
+            self.writer.close()
 
 
 class ConnectionPool:

@@ -25,7 +25,9 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -87,6 +89,8 @@ class Transport:
         self._pools: dict[tuple[Any, ...], ConnectionPool] = {}
         self._httpx: dict[str, Any] = {}
         self._closed = False
+        # The loop whose sockets the pools hold (weakly: a Transport must not keep a loop alive).
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -195,6 +199,21 @@ class Transport:
                 "The transport is closed",
                 hint="Open a new Transport (or let the Session build its own).",
             )
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # built outside a loop: bound by its first use inside one
+        bound = self._loop() if self._loop is not None else None
+        if bound is loop:
+            return
+        if bound is not None or self._pools or self._httpx:
+            # Its connections belong to the loop that opened them (dead once that loop closed).
+            raise ConfigurationError(
+                "This Transport was used in another event loop",
+                hint="A Transport belongs to one event loop: build one inside each asyncio.run() "
+                "(or loop), or let each Session build its own.",
+            )
+        self._loop = weakref.ref(loop)
 
     async def aclose(self) -> None:
         """Close every pooled connection and the SDKs' HTTP client (idempotent)."""
