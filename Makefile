@@ -33,7 +33,7 @@ test: $(STAMP)  ## Run the whole test suite.
 check: $(STAMP)  ## Formatting, lint and strict typing over both packages.
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict packages/pollux/src packages/pollard/src
+	$(BIN)/mypy --strict packages/pollux/src packages/pollard/src bench stress
 
 fmt: $(STAMP)  ## Format and auto-fix.
 	$(BIN)/ruff format .

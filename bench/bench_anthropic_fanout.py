@@ -28,7 +28,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench._fanout import SOURCE_TEXT, best_of, canned_server, measure, questions
+from bench._fanout import SOURCE_TEXT, Work, best_of, canned_server, measure, questions
 from bench._result import Result
 
 N_PROMPTS = 300
@@ -103,7 +103,7 @@ def _sdk_fanout(base_url: str, *, aiohttp: bool) -> Callable[[], Awaitable[None]
                         }
                     ],
                 )
-                return str(message.content[0].text)
+                return str(getattr(message.content[0], "text", ""))
 
         answers = await asyncio.gather(*(one(p) for p in prompts))
         assert len(answers) == N_PROMPTS
@@ -181,6 +181,10 @@ def _bare_fanout(base_url: str) -> Callable[[], Awaitable[None]]:
     return work
 
 
+def _measure_made(make: Callable[[], Work]) -> tuple[float, float]:
+    return measure(make())
+
+
 def run() -> list[Result]:
     ideal = math.ceil(N_PROMPTS / CONCURRENCY) * LATENCY_S
     with canned_server(LATENCY_S) as url:
@@ -193,7 +197,7 @@ def run() -> list[Result]:
                 "sdk_aio": lambda: _sdk_fanout(url, aiohttp=True),
                 "bare": lambda: _bare_fanout(url),
             },
-            lambda make: measure(make()),
+            _measure_made,
         )
     p, p_warm = best["p"], best["p_warm"]
     sdk_httpx, sdk_aio, bare = best["sdk_httpx"], best["sdk_aio"], best["bare"]

@@ -17,6 +17,7 @@ import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import openai
 
@@ -31,7 +32,7 @@ ROUNDS = 3
 MODEL = "gpt-5-nano"
 
 
-def _body(i: int) -> list[dict[str, object]]:
+def _body(i: int) -> list[Any]:
     return [{"role": "user", "content": [{"type": "input_text", "text": f"Question {i}?"}]}]
 
 

@@ -115,7 +115,9 @@ def _run_in_process(argv: list[str]) -> tuple[int | None, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def _check(argv: list[str], allowed: set[int], result: tuple[int | None, str, str], o: Outcome):
+def _check(
+    argv: list[str], allowed: set[int], result: tuple[int | None, str, str], o: Outcome
+) -> None:
     code, _, err = result
     shown = [a[:40] for a in argv]
     if code is None or "Traceback" in err:
