@@ -30,7 +30,7 @@ demo: $(STAMP)  ## Run the main job offline (no keys, no network), in Python and
 test: $(STAMP)  ## Run the whole test suite.
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-check: $(STAMP)  ## Formatting, lint and strict typing over both packages.
+check: $(STAMP)  ## Formatting, lint and strict typing over both packages, bench/ and stress/.
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict packages/pollux/src packages/pollard/src bench stress
