@@ -15,6 +15,8 @@ import its own layer and the ones below it, including lazily inside functions an
 6. the edge: ``pollard._edge`` (seal, merge, transfer, gc, view), ``_cli``/``cli``, ``html``,
    ``otel``, ``mcp``, ``pytest_plugin``, ``adapters``.
 7. ``pollard`` itself (``__init__``): the public door.
+8. the pollux bridge, ``pollard.adapters.pollux``: a client of the public door, built only on
+   what a user could build it on (pollard's and pollux's public names and modules).
 
 Privacy: no module imports a ``_private`` name from another module, or reads a ``_private``
 attribute that its own source never defines (``run._state`` from an adapter, say). Private
@@ -55,6 +57,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pollard.adapters",
     ),
     ("pollard",),
+    ("pollard.adapters.pollux",),
 ]
 
 
