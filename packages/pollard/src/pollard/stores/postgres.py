@@ -107,6 +107,52 @@ class _Queue:
         self.items.extend((sql, row) for row in rows)
 
 
+class _Wire:
+    """One connection's batches sent and read below psycopg's cursor (the same libpq calls).
+
+    A cursor's ``execute`` and ``fetchall`` cost more client CPU per round trip than the rest
+    of a budgeted step's bookkeeping (query conversion, result descriptions, row factories);
+    a batch is already one finished simple query, so it is sent as it is and its rows are
+    loaded by psycopg's own `Transformer` (the same loaders, so the same Python values).
+    """
+
+    def __init__(self, psycopg: Any, conn: Any) -> None:
+        pq = psycopg.pq
+        self._conn = conn
+        self._pgconn = conn.pgconn
+        self._execute = importlib.import_module("psycopg.generators").execute
+        self._error = psycopg.errors.error_from_result
+        self._internal = psycopg.errors.InternalError
+        self._encoding = conn.info.encoding
+        self._tuples = pq.ExecStatus.TUPLES_OK
+        self._empty = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY)
+        self._loader = psycopg.adapt.Transformer(conn)
+
+    def run(self, text: str) -> list[list[Any] | None]:
+        """Send ``text`` as one simple query; the rows of each statement (None: no rows).
+
+        Raises the error psycopg's cursor raises for the first failed statement.
+        """
+        conn = self._conn
+        with conn.lock:
+            self._pgconn.send_query(text.encode(self._encoding))
+            results = conn.wait(self._execute(self._pgconn))
+        out: list[list[Any] | None] = []
+        loader = self._loader
+        for res in results:
+            status = res.status
+            if status == self._tuples:
+                loader.set_pgresult(res)
+                out.append(loader.load_rows(0, res.ntuples, tuple))
+            elif status in self._empty:
+                out.append(None)
+            else:
+                raise self._error(res, encoding=self._encoding)
+        if not out:
+            raise self._internal("got no result from the query")
+        return out
+
+
 class PostgresStore(SqlStore):
     """A PostgreSQL store: nodes, interned blobs and the budget ledger shared by many workers.
 
@@ -410,22 +456,19 @@ class PostgresStore(SqlStore):
         cur = getattr(self._local, "batch_cursor", None)
         if cur is None or cur.connection is not conn:  # one per connection, kept open
             cur = self._local.batch_cursor = self._psycopg.ClientCursor(conn)
+            self._local.wire = _Wire(self._psycopg, conn)
+        wire: _Wire = self._local.wire
         errors = self._psycopg.errors
         try:
             try:
-                cur.execute(self._batch_text(conn, cur, queue))
+                return wire.run(self._batch_text(conn, cur, queue))
             except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement):
                 # The session lost (or already holds) a prepared statement, as behind a pooling
                 # proxy: the batch was rolled back whole, so it is sent again after a resync.
                 if conn.info.transaction_status != _IDLE:
                     conn.execute("ROLLBACK")
                 self._local.prepared = None
-                cur.execute(self._batch_text(conn, cur, queue))
-            results: list[list[Any] | None] = []
-            while True:
-                results.append(cur.fetchall() if cur.description is not None else None)
-                if not cur.nextset():
-                    return results
+                return wire.run(self._batch_text(conn, cur, queue))
         except self._psycopg.OperationalError:
             self._discard()
             raise
