@@ -281,6 +281,30 @@ def test_long_strings_with_nul_round_trip(pg_dsn: str, store_id: str) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("durable", [True, False])
+def test_text_that_needs_escaping_round_trips_through_the_step_calls(
+    pg_dsn: str, store_id: str, durable: bool
+) -> None:
+    # Not durable, a step's parameters travel as extended-protocol text; durable, the commit's
+    # as SQL literals: quotes, backslashes, array punctuation and non-ASCII arrive unchanged.
+    odd = 'it\'s \\ "q" {a,b} NULL é ∑ 🙂 \\x00 $1 %s'
+    with (
+        PostgresStore(pg_dsn, store_id=store_id, durable=durable) as store,
+        Runtime(store) as runtime,
+    ):
+        run = runtime.run(odd, budget=Budget(steps=10, tokens=1_000))
+        run.model_call(
+            {"model": odd, "k": [odd]},
+            fn=lambda p: {"text": odd, "usage": {"input_tokens": 2, "output_tokens": 1}},
+        )
+        node = next(n for n in store.walk(run.root_id) if n.kind is NodeKind.MODEL_CALL)
+        assert node.payload == {"model": odd, "k": [odd]}
+        assert node.result is not None and node.result["text"] == odd
+        assert store.totals(run.root_id)["steps"] == 1
+        assert store.totals(run.root_id)["tokens"] == 3
+
+
+@pytest.mark.postgres
 def test_a_role_without_create_privilege_opens_an_existing_store(
     pg_dsn: str, store_id: str
 ) -> None:

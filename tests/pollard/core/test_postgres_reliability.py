@@ -255,16 +255,26 @@ def test_the_server_side_rule_agrees_with_admit(pg_dsn: str, store_id: str) -> N
         assert memory.totals(root.id) == pg.totals(root.id)
 
 
+@pytest.mark.parametrize("durable", [True, False])
 def test_steps_survive_prepared_statements_dropped_behind_the_store(
-    pg_dsn: str, store_id: str
+    pg_dsn: str, store_id: str, durable: bool
 ) -> None:
-    """As behind a pooling proxy that hands the store another server session."""
-    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+    """As behind a pooling proxy that hands the store another server session.
+
+    Not durable, both calls of a step are prepared extended-protocol calls; durable, the
+    commit is a batch with its own PREPAREs.
+    """
+    with (
+        PostgresStore(pg_dsn, store_id=store_id, durable=durable) as store,
+        Runtime(store) as runtime,
+    ):
         run = runtime.run("pooled", budget=Budget(steps=5))
         run.model_call({"q": 0}, fn=_answer)
-        store._local.conn.execute("DEALLOCATE ALL")
-        run.model_call({"q": 1}, fn=_answer)
-        assert store.totals(run.root_id)["steps"] == 2
+        for i in range(1, 3):
+            store._local.conn.execute("DEALLOCATE ALL")
+            run.model_call({"q": i}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 3
+        assert [n.payload["q"] for n in store.walk(run.root_id) if "q" in n.payload] == [0, 1, 2]
 
 
 def test_verify_reports_nodes_no_run_reaches_on_postgres(

@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["COMMIT_NAME", "FUNCTIONS", "FUNCTION_NAMES", "RESERVE_NAME", "literal", "literals"]
+__all__ = [
+    "COMMIT_NAME",
+    "FUNCTIONS",
+    "FUNCTION_NAMES",
+    "RESERVE_NAME",
+    "literal",
+    "literals",
+    "text_params",
+]
 
 _ARRAY_ESCAPE = str.maketrans({"\\": "\\\\", '"': '\\"'})
 
@@ -73,6 +81,44 @@ def literals(values: Sequence[Any]) -> str | None:
             return None
         out.append(text)
     return ", ".join(out)
+
+
+def text_params(values: Sequence[Any]) -> list[bytes | None] | None:
+    """``values`` as text-format parameters of an extended-protocol call, or None.
+
+    The same types as `literal`, written as the server's input text (no SQL quoting: a bound
+    parameter is never parsed as SQL). None when a value is not one of them, so the caller
+    takes the quoting path (where the driver refuses what PostgreSQL cannot hold, like NUL).
+    """
+    out: list[bytes | None] = []
+    append = out.append
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            if "\x00" in value:
+                return None
+            append(value.encode("utf-8"))
+        elif value is None:
+            append(None)
+        elif kind is bytes:
+            append(b"\\x" + value.hex().encode("ascii"))
+        elif kind is int or kind is float or kind is Decimal:
+            append(str(value).encode("ascii"))
+        elif kind is list:
+            parts = []
+            for item in value:
+                if type(item) is str:
+                    if "\x00" in item:
+                        return None
+                    parts.append('"' + item.translate(_ARRAY_ESCAPE) + '"')
+                elif type(item) in (int, float, Decimal):
+                    parts.append(str(item))
+                else:
+                    return None
+            append(("{" + ",".join(parts) + "}").encode("utf-8"))
+        else:
+            return None
+    return out
 
 
 # A store creates a function only when its name is missing, so a change to a body below must

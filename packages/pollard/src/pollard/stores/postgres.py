@@ -33,7 +33,14 @@ from pollard._core._ledger import (
 from pollard._core._node import Node
 from pollard.errors import PollardError
 from pollard.stores._common import check_new_node
-from pollard.stores._pgtext import COMMIT_NAME, FUNCTION_NAMES, FUNCTIONS, RESERVE_NAME, literals
+from pollard.stores._pgtext import (
+    COMMIT_NAME,
+    FUNCTION_NAMES,
+    FUNCTIONS,
+    RESERVE_NAME,
+    literals,
+    text_params,
+)
 from pollard.stores._sql import Dialect, SqlStore, check_store_id, dump_held, load_held
 
 __all__ = ["PostgresStore"]
@@ -94,6 +101,11 @@ def _numbered(sql: str) -> str:
     )
 
 
+def _placeholders(function: str, count: int) -> str:
+    """``SELECT * FROM function($1, ..., $count)``."""
+    return f"SELECT * FROM {function}({', '.join(f'${i}' for i in range(1, count + 1))})"
+
+
 class _Queue:
     """Statements collected for one `PostgresStore._batch` (a cursor stand-in for writers)."""
 
@@ -127,6 +139,10 @@ class _Wire:
         self._tuples = pq.ExecStatus.TUPLES_OK
         self._empty = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY)
         self._loader = psycopg.adapt.Transformer(conn)
+        # Statements `call` prepared on this session (cleared when the session may have lost
+        # them, as behind a pooling proxy).
+        self.prepared: set[str] = set()
+        self.utf8 = self._encoding == "utf-8"
 
     def run(self, text: str) -> list[list[Any] | None]:
         """Send ``text`` as one simple query; the rows of each statement (None: no rows).
@@ -151,6 +167,31 @@ class _Wire:
         if not out:
             raise self._internal("got no result from the query")
         return out
+
+    def call(self, name: str, sql: str, params: Sequence[bytes | None]) -> list[Any]:
+        """Run the prepared statement ``name`` (``sql``, prepared on first use); its rows.
+
+        One extended-protocol round trip: the server neither parses nor plans the call again
+        and the parameters travel as text without SQL quoting.
+        """
+        conn, pgconn = self._conn, self._pgconn
+        key = name.encode("ascii")
+        with conn.lock:
+            if name not in self.prepared:
+                pgconn.send_prepare(key, sql.encode(self._encoding))
+                (res,) = conn.wait(self._execute(pgconn))
+                if res.status not in self._empty:
+                    raise self._error(res, encoding=self._encoding)
+                self.prepared.add(name)
+            pgconn.send_query_prepared(key, params)
+            (res,) = conn.wait(self._execute(pgconn))
+        if res.status != self._tuples:
+            if res.status not in self._empty:
+                raise self._error(res, encoding=self._encoding)
+            return []
+        self._loader.set_pgresult(res)
+        rows: list[Any] = self._loader.load_rows(0, res.ntuples, tuple)
+        return rows
 
 
 class PostgresStore(SqlStore):
@@ -459,6 +500,23 @@ class PostgresStore(SqlStore):
             self._local.wire = _Wire(self._psycopg, conn)
         wire: _Wire = self._local.wire
         errors = self._psycopg.errors
+        if len(queue.items) == 1 and queue.items[0][0] in self._calls and wire.utf8:
+            # A lone step function (no BEGIN/COMMIT): a prepared extended-protocol call.
+            sql, values = queue.items[0]
+            params = text_params(values)
+            if params is not None:
+                try:
+                    try:
+                        return [wire.call(*self._calls[sql], params)]
+                    except errors.InvalidSqlStatementName:
+                        wire.prepared.clear()  # the session lost it (a pooling proxy)
+                        return [wire.call(*self._calls[sql], params)]
+                except self._psycopg.OperationalError:
+                    self._discard()
+                    raise
+                except BaseException:
+                    wire.prepared.clear()
+                    raise
         try:
             try:
                 return wire.run(self._batch_text(conn, cur, queue))
@@ -564,7 +622,11 @@ class PostgresStore(SqlStore):
         }
         self._reserve_call = f"SELECT * FROM {RESERVE_NAME}"
         self._commit_call = f"SELECT * FROM {COMMIT_NAME}"
-        self._calls = frozenset({self._reserve_call, self._commit_call})
+        # Each function's call as a prepared statement: (name, text with $n parameters).
+        self._calls = {
+            self._reserve_call: (f"{RESERVE_NAME}_call", _placeholders(RESERVE_NAME, 15)),
+            self._commit_call: (f"{COMMIT_NAME}_call", _placeholders(COMMIT_NAME, 19)),
+        }
         # Prepared per connection under names unique to this store (one connection may serve
         # several PostgresStore objects).
         tag = hashlib.sha256(self._store_id.encode("utf-8")).hexdigest()[:12]
