@@ -423,6 +423,40 @@ def test_a_store_an_older_version_made_gets_the_step_functions(pg_dsn: str) -> N
 
 
 @pytest.mark.postgres
+def test_a_reservation_reads_only_its_own_scopes_ledger_rows(pg_dsn: str) -> None:
+    """The regression: the first reservation function hash-joined every ledger row of the
+    store, so each step cost more the more runs the store had ever recorded."""
+    import psycopg
+
+    from pollard.stores._pgtext import RESERVE_NAME
+
+    with fresh_schema(pg_dsn) as dsn:
+        with PostgresStore(dsn, store_id="wide", durable=False) as store, Runtime(store) as rt:
+            for i in range(60):  # 60 runs, each a scope with three settled meters
+                run = rt.run(f"r{i}", budget=Budget(steps=5, tokens=100))
+                run.model_call(
+                    {"i": i},
+                    fn=lambda p: {"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1}},
+                )
+            scope = run.root_id
+        assert row_count(dsn, "ledger", "wide") >= 180
+        with psycopg.connect(dsn) as conn:  # one transaction: its own table statistics
+            for held in (json.dumps([["b", scope, "steps", "1"]]), None):  # admitted, unheld
+                conn.execute(
+                    f"SELECT * FROM {RESERVE_NAME}('wide', NULL, '{{1}}', %s, %s, '{{5,100}}', "
+                    "'{1,0}', '{}', '{}', '{}', '{}', '{}', 'probe', 60, %s)",
+                    ([scope, scope], ["steps", "tokens"], held),
+                ).fetchall()
+            row = conn.execute(
+                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                "FROM pg_stat_xact_user_tables WHERE relname = 'pollard_ledger' "
+                "AND schemaname = current_schema()"
+            ).fetchone()
+            conn.rollback()
+        assert row is not None and row[0] <= 12, row  # its own scope's rows, not the store's 180
+
+
+@pytest.mark.postgres
 def test_a_role_that_may_not_create_the_functions_keeps_the_batches(pg_dsn: str) -> None:
     import psycopg
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import importlib
 import os
@@ -48,6 +49,7 @@ __all__ = ["PostgresStore"]
 _INSTALL = 'PostgresStore needs psycopg 3: pip install "pollard[pg]"'
 
 
+@functools.lru_cache(maxsize=4096)  # a run's scopes repeat on every step
 def _lock_key(*parts: str) -> int:
     """A signed 64-bit advisory lock key, identical in every process."""
     digest = hashlib.sha256("\x00".join(parts).encode("utf-8")).digest()
