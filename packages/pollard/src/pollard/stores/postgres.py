@@ -943,7 +943,8 @@ class PostgresStore(SqlStore):
         explicit = bool(blobs.items) or self.durable or not self._functions
         if explicit:
             queue.execute("BEGIN")
-            queue.execute(_NO_FLUSH)
+            if not self._functions:  # the function turns the flush off for the transaction
+                queue.execute(_NO_FLUSH)
         queue.items.extend(blobs.items)
         at = len(queue.items)
         if self._functions:
