@@ -277,6 +277,27 @@ def test_steps_survive_prepared_statements_dropped_behind_the_store(
         assert [n.payload["q"] for n in store.walk(run.root_id) if "q" in n.payload] == [0, 1, 2]
 
 
+def test_a_step_call_another_client_prepared_on_the_session_is_used(
+    pg_dsn: str, store_id: str
+) -> None:
+    """Behind a pooling proxy another client may have prepared the same call on the session."""
+    from pollard.stores._pgtext import RESERVE_NAME
+
+    with (
+        PostgresStore(pg_dsn, store_id=store_id, durable=False) as store,
+        Runtime(store) as runtime,
+    ):
+        run = runtime.run("shared-session", budget=Budget(steps=5))
+        run.model_call({"q": 0}, fn=_answer)
+        conn = store._local.conn
+        conn.execute("DEALLOCATE ALL")
+        marks = ", ".join(f"${i}" for i in range(1, 16))
+        conn.execute(f"PREPARE {RESERVE_NAME}_call AS SELECT * FROM {RESERVE_NAME}({marks})")
+        store._local.wire.prepared.clear()  # this client has not prepared it on this session
+        run.model_call({"q": 1}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 2
+
+
 def test_verify_reports_nodes_no_run_reaches_on_postgres(
     pg_dsn: str, store_id: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

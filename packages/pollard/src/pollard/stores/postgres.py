@@ -59,6 +59,7 @@ def _lock_key(*parts: str) -> int:
 _SCHEMA_LOCK = _lock_key("pollard", "schema")
 _SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_SQLSTATE = ord("C")  # libpq's PG_DIAG_SQLSTATE field of an error result
 _ADMIT_TRIES = 10
 _MAX_TRACKED_HOLDS = 4096
 # The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
@@ -182,7 +183,10 @@ class _Wire:
             if name not in self.prepared:
                 pgconn.send_prepare(key, sql.encode(self._encoding))
                 (res,) = conn.wait(self._execute(pgconn))
-                if res.status not in self._empty:
+                # Already prepared on this server session (behind a pooling proxy, by another
+                # client of the same version): the name fixes the text, so it is the same one.
+                duplicate = res.error_field(_SQLSTATE) == b"42P05"
+                if res.status not in self._empty and not duplicate:
                     raise self._error(res, encoding=self._encoding)
                 self.prepared.add(name)
             pgconn.send_query_prepared(key, params)
