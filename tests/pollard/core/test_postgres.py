@@ -281,6 +281,30 @@ def test_long_strings_with_nul_round_trip(pg_dsn: str, store_id: str) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("durable", [True, False])
+def test_text_that_needs_escaping_round_trips_through_the_step_calls(
+    pg_dsn: str, store_id: str, durable: bool
+) -> None:
+    # Not durable, a step's parameters travel as extended-protocol text; durable, the commit's
+    # as SQL literals: quotes, backslashes, array punctuation and non-ASCII arrive unchanged.
+    odd = 'it\'s \\ "q" {a,b} NULL é ∑ 🙂 \\x00 $1 %s'
+    with (
+        PostgresStore(pg_dsn, store_id=store_id, durable=durable) as store,
+        Runtime(store) as runtime,
+    ):
+        run = runtime.run(odd, budget=Budget(steps=10, tokens=1_000))
+        run.model_call(
+            {"model": odd, "k": [odd]},
+            fn=lambda p: {"text": odd, "usage": {"input_tokens": 2, "output_tokens": 1}},
+        )
+        node = next(n for n in store.walk(run.root_id) if n.kind is NodeKind.MODEL_CALL)
+        assert node.payload == {"model": odd, "k": [odd]}
+        assert node.result is not None and node.result["text"] == odd
+        assert store.totals(run.root_id)["steps"] == 1
+        assert store.totals(run.root_id)["tokens"] == 3
+
+
+@pytest.mark.postgres
 def test_a_role_without_create_privilege_opens_an_existing_store(
     pg_dsn: str, store_id: str
 ) -> None:
@@ -396,6 +420,40 @@ def test_a_store_an_older_version_made_gets_the_step_functions(pg_dsn: str) -> N
                 run.model_call({"q": 3}, fn=lambda p: {"text": "ok"})
             assert store.totals(run.root_id)["steps"] == 3
         assert _functions_exist(dsn)
+
+
+@pytest.mark.postgres
+def test_a_reservation_reads_only_its_own_scopes_ledger_rows(pg_dsn: str) -> None:
+    """The regression: the first reservation function hash-joined every ledger row of the
+    store, so each step cost more the more runs the store had ever recorded."""
+    import psycopg
+
+    from pollard.stores._pgtext import RESERVE_NAME
+
+    with fresh_schema(pg_dsn) as dsn:
+        with PostgresStore(dsn, store_id="wide", durable=False) as store, Runtime(store) as rt:
+            for i in range(60):  # 60 runs, each a scope with three settled meters
+                run = rt.run(f"r{i}", budget=Budget(steps=5, tokens=100))
+                run.model_call(
+                    {"i": i},
+                    fn=lambda p: {"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1}},
+                )
+            scope = run.root_id
+        assert row_count(dsn, "ledger", "wide") >= 180
+        with psycopg.connect(dsn) as conn:  # one transaction: its own table statistics
+            for held in (json.dumps([["b", scope, "steps", "1"]]), None):  # admitted, unheld
+                conn.execute(
+                    f"SELECT * FROM {RESERVE_NAME}('wide', NULL, '{{1}}', %s, %s, '{{5,100}}', "
+                    "'{1,0}', '{}', '{}', '{}', '{}', '{}', 'probe', 60, %s)",
+                    ([scope, scope], ["steps", "tokens"], held),
+                ).fetchall()
+            row = conn.execute(
+                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                "FROM pg_stat_xact_user_tables WHERE relname = 'pollard_ledger' "
+                "AND schemaname = current_schema()"
+            ).fetchone()
+            conn.rollback()
+        assert row is not None and row[0] <= 12, row  # its own scope's rows, not the store's 180
 
 
 @pytest.mark.postgres

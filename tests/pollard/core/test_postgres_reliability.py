@@ -255,14 +255,45 @@ def test_the_server_side_rule_agrees_with_admit(pg_dsn: str, store_id: str) -> N
         assert memory.totals(root.id) == pg.totals(root.id)
 
 
+@pytest.mark.parametrize("durable", [True, False])
 def test_steps_survive_prepared_statements_dropped_behind_the_store(
-    pg_dsn: str, store_id: str
+    pg_dsn: str, store_id: str, durable: bool
 ) -> None:
-    """As behind a pooling proxy that hands the store another server session."""
-    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store) as runtime:
+    """As behind a pooling proxy that hands the store another server session.
+
+    Not durable, both calls of a step are prepared extended-protocol calls; durable, the
+    commit is a batch with its own PREPAREs.
+    """
+    with (
+        PostgresStore(pg_dsn, store_id=store_id, durable=durable) as store,
+        Runtime(store) as runtime,
+    ):
         run = runtime.run("pooled", budget=Budget(steps=5))
         run.model_call({"q": 0}, fn=_answer)
-        store._local.conn.execute("DEALLOCATE ALL")
+        for i in range(1, 3):
+            store._local.conn.execute("DEALLOCATE ALL")
+            run.model_call({"q": i}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 3
+        assert [n.payload["q"] for n in store.walk(run.root_id) if "q" in n.payload] == [0, 1, 2]
+
+
+def test_a_step_call_another_client_prepared_on_the_session_is_used(
+    pg_dsn: str, store_id: str
+) -> None:
+    """Behind a pooling proxy another client may have prepared the same call on the session."""
+    from pollard.stores._pgtext import RESERVE_NAME
+
+    with (
+        PostgresStore(pg_dsn, store_id=store_id, durable=False) as store,
+        Runtime(store) as runtime,
+    ):
+        run = runtime.run("shared-session", budget=Budget(steps=5))
+        run.model_call({"q": 0}, fn=_answer)
+        conn = store._local.conn
+        conn.execute("DEALLOCATE ALL")
+        marks = ", ".join(f"${i}" for i in range(1, 16))
+        conn.execute(f"PREPARE {RESERVE_NAME}_call AS SELECT * FROM {RESERVE_NAME}({marks})")
+        store._local.wire.prepared.clear()  # this client has not prepared it on this session
         run.model_call({"q": 1}, fn=_answer)
         assert store.totals(run.root_id)["steps"] == 2
 
@@ -336,7 +367,8 @@ def test_a_durable_commit_forces_the_flush_in_the_same_round_trip(
     for statements in commits:
         flushes = [i for i, sql in enumerate(statements) if "pg_logical_emit_message(true" in sql]
         if durable:  # the flush is a transaction of its own, after the step's COMMIT
-            assert statements[:2] == ["BEGIN", "SET LOCAL synchronous_commit = off"]
+            assert statements[0] == "BEGIN"  # no SET LOCAL: the function turns the flush off
+            assert not any(sql.startswith("SET LOCAL") for sql in statements)
             assert flushes == [len(statements) - 1]
             assert statements[-2] == "COMMIT"
         else:  # one statement: the function call is its own transaction

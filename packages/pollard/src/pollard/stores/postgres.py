@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import importlib
 import os
@@ -33,7 +34,14 @@ from pollard._core._ledger import (
 from pollard._core._node import Node
 from pollard.errors import PollardError
 from pollard.stores._common import check_new_node
-from pollard.stores._pgtext import COMMIT_NAME, FUNCTION_NAMES, FUNCTIONS, RESERVE_NAME, literals
+from pollard.stores._pgtext import (
+    COMMIT_NAME,
+    FUNCTION_NAMES,
+    FUNCTIONS,
+    RESERVE_NAME,
+    literals,
+    text_params,
+)
 from pollard.stores._sql import Dialect, SqlStore, check_store_id, dump_held, load_held
 
 __all__ = ["PostgresStore"]
@@ -41,6 +49,7 @@ __all__ = ["PostgresStore"]
 _INSTALL = 'PostgresStore needs psycopg 3: pip install "pollard[pg]"'
 
 
+@functools.lru_cache(maxsize=4096)  # a run's scopes repeat on every step
 def _lock_key(*parts: str) -> int:
     """A signed 64-bit advisory lock key, identical in every process."""
     digest = hashlib.sha256("\x00".join(parts).encode("utf-8")).digest()
@@ -50,6 +59,7 @@ def _lock_key(*parts: str) -> int:
 _SCHEMA_LOCK = _lock_key("pollard", "schema")
 _SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_SQLSTATE = ord("C")  # libpq's PG_DIAG_SQLSTATE field of an error result
 _ADMIT_TRIES = 10
 _MAX_TRACKED_HOLDS = 4096
 # The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
@@ -94,6 +104,11 @@ def _numbered(sql: str) -> str:
     )
 
 
+def _placeholders(function: str, count: int) -> str:
+    """``SELECT * FROM function($1, ..., $count)``."""
+    return f"SELECT * FROM {function}({', '.join(f'${i}' for i in range(1, count + 1))})"
+
+
 class _Queue:
     """Statements collected for one `PostgresStore._batch` (a cursor stand-in for writers)."""
 
@@ -105,6 +120,84 @@ class _Queue:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.items.extend((sql, row) for row in rows)
+
+
+class _Wire:
+    """One connection's batches sent and read below psycopg's cursor (the same libpq calls).
+
+    A cursor's ``execute`` and ``fetchall`` cost more client CPU per round trip than the rest
+    of a budgeted step's bookkeeping (query conversion, result descriptions, row factories);
+    a batch is already one finished simple query, so it is sent as it is and its rows are
+    loaded by psycopg's own `Transformer` (the same loaders, so the same Python values).
+    """
+
+    def __init__(self, psycopg: Any, conn: Any) -> None:
+        pq = psycopg.pq
+        self._conn = conn
+        self._pgconn = conn.pgconn
+        self._execute = importlib.import_module("psycopg.generators").execute
+        self._error = psycopg.errors.error_from_result
+        self._internal = psycopg.errors.InternalError
+        self._encoding = conn.info.encoding
+        self._tuples = pq.ExecStatus.TUPLES_OK
+        self._empty = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY)
+        self._loader = psycopg.adapt.Transformer(conn)
+        # Statements `call` prepared on this session (cleared when the session may have lost
+        # them, as behind a pooling proxy).
+        self.prepared: set[str] = set()
+        self.utf8 = self._encoding == "utf-8"
+
+    def run(self, text: str) -> list[list[Any] | None]:
+        """Send ``text`` as one simple query; the rows of each statement (None: no rows).
+
+        Raises the error psycopg's cursor raises for the first failed statement.
+        """
+        conn = self._conn
+        with conn.lock:
+            self._pgconn.send_query(text.encode(self._encoding))
+            results = conn.wait(self._execute(self._pgconn))
+        out: list[list[Any] | None] = []
+        loader = self._loader
+        for res in results:
+            status = res.status
+            if status == self._tuples:
+                loader.set_pgresult(res)
+                out.append(loader.load_rows(0, res.ntuples, tuple))
+            elif status in self._empty:
+                out.append(None)
+            else:
+                raise self._error(res, encoding=self._encoding)
+        if not out:
+            raise self._internal("got no result from the query")
+        return out
+
+    def call(self, name: str, sql: str, params: Sequence[bytes | None]) -> list[Any]:
+        """Run the prepared statement ``name`` (``sql``, prepared on first use); its rows.
+
+        One extended-protocol round trip: the server neither parses nor plans the call again
+        and the parameters travel as text without SQL quoting.
+        """
+        conn, pgconn = self._conn, self._pgconn
+        key = name.encode("ascii")
+        with conn.lock:
+            if name not in self.prepared:
+                pgconn.send_prepare(key, sql.encode(self._encoding))
+                (res,) = conn.wait(self._execute(pgconn))
+                # Already prepared on this server session (behind a pooling proxy, by another
+                # client of the same version): the name fixes the text, so it is the same one.
+                duplicate = res.error_field(_SQLSTATE) == b"42P05"
+                if res.status not in self._empty and not duplicate:
+                    raise self._error(res, encoding=self._encoding)
+                self.prepared.add(name)
+            pgconn.send_query_prepared(key, params)
+            (res,) = conn.wait(self._execute(pgconn))
+        if res.status != self._tuples:
+            if res.status not in self._empty:
+                raise self._error(res, encoding=self._encoding)
+            return []
+        self._loader.set_pgresult(res)
+        rows: list[Any] = self._loader.load_rows(0, res.ntuples, tuple)
+        return rows
 
 
 class PostgresStore(SqlStore):
@@ -410,22 +503,36 @@ class PostgresStore(SqlStore):
         cur = getattr(self._local, "batch_cursor", None)
         if cur is None or cur.connection is not conn:  # one per connection, kept open
             cur = self._local.batch_cursor = self._psycopg.ClientCursor(conn)
+            self._local.wire = _Wire(self._psycopg, conn)
+        wire: _Wire = self._local.wire
         errors = self._psycopg.errors
+        if len(queue.items) == 1 and queue.items[0][0] in self._calls and wire.utf8:
+            # A lone step function (no BEGIN/COMMIT): a prepared extended-protocol call.
+            sql, values = queue.items[0]
+            params = text_params(values)
+            if params is not None:
+                try:
+                    try:
+                        return [wire.call(*self._calls[sql], params)]
+                    except errors.InvalidSqlStatementName:
+                        wire.prepared.clear()  # the session lost it (a pooling proxy)
+                        return [wire.call(*self._calls[sql], params)]
+                except self._psycopg.OperationalError:
+                    self._discard()
+                    raise
+                except BaseException:
+                    wire.prepared.clear()
+                    raise
         try:
             try:
-                cur.execute(self._batch_text(conn, cur, queue))
+                return wire.run(self._batch_text(conn, cur, queue))
             except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement):
                 # The session lost (or already holds) a prepared statement, as behind a pooling
                 # proxy: the batch was rolled back whole, so it is sent again after a resync.
                 if conn.info.transaction_status != _IDLE:
                     conn.execute("ROLLBACK")
                 self._local.prepared = None
-                cur.execute(self._batch_text(conn, cur, queue))
-            results: list[list[Any] | None] = []
-            while True:
-                results.append(cur.fetchall() if cur.description is not None else None)
-                if not cur.nextset():
-                    return results
+                return wire.run(self._batch_text(conn, cur, queue))
         except self._psycopg.OperationalError:
             self._discard()
             raise
@@ -521,7 +628,11 @@ class PostgresStore(SqlStore):
         }
         self._reserve_call = f"SELECT * FROM {RESERVE_NAME}"
         self._commit_call = f"SELECT * FROM {COMMIT_NAME}"
-        self._calls = frozenset({self._reserve_call, self._commit_call})
+        # Each function's call as a prepared statement: (name, text with $n parameters).
+        self._calls = {
+            self._reserve_call: (f"{RESERVE_NAME}_call", _placeholders(RESERVE_NAME, 15)),
+            self._commit_call: (f"{COMMIT_NAME}_call", _placeholders(COMMIT_NAME, 19)),
+        }
         # Prepared per connection under names unique to this store (one connection may serve
         # several PostgresStore objects).
         tag = hashlib.sha256(self._store_id.encode("utf-8")).hexdigest()[:12]
@@ -836,7 +947,8 @@ class PostgresStore(SqlStore):
         explicit = bool(blobs.items) or self.durable or not self._functions
         if explicit:
             queue.execute("BEGIN")
-            queue.execute(_NO_FLUSH)
+            if not self._functions:  # the function turns the flush off for the transaction
+                queue.execute(_NO_FLUSH)
         queue.items.extend(blobs.items)
         at = len(queue.items)
         if self._functions:
