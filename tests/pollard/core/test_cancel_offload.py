@@ -227,3 +227,38 @@ async def test_closing_the_runtime_before_a_cancelled_step_ends_leaves_no_reserv
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _reservations(path) == 0
+
+
+async def test_a_cancelled_reserve_is_released_on_the_store_io_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The release of a reservation that a cancelled step never saw runs on the store's own I/O
+    # thread right after the reserve (so a runtime closed meanwhile, which waits for that
+    # thread, never finds it still to do); it used to be sent back to a default worker thread,
+    # racing the close ("cleanup after a cancelled store operation failed ... is closed").
+    entered, gate = threading.Event(), threading.Event()
+    released_on: list[str] = []
+    reserve, release = SQLiteStore.reserve, SQLiteStore.release
+
+    def gated(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        assert gate.wait(10), "the test never opened the gate"
+        return reserve(self, *args, **kwargs)
+
+    def recorded(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
+        released_on.append(threading.current_thread().name)
+        return release(self, *args, **kwargs)
+
+    path = tmp_path / "runs.db"
+    async with AsyncRuntime(path) as rt:
+        run = rt.run("released", budget=Budget(steps=5))
+        monkeypatch.setattr(SQLiteStore, "reserve", gated)
+        monkeypatch.setattr(SQLiteStore, "release", recorded)
+        task = asyncio.ensure_future(run.model_call({"model": "m"}, fn=_model))
+        assert await asyncio.to_thread(entered.wait, 10)
+        task.cancel()  # cancels the future the step awaits at once, before the reserve returns
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert _reservations(path) == 0
+    assert released_on == [f"pollard-sqlite-io:{path.name}"]

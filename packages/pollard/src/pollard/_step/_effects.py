@@ -252,7 +252,7 @@ async def _on_io_thread(
     undo: Callable[[Any], Any] | None,
 ) -> Any:
     """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
-    pending = io_thread.run_soon(loop, call)
+    pending = io_thread.run_soon(loop, call, undo)
     try:
         return await pending.waiter
     except asyncio.CancelledError:
@@ -260,7 +260,11 @@ async def _on_io_thread(
             await _finish(pending.finished())
         assert pending.outcome is not None
         ok, value = pending.outcome
-        if undo is not None and ok:
+        if pending.undo_outcome is not None:  # the I/O thread undid it right after the call
+            undone, error = pending.undo_outcome
+            if not undone:
+                _warn_undo(error)
+        elif undo is not None and ok:
             await _undo(loop, undo, value)
         raise
 

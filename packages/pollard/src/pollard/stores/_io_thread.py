@@ -47,12 +47,18 @@ class Pending:
         outcome: The `Outcome`, set on the loop once the operation's batch has run.
     """
 
-    __slots__ = ("_finished", "loop", "outcome", "waiter")
+    __slots__ = ("_finished", "loop", "outcome", "undo", "undo_outcome", "waiter")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, undo: Callable[[Any], Any] | None = None
+    ) -> None:
         self.loop = loop
         self.waiter: asyncio.Future[Any] = loop.create_future()
         self.outcome: Outcome | None = None
+        #: Called with the value on the I/O thread, right after the operation, when the waiter
+        #: was cancelled meanwhile (nobody will see the value); its outcome in ``undo_outcome``.
+        self.undo = undo
+        self.undo_outcome: Outcome | None = None
         self._finished: asyncio.Future[None] | None = None
 
     def finished(self) -> asyncio.Future[None]:
@@ -147,16 +153,24 @@ class IoThread(Executor):
         self._put((future, functools.partial(fn, *args, **kwargs)))
         return future
 
-    def run_soon(self, loop: asyncio.AbstractEventLoop, operation: Callable[[], Any]) -> Pending:
+    def run_soon(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        operation: Callable[[], Any],
+        undo: Callable[[Any], Any] | None = None,
+    ) -> Pending:
         """Queue ``operation()`` from ``loop``; its `Pending` settles there after its batch.
 
         Cancelling ``Pending.waiter`` does not stop the operation: it still runs, and its
-        outcome is still recorded (``Pending.finished()`` tells when).
+        outcome is still recorded (``Pending.finished()`` tells when). If the waiter was
+        cancelled by the time the operation returned a value, ``undo(value)`` runs on this
+        thread before anything queued later, so a store closed meanwhile (its close waits for
+        this thread) is never left holding what the operation created.
 
         Raises:
             Exception: ``closed_error()`` after `shutdown`.
         """
-        pending = Pending(loop)
+        pending = Pending(loop, undo)
         self._put((pending, operation))
         return pending
 
@@ -246,6 +260,7 @@ class IoThread(Executor):
                 outcomes = self._run_batch([operation for _, operation in live])
             except BaseException as exc:  # the batch runner itself failed: every operation did
                 outcomes = [(False, exc)] * len(live)
+            self._undo_abandoned(live, outcomes)
             _deliver(
                 [
                     (target, ok, value)
@@ -253,6 +268,28 @@ class IoThread(Executor):
                 ]
             )
             del batch, live, outcomes  # drop references to results before waiting again
+
+    def _undo_abandoned(self, live: list[_Item], outcomes: list[Outcome]) -> None:
+        # A waiter is cancelled on its loop (Task.cancel cancels the future it awaits at once);
+        # reading that flag here is a plain attribute read. A cancellation that lands after this
+        # check is undone by the awaiting side instead (see pollard._step._effects).
+        undos: list[tuple[Pending, Callable[[], Any]]] = []
+        for (target, _), (ok, value) in zip(live, outcomes, strict=True):
+            if (
+                ok
+                and isinstance(target, Pending)
+                and target.undo is not None
+                and target.waiter.cancelled()
+            ):
+                undos.append((target, functools.partial(target.undo, value)))
+        if not undos:
+            return
+        try:
+            results = self._run_batch([undo for _, undo in undos])
+        except BaseException as exc:
+            results = [(False, exc)] * len(undos)
+        for (target, _), result in zip(undos, results, strict=True):
+            target.undo_outcome = result
 
 
 def _claim(target: Future[Any] | Pending) -> bool:
