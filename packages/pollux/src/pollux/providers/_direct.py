@@ -73,6 +73,21 @@ class DirectPost:
         self._status_error = status_error
         self._encoder = BodyEncoder()
 
+    def _network_error(self, exc: TransportError, phase: str) -> APIError:
+        return network_error(
+            provider=self._provider,
+            phase=phase,
+            kind=exc.kind,
+            message=str(exc),
+            base_url=self._base_url,
+            timeout_s=self._timeout_s,
+        )
+
+    def _redirect_error(self, status: int, headers: Mapping[str, str], phase: str) -> APIError:
+        return redirect_error(
+            provider=self._provider, phase=phase, status=status, location=headers.get("location")
+        )
+
     def encode(self, body: Any) -> bytes:
         """The compact JSON bytes of ``body``; a fan-out's shared source text is escaped once."""
         return self._encoder.encode(body)
@@ -91,23 +106,11 @@ class DirectPost:
                 "POST", path, body=body, headers=headers, timeout_s=self._timeout_s
             )
         except TransportError as exc:
-            raise network_error(
-                provider=self._provider,
-                phase=phase,
-                kind=exc.kind,
-                message=str(exc),
-                base_url=self._base_url,
-                timeout_s=self._timeout_s,
-            ) from exc
+            raise self._network_error(exc, phase) from exc
         status = response.status
         if status >= 300:
             if status < 400:
-                raise redirect_error(
-                    provider=self._provider,
-                    phase=phase,
-                    status=status,
-                    location=response.headers.get("location"),
-                )
+                raise self._redirect_error(status, response.headers, phase)
             raise self._status_error(
                 status, response.headers, response.body, f"{self._base_url}{path}"
             )
@@ -149,12 +152,7 @@ class DirectPost:
                 status = response.status
                 if status >= 300:
                     if status < 400:
-                        raise redirect_error(
-                            provider=self._provider,
-                            phase=phase,
-                            status=status,
-                            location=response.headers.get("location"),
-                        )
+                        raise self._redirect_error(status, response.headers, phase)
                     raw = await response.read()
                     raise self._status_error(
                         status, response.headers, raw, f"{self._base_url}{path}"
@@ -169,14 +167,7 @@ class DirectPost:
                 if events:
                     yield events
         except TransportError as exc:
-            raise network_error(
-                provider=self._provider,
-                phase=phase,
-                kind=exc.kind,
-                message=str(exc),
-                base_url=self._base_url,
-                timeout_s=self._timeout_s,
-            ) from exc
+            raise self._network_error(exc, phase) from exc
 
 
 def stainless_status_error(client: Any) -> Callable[[int, Mapping[str, str], bytes, str], Any]:
