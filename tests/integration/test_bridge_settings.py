@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 import pollard.adapters.pollux as bridge
-from pollard import AsyncRuntime
-from pollard._runtime._async import AsyncRun
+from pollard import AsyncRun, AsyncRuntime
 from pollard.adapters.pollux import (
     governed_defer,
     governed_interact,
@@ -25,21 +24,17 @@ from pollard.adapters.pollux import (
 from pollux import Config, ConfigurationError, Environment, Input
 from pollux.interaction import describe_call
 from pollux.interaction.settings import DEFERRED_SETTING_NAMES, SETTING_NAMES
+from tests._signature_parts import OPTIONS as _OPTIONS
+from tests._signature_parts import PROMPTS as _PROMPTS
+from tests._signature_parts import SAMPLING as _SAMPLING
+from tests._signature_parts import TOOL_CHOICE as _TOOL_CHOICE
+from tests._signature_parts import TOOLS as _TOOLS
+from tests._signature_parts import TURN as _TURN
 
 MOCK = Config(provider="openai", model="gpt-5-nano", use_mock=True)
 ENV = Environment(instructions="Be brief.")
 
-_SAMPLING = (
-    "output: 'ResponseSchemaInput | None' = None, temperature: 'float | None' = None, "
-    "top_p: 'float | None' = None, max_tokens: 'int | None' = None, seed: 'int | None' = None, "
-    "reasoning_effort: 'str | None' = None, reasoning_budget_tokens: 'int | None' = None"
-)
-_TOOL_CHOICE = "tool_choice: 'ToolChoice | None' = None"
-_TOOLS = "tools: 'Sequence[ToolDeclaration] | None' = None"
-_OPTIONS = "provider_options: 'dict[str, dict[str, Any]] | None' = None"
-_PROMPTS = "prompts: 'str | Sequence[str | None] | None' = None"
 _RUN = "run: 'AsyncRun | Run'"
-_TURN = "environment: 'Environment', input: 'Input'"
 
 # The bridge's signatures as they were written out before the keywords were declared once; a
 # dropped, renamed or moved parameter fails here.
@@ -180,7 +175,7 @@ CALLERS = """\
 from __future__ import annotations
 
 import pollard.adapters.pollux as bridge
-from pollard import AsyncRuntime
+from pollard import AsyncRun, AsyncRuntime
 from pollard.adapters.pollux import (
     governed_defer, governed_interact, governed_run, governed_run_many, governed_stream,
 )

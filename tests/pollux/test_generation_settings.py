@@ -24,20 +24,16 @@ from pollux.interaction import (
     requirements_from,
 )
 from pollux.interaction.settings import DEFERRED_SETTING_NAMES, SETTING_NAMES
+from tests._signature_parts import OPTIONS as _OPTIONS
+from tests._signature_parts import PROMPTS as _PROMPTS
+from tests._signature_parts import SAMPLING as _SAMPLING
+from tests._signature_parts import TOOL_CHOICE as _TOOL_CHOICE
+from tests._signature_parts import TOOLS as _TOOLS
+from tests._signature_parts import TURN as _TURN
 
 MOCK = Config(provider="openai", model="gpt-5-nano", use_mock=True)
 ENV = Environment(instructions="Be brief.")
 
-_SAMPLING = (
-    "output: 'ResponseSchemaInput | None' = None, temperature: 'float | None' = None, "
-    "top_p: 'float | None' = None, max_tokens: 'int | None' = None, seed: 'int | None' = None, "
-    "reasoning_effort: 'str | None' = None, reasoning_budget_tokens: 'int | None' = None"
-)
-_TOOL_CHOICE = "tool_choice: 'ToolChoice | None' = None"
-_TOOLS = "tools: 'Sequence[ToolDeclaration] | None' = None"
-_OPTIONS = "provider_options: 'dict[str, dict[str, Any]] | None' = None"
-_PROMPTS = "prompts: 'str | Sequence[str | None] | None' = None"
-_TURN = "environment: 'Environment', input: 'Input'"
 
 # The signatures as they were written out before the keywords were declared once (the seed's,
 # character for character); a dropped, renamed or retyped parameter fails here.
