@@ -7,12 +7,13 @@ their WAL flush; with ``durable`` the commit is acknowledged after it. A refused
 what a refused pollard step costs in the contention workload: the refusal's record (flushed when
 durable) and the two reads of the rollback after it. No JSON, no hashing, no ledger of
 several meters, no runtime. ``python -m bench._pg_floor DSN ATTEMPTS DURABLE`` is one worker:
-it prints ``ready``, waits for a line on stdin, then prints ``ran <n> start <t0> end <t1>``
-(``time.monotonic()``, as `stress._workers` does).
+it prints ``ready``, waits for a line on stdin, then prints ``ran <n> start <t0> end <t1> cpu
+<c> server <b>`` (``time.monotonic()`` readings and CPU seconds, as `stress._workers` does).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -118,10 +119,24 @@ def main(dsn: str, attempts: int, durable: bool) -> None:
         cur.execute("SELECT 1")  # connected and warm before the common start
         print("ready", flush=True)
         sys.stdin.readline()
-        began = time.monotonic()
+        began, cpu, server = time.monotonic(), time.process_time(), _backend_cpu(conn)
         ran = _steps(cur, attempts, durable)
         ended = time.monotonic()
-    print(f"ran {ran} start {began:.6f} end {ended:.6f}", flush=True)
+        cpu, server = time.process_time() - cpu, _backend_cpu(conn) - server
+    print(
+        f"ran {ran} start {began:.6f} end {ended:.6f} cpu {cpu:.4f} server {server:.4f}",
+        flush=True,
+    )
+
+
+def _backend_cpu(conn: Any) -> float:
+    """CPU seconds of the connection's server backend (0 where ``/proc`` cannot tell)."""
+    try:
+        with open(f"/proc/{conn.info.backend_pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ LABEL under ``Budget(steps=BUDGET)`` (every worker names the same run, so they s
 round robin over CURSORS cursors of that run (default 1: one process doing the work of N
 workers uses N, so its chains, and the rollback after each refusal, cost what theirs do); prints
 ``ready`` once its store is open, waits for a line on stdin, then prints
-``ran <n> refused <m> seconds <s> start <t0> end <t1>``, where ``t0``/``t1`` are
-``time.monotonic()`` readings (one system-wide clock on Linux, so a parent can time several
-workers from the first start to the last end without their start-up and exit).
+``ran <n> refused <m> seconds <s> start <t0> end <t1> cpu <c> server <b>``, where ``t0``/``t1``
+are ``time.monotonic()`` readings (one system-wide clock on Linux, so a parent can time several
+workers from the first start to the last end without their start-up and exit), ``c`` is the
+worker's CPU seconds over that span and ``b`` its PostgreSQL backend's (0 for other stores, or
+where ``/proc`` is not readable): what the machine spent on those steps.
 
 ``write PATH LABEL``: record steps forever on a SQLite store, printing each acknowledged node id
 (after ``model_call`` returned) on its own line; the parent kills it with SIGKILL.
@@ -18,13 +20,26 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from pollard import Budget, BudgetExceeded, Runtime
+from pollard import Budget, BudgetExceeded, PostgresStore, Runtime
 
 
 def _answer(payload: Any) -> dict[str, Any]:
     return {"text": "ok", "usage": {"input_tokens": 3, "output_tokens": 1}}
+
+
+def backend_cpu(store: Any) -> float:
+    """CPU seconds of the PostgreSQL backend serving this thread (0 elsewhere)."""
+    if not isinstance(store, PostgresStore):
+        return 0.0
+    try:
+        stat = Path(f"/proc/{store._connection().info.backend_pid}/stat").read_text()
+    except OSError:  # not Linux, or the server runs elsewhere
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def contend(store: str, label: str, budget: int, attempts: int, cursors: int = 1) -> None:
@@ -39,6 +54,7 @@ def contend(store: str, label: str, budget: int, attempts: int, cursors: int = 1
         print("ready", flush=True)  # the parent waits for every worker's line, then says go
         sys.stdin.readline()  # start together
         start, began = time.perf_counter(), time.monotonic()
+        cpu, server = time.process_time(), backend_cpu(runtime.store)
         runs = [runtime.run(label, budget=Budget(steps=budget)) for _ in range(cursors)]
         for i in range(attempts):
             run = runs[i % cursors]  # round robin: each cursor's chain grows like one worker's
@@ -49,8 +65,10 @@ def contend(store: str, label: str, budget: int, attempts: int, cursors: int = 1
                 refused += 1
                 run.rollback()
         seconds, ended = time.perf_counter() - start, time.monotonic()
+        cpu, server = time.process_time() - cpu, backend_cpu(runtime.store) - server
     print(
-        f"ran {ran} refused {refused} seconds {seconds:.4f} start {began:.6f} end {ended:.6f}",
+        f"ran {ran} refused {refused} seconds {seconds:.4f} start {began:.6f} end {ended:.6f} "
+        f"cpu {cpu:.4f} server {server:.4f}",
         flush=True,
     )
 

@@ -537,6 +537,49 @@ def test_hot_path_literals_round_trip_through_the_server(pg_dsn: str) -> None:
     assert literal(True) is None and literal((1, 2)) is None
 
 
+def test_hot_path_text_params_round_trip_through_the_server(pg_dsn: str) -> None:
+    """The bound parameters of the prepared step calls read back exactly as given.
+
+    Arrays of several plain strings take the one-pass path and arrays holding a quote or a
+    backslash the escaping one (a regression: the separator's own quotes once sent every
+    array of two or more strings down the escaping path); both must mean the same to the
+    server.
+    """
+    import psycopg
+
+    from pollard.stores._pgtext import text_params
+
+    plain = ["343c5d01", "steps", "", "NULL", "{x,y}", "a,b", " lead", "é ☃ 𝄞"]
+    tricky = [*plain, "it's", "a\\b", 'say "hi"', "''\\\\'", '\\"']
+    cases: list[tuple[Any, str]] = [
+        ('it\'s \\ "q"', "text"),
+        (plain, "text[]"),
+        (tricky, "text[]"),
+        (["only"], "text[]"),
+        (['"'], "text[]"),
+        ([], "text[]"),
+        (b"\x00\xff'\\", "bytea"),
+        ([Decimal("1"), Decimal("2.50")], "numeric[]"),
+        ([1.5, 2.0], "float8[]"),
+        ([2**63 - 1, -1], "bigint[]"),
+        (None, "text"),
+    ]
+    params = text_params([value for value, _ in cases])
+    assert params is not None
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        pgconn = conn.pgconn
+        for (value, kind), param in zip(cases, params, strict=True):
+            res = pgconn.exec_params(f"SELECT $1::{kind}::text".encode(), [param])
+            assert res.error_message == b"", (value, res.error_message)
+            raw = res.get_value(0, 0)
+            row = conn.execute(f"SELECT %s::{kind}::text", (value,)).fetchone()
+            assert row is not None
+            expected = row[0]  # the driver's own adaptation, as the server reads it
+            assert (None if raw is None else raw.decode()) == expected, (value, param)
+    assert text_params(["ok", "nul\x00"]) is None  # left to the driver, which refuses NUL
+    assert text_params([["a", 1]]) is None and text_params([True]) is None
+
+
 def test_after_a_restart_async_steps_fail_once_not_once_per_worker_thread(
     pg_dsn: str, store_id: str
 ) -> None:

@@ -91,7 +91,7 @@ def _array(items: list[Any]) -> bytes | None:
     if not items:
         return b"{}"
     try:
-        joined = '","'.join(items)  # the common case in one pass: no element needs escaping
+        joined = "".join(items)  # the common case in one pass: no element needs escaping
     except TypeError:
         if {type(item) for item in items} <= _NUMBERS:
             return ("{" + ",".join(map(str, items)) + "}").encode("ascii")
@@ -99,8 +99,8 @@ def _array(items: list[Any]) -> bytes | None:
     if "\x00" in joined:
         return None
     if "\\" in joined or '"' in joined:
-        joined = '","'.join(item.translate(_ARRAY_ESCAPE) for item in items)
-    return ('{"' + joined + '"}').encode("utf-8")
+        return ('{"' + '","'.join(item.translate(_ARRAY_ESCAPE) for item in items) + '"}').encode()
+    return ('{"' + '","'.join(items) + '"}').encode("utf-8")
 
 
 def text_params(values: Sequence[Any]) -> list[bytes | None] | None:

@@ -14,7 +14,6 @@ import importlib
 import os
 import re
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
@@ -76,6 +75,18 @@ _FLUSH_ON = (
 # logical message is the smallest write, touches no table and needs no privilege. Logical
 # decoders see it under the prefix "pollard". It returns the message's WAL position.
 _FLUSH = f"{_FLUSH_ON}, pg_logical_emit_message(true, 'pollard', 'flush')"
+
+
+# How many forks this process descends from (bumped in every child): a connection check per
+# store call compares this counter instead of asking the kernel for the process id each time.
+_forks = [0]
+
+
+def _forked() -> None:
+    _forks[0] += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _psycopg() -> Any:
@@ -321,7 +332,7 @@ class PostgresStore(SqlStore):
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid != os.getpid():
+        if conn is not None and self._local.fork != _forks[0]:
             conn = None  # forked: a child never uses (or closes) its parent's connections
         elif conn is not None and self._local.epoch != self._epoch:
             self._discard(lost=False)  # another thread lost its connection: likely this one too
@@ -342,7 +353,7 @@ class PostgresStore(SqlStore):
             pid = os.getpid()
             with self._lock:
                 self._connections.append((pid, conn))
-            self._local.conn, self._local.pid, self._local.epoch = conn, pid, self._epoch
+            self._local.conn, self._local.fork, self._local.epoch = conn, _forks[0], self._epoch
         return conn
 
     def _check_open(self) -> None:
@@ -660,7 +671,7 @@ class PostgresStore(SqlStore):
         """
         if not claims and not windows:
             return Admission(None, None)
-        rid = uuid.uuid4().hex
+        rid = os.urandom(16).hex()  # as unique as a uuid4 (128 random bits), at a third the cost
         try:
             return self._reserve(claims, windows, lease_seconds, hold, rid)
         except self._psycopg.OperationalError as exc:
