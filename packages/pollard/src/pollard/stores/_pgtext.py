@@ -90,11 +90,14 @@ def _array(items: list[Any]) -> bytes | None:
     """A flat list of str (or of numbers) as array input text, or None."""
     if not items:
         return b"{}"
+    if type(items[0]) is not str:  # numbers (limits, amounts): no quoting, no exception path
+        for item in items:
+            if type(item) not in _NUMBERS:
+                return None
+        return ("{" + ",".join(map(str, items)) + "}").encode("ascii")
     try:
         joined = "".join(items)  # the common case in one pass: no element needs escaping
-    except TypeError:
-        if {type(item) for item in items} <= _NUMBERS:
-            return ("{" + ",".join(map(str, items)) + "}").encode("ascii")
+    except TypeError:  # mixed with a non-string
         return None
     if "\x00" in joined:
         return None
