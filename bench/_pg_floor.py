@@ -97,18 +97,20 @@ def _steps(cur: Any, attempts: int, durable: bool) -> int:
     return ran
 
 
-def single(dsn: str, steps: int, durable: bool) -> float:
-    """Steps per second of one in-process loop (the budget must allow ``steps``)."""
+def single(dsn: str, steps: int, durable: bool) -> tuple[float, float, float]:
+    """One in-process loop (the budget must allow ``steps``): (steps/s, client and server CPU
+    milliseconds per step)."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = psycopg.ClientCursor(conn)
         _steps(cur, 20, durable)  # warm
-        start = time.perf_counter()
+        start, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu(conn)
         ran = _steps(cur, steps, durable)
         seconds = time.perf_counter() - start
+        cpu, server = time.process_time() - cpu, _backend_cpu(conn) - server
     assert ran == steps
-    return steps / seconds
+    return steps / seconds, cpu / steps * 1e3, server / steps * 1e3
 
 
 def main(dsn: str, attempts: int, durable: bool) -> None:

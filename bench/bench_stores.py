@@ -12,8 +12,10 @@ same store's 2,000-step drift is reported beside it).
    Target: >= 2,000 steps/s. Beside each PostgreSQL figure the floor: a raw psycopg loop doing
    the same two round trips with the least work a budgeted step needs (`bench._pg_floor`).
 2. Where one ``durable=False`` step's time goes: client CPU, the server backend's CPU (from
-   ``/proc/<backend pid>/stat``) and the rest (waiting: scheduling on a shared machine, disk).
-   Beside it the cost of one durable commit of a one-row ``INSERT`` against an unflushed one.
+   ``/proc/<backend pid>/stat``) and the rest (waiting: scheduling on a shared machine, disk),
+   with the rate the CPU alone allows one writer (client and server run in series), beside the
+   floor's: a target above the floor's bound is out of this machine's reach. Then the cost of
+   one durable commit of a one-row ``INSERT`` against an unflushed one.
 3. Round trips per budgeted step and per walked node on PostgreSQL (counted, not timed).
 4. Eight processes share one exact step budget against one process doing the SAME work: the
    same attempts in total (``WORKERS * ATTEMPTS``) on the same budget (half of them, so half
@@ -286,7 +288,7 @@ def _fresh_schema(dsn: str) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def _floor_chain(dsn: str, steps: int, durable: bool) -> float:
+def _floor_chain(dsn: str, steps: int, durable: bool) -> tuple[float, float, float]:
     _pg_floor.reset(dsn, 10**9)
     return _pg_floor.single(dsn, steps, durable)
 
@@ -304,10 +306,10 @@ def run() -> list[Result]:
         _pg_floor.setup(dsn, 0)
         ids = iter(f"bench-{i}" for i in range(20))
         lite = _chain(SQLiteStore(Path(tmp) / "one.db"), STEPS)
-        floor = _floor_chain(dsn, STEPS, durable=False)
+        floor, floor_client, floor_server = _floor_chain(dsn, STEPS, durable=False)
         with PostgresStore(dsn, store_id=next(ids), durable=False) as store:
             pg = _chain(store, STEPS)
-        floor_durable = _floor_chain(dsn, STEPS, durable=True)
+        floor_durable = _floor_chain(dsn, STEPS, durable=True)[0]
         with PostgresStore(dsn, store_id=next(ids), durable=True) as store:
             pg_durable = _chain(store, STEPS)
         with PostgresStore(dsn, store_id=next(ids)) as store:
@@ -330,6 +332,8 @@ def run() -> list[Result]:
         lite_walk = _walk_seconds(SQLiteStore(Path(tmp) / "walk.db"))
         with PostgresStore(dsn, store_id=next(ids)) as store:
             pg_walk = _walk_seconds(store)
+
+    floor_cap = 1e3 / (floor_client + floor_server)
 
     def ratio(many: Contention, one: Contention) -> float:
         return one[0] / many[0] if many[0] and one[0] else 0.0
@@ -374,7 +378,9 @@ def run() -> list[Result]:
             sum(split),
             "ms",
             direction="lower",
-            note=f"{split[0]:.2f} + {split[1]:.2f} + {split[2]:.2f} ms",
+            note=f"{split[0]:.2f} + {split[1]:.2f} + {split[2]:.2f} ms; in series, the CPU alone "
+            f"caps one writer at {1e3 / sum(split[:2]):.0f} steps/s; the floor's "
+            f"{floor_client:.2f} + {floor_server:.2f} ms at {floor_cap:.0f}/s",
         ),
         Result(
             f"postgres server cpu per step, last {DRIFT_WINDOW} of {DRIFT_STEPS:,} / first",
