@@ -116,6 +116,9 @@ def test_check_without_a_key_names_the_variable(tmp_path: Path) -> None:
     result = pollux("check", "--provider", "openai", "--model", "gpt-5-nano", cwd=tmp_path)
     assert result.code == 2
     assert "OPENAI_API_KEY" in result.stderr
+    # The library's hint ("pass api_key=..., or use use_mock=True") is not for a shell.
+    assert "hint: export OPENAI_API_KEY" in result.stderr and "--mock" in result.stderr
+    assert "api_key=" not in result.stderr and "use_mock" not in result.stderr
 
 
 def test_keys_never_appear(tmp_path: Path, emu: Emulator) -> None:

@@ -116,6 +116,16 @@ def test_cancel_then_status(tmp_path: Path, emu: Emulator, env: dict[str, str]) 
     assert status["is_terminal"] is (status["status"] == "cancelled")
 
 
+def test_status_without_the_key_says_what_to_export(tmp_path: Path, env: dict[str, str]) -> None:
+    _submit(tmp_path, env)
+    keyless = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    result = _run(keyless, tmp_path, "status", "job.json")
+    assert result.code == 2 and "API key required for openai" in result.stderr
+    # Not the library's "pass api_key=..." / "Session(...)" advice, which a shell cannot follow.
+    assert "hint: export OPENAI_API_KEY in this shell" in result.stderr
+    assert "api_key=" not in result.stderr and "--mock" not in result.stderr
+
+
 def test_a_handle_file_is_never_overwritten(tmp_path: Path, env: dict[str, str]) -> None:
     _submit(tmp_path, env)
     before = (tmp_path / "job.json").read_text()

@@ -148,6 +148,7 @@ def test_collect_into_the_ledger_without_a_key_is_a_usage_error(
     result = _run(keyless, tmp_path, "collect", "job.json", "--ledger", "runs.db")
     assert result.code == 2
     assert "API key required for openai" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert "api_key=" not in result.stderr
     # Replay sends nothing, so it needs no key (as `ask --replay`).
     assert _run(env, tmp_path, "collect", "job.json", "--ledger", "runs.db").code == 0
     calls = _batch_calls(emu)

@@ -422,9 +422,13 @@ async def test_lifecycle_needs_the_key_in_this_process(
     handle = await defer("a?", config=config)
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.chdir(tmp_path)  # no .env either
-    with pytest.raises(ConfigurationError, match="API key") as caught:
-        await inspect_deferred(handle)
-    assert "OPENAI_API_KEY" in (caught.value.hint or "")
+    for lifecycle in (inspect_deferred, collect_deferred, cancel_deferred):
+        with pytest.raises(ConfigurationError, match="API key") as caught:
+            await lifecycle(handle)
+        hint = caught.value.hint or ""
+        # These calls take no api_key=; the hint names what does work.
+        assert "OPENAI_API_KEY" in hint and "Session" in hint
+        assert "pass api_key=" not in hint
 
 
 async def test_session_rejects_a_handle_of_another_provider(emu: Emulator, config: Config) -> None:

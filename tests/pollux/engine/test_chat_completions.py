@@ -476,6 +476,29 @@ async def test_openrouter_rejects_unknown_model_and_unsupported_parameter(
     assert emu.requests_for("openrouter.chat") == []
 
 
+async def test_openrouter_unknown_model_hint_suggests_listed_ids(
+    openrouter: tuple[Emulator, Config],
+) -> None:
+    _, config = openrouter
+    with pytest.raises(ConfigurationError) as typo:
+        await pollux.run("Hi", config=dataclasses.replace(config, model="openai/gpt-4o-mni"))
+    assert "Did you mean 'openai/gpt-4o-mini'" in (typo.value.hint or "")
+
+
+async def test_openrouter_unknown_model_hint_never_suggests_the_refused_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The emulator's default catalog lists 'emulator-model' only; the hint used to suggest
+    # 'openai/gpt-4o-mini', the very model it had just refused.
+    with Emulator() as emu:
+        monkeypatch.setenv("OPENROUTER_BASE_URL", emu.base_url("openrouter"))
+        config = Config(provider="openrouter", model="openai/gpt-4o-mini", api_key="sk-or-test")
+        with pytest.raises(ConfigurationError, match="does not list") as info:
+            await pollux.run("Hi", config=config)
+    hint = info.value.hint or ""
+    assert "'emulator-model'" in hint and "gpt-4o-mini" not in hint
+
+
 async def test_openrouter_auth_error_names_the_env_var(
     openrouter: tuple[Emulator, Config],
 ) -> None:

@@ -18,7 +18,7 @@ import pollux
 from pollux import APIError, Config, Environment, Input, ToolDeclaration
 from pollux.providers._errors import STATUS_TABLE, api_error, is_unknown_model, status_rule
 from pollux.providers._schema import schema_problem
-from pollux.testing import Emulator, ErrorResponse, Reply
+from pollux.testing import Emulator, ErrorResponse, MalformedBody, Reply
 
 from .conftest import FAST_RETRY
 
@@ -244,6 +244,26 @@ async def test_a_failed_stream_quotes_the_server_message(
     assert "litellm.BadRequestError: Invalid model name" in text
     assert "data:" not in text and "[DONE]" not in text
     assert "Config.model" in (info.value.hint or "")
+
+
+async def test_a_garbled_stream_event_fails_the_stream(emu: Emulator, local_config: Config) -> None:
+    # It was skipped: the stream finished "clean" with whatever text the event carried lost.
+    emu.script("local", MalformedBody(after_events=2))
+    kinds: list[str] = []
+    with pytest.raises(APIError, match="could not be decoded") as info:
+        async for event in pollux.stream(Environment(), Input("Hi there"), config=local_config):
+            kinds.append(event.type)
+    assert "text_delta" in kinds and "done" not in kinds
+    assert info.value.retryable and info.value.hint
+
+
+async def test_a_garbled_first_event_is_retried(emu: Emulator, local_config: Config) -> None:
+    emu.script("local", MalformedBody(after_events=0))
+    async for event in pollux.stream(Environment(), Input("Hi there"), config=local_config):
+        final = event
+    assert final.type == "done" and final.output is not None
+    assert final.output.text == "Emulated reply to: Hi there"
+    assert len(emu.requests_for("local.chat.completions")) == 2
 
 
 # -- the same facets on the OpenAI Responses path (the engine assembles for every provider) -----

@@ -102,6 +102,7 @@ def test_a_session_belongs_to_its_event_loop() -> None:
         ),
         ({"prompts": {"b?", "a?"}}, "ordered sequence"),
         ({"prompts": {"a?": 1}}, "ordered sequence"),
+        ({"prompts": 5}, "a string or a list of strings, got int"),
     ],
 )
 async def test_misshapen_arguments_are_configuration_errors(
@@ -111,6 +112,21 @@ async def test_misshapen_arguments_are_configuration_errors(
     with pytest.raises(ConfigurationError, match=match) as info:
         await pollux.run_many(config=_mock(0), **arguments)  # type: ignore[arg-type]
     assert info.value.hint
+
+
+async def test_a_number_as_prompts_is_refused_by_every_front_door(mock_config: Config) -> None:
+    for front_door in (pollux.run_many, pollux.defer):
+        with pytest.raises(ConfigurationError, match="got int") as info:
+            await front_door(5, config=mock_config)  # type: ignore[operator]
+        assert info.value.hint
+
+
+@pytest.mark.parametrize("prompt", [["a?", "b?"], ("a?",), 5])
+async def test_run_takes_one_string_prompt(mock_config: Config, prompt: object) -> None:
+    # A list used to run (and bill) every prompt and return only the first answer.
+    with pytest.raises(ConfigurationError, match="run\\(\\) takes one prompt") as info:
+        await pollux.run(prompt, config=mock_config)  # type: ignore[arg-type]
+    assert "run_many" in (info.value.hint or "")
 
 
 async def test_prompts_may_be_any_ordered_iterable(mock_config: Config) -> None:

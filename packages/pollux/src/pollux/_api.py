@@ -195,6 +195,12 @@ async def run(
         result = await run("Summarize.", source=Source.from_file("doc.pdf"), config=config)
         print(result.text)
     """
+    if prompt is not None and not isinstance(prompt, str):
+        # A list would run every prompt (and bill it) but return only the first answer.
+        raise ConfigurationError(
+            f"run() takes one prompt as a string, got {type(prompt).__name__}",
+            hint="Pass one string; for several prompts use run_many(prompts, ...).",
+        )
     call = describe_call(
         prompt,
         environment=environment,

@@ -26,6 +26,7 @@ from .inputs import (
     REPLAY_KEY,
     build_config,
     check_new_handle,
+    error_hint,
     load_schema,
     number_option,
     parse_sources,
@@ -63,7 +64,7 @@ def _run(coroutine: Coroutine[Any, Any, int]) -> int:
     try:
         return asyncio.run(coroutine)
     except (ConfigurationError, SourceError) as exc:
-        raise CLIError(exc.message, hint=exc.hint) from None
+        raise error_hint(exc) from None
     except PolluxError as exc:
         raise CLIError(
             f"{type(exc).__name__}: {exc.message}", hint=exc.hint, code=EXIT_FAILED
@@ -307,7 +308,7 @@ def _collect(args: argparse.Namespace) -> int:
             config = Config(provider=provider, model=model)  # type: ignore[arg-type]
         except ConfigurationError as exc:  # no key for the handle's provider in this process
             if not args.replay:
-                raise CLIError(exc.message, hint=exc.hint) from None
+                raise error_hint(exc) from None
             # Replay serves the ledger and sends nothing, so it needs no key (as ask --replay).
             config = Config(provider=provider, model=model, api_key=REPLAY_KEY)  # type: ignore[arg-type]
         ledger = _open_ledger(options, config)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pollux import Config, ConfigurationError, DeferredHandle, PolluxError, Source
+from pollux.config import API_KEY_ENV_VARS
 
 from .errors import CLIError
 
@@ -41,10 +42,22 @@ MOCK_MODEL = "gpt-5-nano"
 # none are configured these stand in (they are never sent anywhere).
 REPLAY_KEY = "pollux-replay-sends-nothing"
 _REPLAY_BASE_URL = "http://127.0.0.1:9/replay-sends-nothing"
+_KEY_MISSING = "API key required for "  # how Config and the lifecycle calls say it
 
 
-def error_hint(error: PolluxError) -> CLIError:
-    """A pollux usage error as the command's one-line error (its hint kept)."""
+def error_hint(error: PolluxError, *, offline: bool = False) -> CLIError:
+    """A pollux usage error as the command's one-line error (its hint kept).
+
+    A missing API key is the exception: the library's hint says ``api_key=...`` /
+    ``use_mock=True``, which a shell user cannot pass; this one names the variable (and
+    ``--mock`` when ``offline`` applies to the command).
+    """
+    if error.message.startswith(_KEY_MISSING):
+        provider = error.message.removeprefix(_KEY_MISSING).split(" ", 1)[0]
+        env_var = API_KEY_ENV_VARS.get(provider)
+        if env_var is not None:
+            hint = f"export {env_var} in this shell (or put it in a .env file)"
+            return CLIError(error.message, hint=hint + (", or pass --mock" if offline else ""))
     return CLIError(error.message, hint=error.hint)
 
 
@@ -121,7 +134,7 @@ def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool
         return Config(**options)
     except ConfigurationError as exc:
         if not replay or args.mock:
-            raise error_hint(exc) from None
+            raise error_hint(exc, offline=True) from None
     # Replay: the same request identity without credentials (they are not part of it).
     if provider == "local":
         options["base_url"] = options["base_url"] or _REPLAY_BASE_URL

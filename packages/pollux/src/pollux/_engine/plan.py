@@ -87,7 +87,8 @@ def _check_environment(env: Environment, caps: Capabilities, provider: str) -> N
             caps.persistent_cache or caps.prompt_cache_ttl,
             "persistent caches (CachePolicy)",
             provider,
-            "Use cache='auto' or None; persistent caches are a Gemini feature.",
+            "Use cache='auto' or None here; CachePolicy works with provider='gemini' "
+            "(context caches) and provider='anthropic' (the prompt-cache TTL).",
         )
     for source in env.sources:
         if source.source_type in _UPLOAD_KINDS and not caps.uploads:

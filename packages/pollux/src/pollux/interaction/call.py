@@ -8,7 +8,7 @@ once, in :class:`GenerationSettings` (``pollux.interaction.settings``), and vali
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +114,11 @@ def build_inputs(prompts: str | Sequence[str | None] | None) -> list[Input]:
     )
     if isinstance(items, (bytes, bytearray)):  # type: ignore[unreachable]
         raise ConfigurationError("prompts must be text", hint="Pass a string or a list of strings.")
+    if not isinstance(items, Iterable):
+        raise ConfigurationError(
+            f"prompts must be a string or a list of strings, got {type(items).__name__}",
+            hint="Pass a string or a list of strings.",
+        )
     if isinstance(items, (Set, Mapping)):
         # Answers come back in prompt order; a set or a mapping has no order to keep.
         raise ConfigurationError(

@@ -250,10 +250,23 @@ class ChatCompletionsProvider(ProviderBase):
                         if data == b"[DONE]":
                             finished = True
                             continue
+                        if not data.strip():
+                            continue  # an empty keep-alive event carries nothing
                         try:
                             event = json.loads(data.decode("utf-8"))
-                        except ValueError:
-                            continue
+                        except ValueError as exc:
+                            # Skipping it would drop part of the answer and still report a
+                            # clean finish; the SDKs and the other providers raise here too.
+                            raise APIError(
+                                f"{self.name} stream failed: the response could not be decoded "
+                                f"({exc})",
+                                hint="The body was cut or garbled on the way (often a proxy); "
+                                "retrying usually helps.",
+                                provider=self.name,
+                                phase="stream",
+                                retryable=True,
+                                error_category="malformed_response",
+                            ) from exc
                         if not isinstance(event, dict):
                             continue
                         if "error" in event and not event.get("choices"):

@@ -13,6 +13,7 @@ variable overrides it (proxies, tests against ``pollux.testing.Emulator``).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 import time
@@ -137,8 +138,7 @@ class OpenRouterProvider(ChatCompletionsProvider):
         if entry is None:
             raise ConfigurationError(
                 f"OpenRouter does not list the model {model!r}",
-                hint="Use a model id from https://openrouter.ai/models, such as "
-                "'openai/gpt-4o-mini'.",
+                hint=_unknown_model_hint(model, catalog),
             )
         supported = entry.get("supported_parameters")
         params = set(supported) if isinstance(supported, list) else None
@@ -202,3 +202,20 @@ class OpenRouterProvider(ChatCompletionsProvider):
             model=model,
             message=f"OpenRouter does not list {model!r}; check the model id.",
         )
+
+
+def _unknown_model_hint(model: str, catalog: Mapping[str, Any]) -> str:
+    """Name the listed ids closest to ``model``, or a few listed ones; never ``model`` itself."""
+    # A fixed example would suggest the very model refused when the catalog (a gateway's, or
+    # the emulator's through OPENROUTER_BASE_URL) does not list it.
+    close = difflib.get_close_matches(model, list(catalog), n=3, cutoff=0.6)
+    if close:
+        return f"Did you mean {' or '.join(map(repr, close))}? The ids are case-sensitive."
+    listed = ["openai/gpt-4o-mini"] if "openai/gpt-4o-mini" in catalog else sorted(catalog)[:3]
+    if not listed:
+        return "The model catalog is empty; check OPENROUTER_BASE_URL if you set it."
+    more = ", ..." if len(catalog) > len(listed) else ""
+    return (
+        "Use a model id the catalog lists (https://openrouter.ai/models, or the catalog at "
+        f"OPENROUTER_BASE_URL if you set it), such as {', '.join(map(repr, listed))}{more}."
+    )
