@@ -37,9 +37,9 @@ What a node records:
 
 Replay rebuilds the Output with ``Output.from_jsonable`` (validating structured output into the
 pydantic model you pass as ``output=``; its duration is the step's ``meta["duration_s"]``) and
-makes no provider call; a request that was not recorded
-raises `pollard.MissingRecording`. A continuation comes back from the recorded output, so a
-replayed tool loop sends the same continuation on its next turn and is served again.
+makes no provider call; a request that was not recorded raises `pollard.MissingRecording`. A
+continuation comes back from the recorded output, so a replayed tool loop sends the same
+continuation on its next turn and is served again.
 
 Failed provider calls raise from `governed_run`, `governed_interact` and `governed_stream` (after
 pollard recorded the failed dispatch and charged its estimate); `governed_run_many` records them
