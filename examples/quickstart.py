@@ -122,7 +122,7 @@ async def governed(config: Config) -> bool:
             print(f"  replay skipped: the recording is {recorded.status} (hybrid mode would retry)")
             return recorded.status != "error"
         replayed, report = await governed_fan_out(ledger, "replay", config, budget)
-    same = replayed == recorded
+    same = replayed.answers == recorded.answers
     print(
         f"  replay: spent {report['spent'] or 'nothing'} (no provider call), "
         f"{report['avoided'].get('steps', '0')} steps served from the ledger; same answers: {same}"

@@ -13,6 +13,7 @@ from pollard.adapters.pollux import governed_stream
 from pollux import Config, Environment, Event, Input, Output, ProviderCall, Source, intercept_calls
 from pollux import run as pollux_run
 from pollux.testing import Emulator
+from tests.integration._answers import answer
 
 MOCK = Config(provider="openai", model="gpt-5-nano", use_mock=True)
 
@@ -68,7 +69,7 @@ async def test_a_governed_stream_passes_the_seam_and_replays_without_uploading(
             e async for e in governed_stream(rt.run("s"), env, Input("Summarize"), config=config)
         ]
     assert emu.requests == []  # served from the recording: no upload, no provider call
-    assert [e.to_jsonable() for e in replayed] == [e.to_jsonable() for e in live]
+    assert answer(replayed) == answer(live)
 
 
 async def test_the_consumers_own_calls_between_events_are_not_governed_by_the_stream() -> None:

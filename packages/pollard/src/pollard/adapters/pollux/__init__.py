@@ -28,15 +28,18 @@ What a node records:
   (``base_url``, keys, timeouts, retries, concurrency) are not part of it, so a recording made
   against one server replays against another; ``use_mock=True`` is (as ``"mock": true``), so mock
   recordings never answer for a real provider.
-* its **result** is ``{"text", "output": Output.to_jsonable(), "usage"}``; ``usage`` carries the
+* its **result** is ``{"text", "output", "usage"}``: ``output`` is ``Output.to_jsonable()``
+  without the facts of one dispatch (the measured ``metrics.duration_s`` and the provider's
+  response id), so an identical re-run records no result conflict; ``usage`` carries the
   normalized counts every pollard adapter reports (``input_tokens`` and ``output_tokens`` are the
   whole volume; ``cache_read_tokens``, ``cache_write_tokens`` and ``reasoning_tokens`` are
   breakdowns), which `pollard.meters.TokenMeter` and `pollard.meters.CostMeter` charge.
 
 Replay rebuilds the Output with ``Output.from_jsonable`` (validating structured output into the
-pydantic model you pass as ``output=``) and makes no provider call; a request that was not recorded
-raises `pollard.MissingRecording`. A continuation comes back from the recorded output, so a
-replayed tool loop sends the same continuation on its next turn and is served again.
+pydantic model you pass as ``output=``; its duration is the step's ``meta["duration_s"]``) and
+makes no provider call; a request that was not recorded raises `pollard.MissingRecording`. A
+continuation comes back from the recorded output, so a replayed tool loop sends the same
+continuation on its next turn and is served again.
 
 Failed provider calls raise from `governed_run`, `governed_interact` and `governed_stream` (after
 pollard recorded the failed dispatch and charged its estimate); `governed_run_many` records them

@@ -321,7 +321,7 @@ async def _settle(
     actual: dict[str, Decimal] = {}
     unpriced = False
     for request, answer in zip(requests, collection.outputs, strict=True):
-        result = result_of(answer)
+        result = result_of(answer, batch=True)
         usage = token_usage(result) or {}
         failed = answer.metrics.completion_status == "error"
         charges: dict[str, Any] = {}

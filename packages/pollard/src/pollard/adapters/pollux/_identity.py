@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -149,11 +150,25 @@ def request_identity(
     return request_identities(api, config, environment, (turn,), requirements)[0]
 
 
-def result_of(output: Output) -> dict[str, Any]:
+def result_of(output: Output, *, batch: bool = False) -> dict[str, Any]:
+    """The recorded result of a pollux call: the answer, without the facts of its dispatch.
+
+    pollard keeps a node's first result and records a re-run's differing result as a conflict
+    (compared by digest), so nothing that differs between identical calls may be recorded: not
+    the measured ``metrics.duration_s`` (pollard's own measurement is ``meta["duration_s"]``,
+    which `output_from_node` restores) and not the id the provider gave this one response
+    (``diagnostics.raw["response"]["response_id"]``). A ``batch`` answer is collected exactly
+    once and its response id names the batch item, so that id stays.
+    """
+    data = output.to_jsonable()  # fresh dicts: editing them leaves the Output alone
+    del data["metrics"]["duration_s"]
+    response = data.get("diagnostics", {}).get("response")
+    if not batch and isinstance(response, dict):
+        response.pop("response_id", None)
     usage = output.usage
     return {
         "text": output.text,
-        "output": output.to_jsonable(),
+        "output": data,
         "usage": {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
@@ -166,6 +181,9 @@ def result_of(output: Output) -> dict[str, Any]:
 
 def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -> Output:
     """Rebuild the `pollux.Output` a bridge node recorded.
+
+    ``metrics.duration_s`` is the step's measured time (``node.meta["duration_s"]``; a deferred
+    answer has none and keeps 0.0), unless the recorded output holds its own (older recordings).
 
     Args:
         node: A ``model_call`` node recorded by this module.
@@ -185,5 +203,16 @@ def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -
             f"node {node.id} holds no recorded pollux output",
             hint="pass a model_call node recorded by pollard.adapters.pollux",
         )
+    metrics = data.get("metrics", {})
+    if isinstance(metrics, Mapping) and "duration_s" not in metrics:
+        # Recorded without it (see result_of): the step's measured time. A node recorded with
+        # the duration inside its output (by older bridges) keeps serving that value.
+        duration = node.meta.get("duration_s")
+        if (
+            isinstance(duration, (int, float))
+            and type(duration) is not bool
+            and math.isfinite(duration)
+        ):
+            data = {**data, "metrics": {**metrics, "duration_s": duration}}
     model = requirements_from({"output": output}).output_schema_model()
     return Output.from_jsonable(data, response_schema=model)
