@@ -127,6 +127,42 @@ def test_output_files_are_checked_before_anything_is_written(
     assert list(tmp_path.glob("*.tmp")) == [] and list(directory.iterdir()) == []
 
 
+def test_an_output_file_that_is_the_store_being_read_is_refused(
+    sample_db: tuple[Path, Sample],
+) -> None:
+    path, _ = sample_db
+    # A typo that names the ledger as the output would replace the ledger with a page or report.
+    before = path.read_bytes()
+    cases = [
+        ("show", path, "triage", "--html", path),
+        ("seal", path, "triage", "--output", path),
+        ("export", path, "triage", path),
+        ("export", path, "triage", path.parent / ".." / path.parent.name / path.name),
+        ("seal", path, "triage", "--output", f"{path}-wal"),
+    ]
+    for args in cases:
+        assert "it is the store being read" in one_error_line(pollard(*args)), args
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists()
+    assert pollard("verify", path).code == 0
+
+
+def test_an_export_file_that_cannot_be_replaced_is_named_in_the_error(
+    sample_db: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    path, _ = sample_db
+    # The temporary file export writes beside FILE is its own business; the message names FILE.
+    taken = tmp_path / "taken.json"
+    taken.mkdir()
+    (taken / "keep").write_text("x")
+    line = one_error_line(pollard("export", path, "triage", f"{taken}/"))
+    assert "it is a directory" in line
+    (tmp_path / "blocked.json.tmp").mkdir()
+    line = one_error_line(pollard("export", path, "triage", tmp_path / "blocked.json"))
+    assert line.startswith(f"pollard: cannot write {tmp_path / 'blocked.json'}: "), line
+    assert ".tmp" not in line
+
+
 def test_export_subtree_removes_its_temporary_file_when_the_target_cannot_be_written(
     tmp_path: Path,
 ) -> None:

@@ -73,8 +73,12 @@ def _open_destination(stack: ExitStack, spec: StoreSpec) -> Store:
     return store
 
 
-def _output_path(text: str, option: str) -> Path:
-    """Check a file argument the command writes: not empty, not a directory, parent exists."""
+def _output_path(text: str, option: str, reading: StoreSpec) -> Path:
+    """Check a file argument the command writes: not empty, not a directory, parent exists.
+
+    It must not be the SQLite store the command reads (or its journal files): writing a page or
+    a report there would replace the ledger itself.
+    """
     if not text:
         raise CLIError(f"{option} needs a file name")
     path = Path(text)
@@ -82,6 +86,14 @@ def _output_path(text: str, option: str) -> Path:
         raise CLIError(f"cannot write {text}: it is a directory")
     if not path.parent.is_dir():
         raise CLIError(f"cannot write {text}: directory does not exist: {path.parent}")
+    if reading.path is not None:
+        store = reading.path.resolve()
+        target = path.resolve()
+        if target in {store.with_name(store.name + s) for s in ("", "-wal", "-shm", "-journal")}:
+            raise CLIError(
+                f"cannot write {text}: it is the store being read ({reading.label}); "
+                "choose another file name"
+            )
     return path
 
 
@@ -153,12 +165,12 @@ def cmd_runs(args: argparse.Namespace, stack: ExitStack) -> int:
 
 
 def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
     nodes = list(store.walk(root_id))
     rows = build_view(nodes, payloads=args.payloads)
     if args.html is not None:
-        target = _output_path(args.html, "--html")
+        target = _output_path(args.html, "--html", spec)
         page = render_rows(
             rows,
             root_id=root_id,
@@ -317,12 +329,12 @@ def _verdict(
 
 
 def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
     report = seal(store, root_id)
     full = report.to_dict()
     if args.output is not None:
-        target = _output_path(args.output, "--output")
+        target = _output_path(args.output, "--output", spec)
         text = json.dumps(full, indent=2, sort_keys=True) + "\n"
         try:
             target.write_text(text, encoding="utf-8")
@@ -392,9 +404,13 @@ def cmd_gc(args: argparse.Namespace, stack: ExitStack) -> int:
 
 
 def cmd_export(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
-    report = export_subtree(store, root_id, _output_path(args.file, "FILE"))
+    target = _output_path(args.file, "FILE", spec)
+    try:
+        report = export_subtree(store, root_id, target)
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.file}: {exc.strerror or exc}") from None
     if args.json:
         _json(report.to_dict())
     else:
