@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pollard._core._canon import fast_loads, make_dumps
@@ -298,9 +298,48 @@ def dump_held(held: Sequence[Held]) -> str:
     return json.dumps([[kind, key, meter, str(amount)] for kind, key, meter, amount in held])
 
 
+_LEDGER_HINT = (
+    "the store's ledger tables were changed outside pollard: restore the store from a backup "
+    "(recompute_charges(store, root_id) sums what the nodes recorded)"
+)
+
+
+def stored_amount(text: object, where: str) -> Decimal:
+    """A ledger amount as stored (a decimal text); a damaged one is an `IntegrityError`.
+
+    Every ledger row pollard writes holds a finite decimal text. Anything else was written behind
+    its back, and would otherwise surface as a bare ``decimal.InvalidOperation`` from a budget
+    check (or a NaN that no comparison accepts).
+    """
+    try:
+        amount = Decimal(text)  # type: ignore[arg-type]
+    except (InvalidOperation, TypeError, ValueError):
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise IntegrityError(
+            f"{where} holds {text!r}, which is not a decimal amount", hint=_LEDGER_HINT
+        )
+    return amount
+
+
 def load_held(text: str) -> list[Held]:
-    """The held amounts of a stored reservation (see `dump_held`)."""
-    return [(kind, key, meter, Decimal(amount)) for kind, key, meter, amount in json.loads(text)]
+    """The held amounts of a stored reservation (see `dump_held`).
+
+    Raises:
+        IntegrityError: The stored text is not a list of ``[kind, key, meter, amount]``.
+    """
+    try:
+        rows = json.loads(text)
+        return [
+            (kind, key, meter, stored_amount(amount, f"the reservation of {meter!r} on {key!r}"))
+            for kind, key, meter, amount in rows
+        ]
+    except IntegrityError:
+        raise
+    except (TypeError, ValueError):
+        raise IntegrityError(
+            f"a stored budget reservation is damaged: {text!r:.80}", hint=_LEDGER_HINT
+        ) from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -827,7 +866,10 @@ class SqlStore:
 
     def _totals(self, cur: Any, scope: str) -> dict[str, Decimal]:
         cur.execute(self._sql["totals"], (scope,))
-        return {meter: Decimal(total) for meter, total in cur.fetchall()}
+        return {
+            meter: stored_amount(total, f"the ledger total of {meter!r} for {scope}")
+            for meter, total in cur.fetchall()
+        }
 
     def reserve(
         self,
@@ -856,7 +898,11 @@ class SqlStore:
                 cur.execute(self._sql["window_trim"], (window.key, window.meter, cutoff))
                 cur.execute(self._sql["window_sum"], (window.key, window.meter, cutoff))
                 in_window[window.key, window.meter, window.window_seconds] = sum(
-                    (Decimal(row[0]) for row in cur.fetchall()), ZERO
+                    (
+                        stored_amount(row[0], f"a {window.meter!r} window event")
+                        for row in cur.fetchall()
+                    ),
+                    ZERO,
                 )
             short = admit(
                 claims,
