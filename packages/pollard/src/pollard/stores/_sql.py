@@ -526,8 +526,16 @@ class SqlStore:
 
     def _row_node(self, row: Sequence[Any], cur: Any, cache: dict[str, str] | None = None) -> Node:
         node_id, parent, kind, attempt, payload_text, r_text, digest, meta, interned = row
-        payload = fast_loads(payload_text)
-        result = None if r_text is None else fast_loads(r_text)
+        try:
+            payload = fast_loads(payload_text)
+            result = None if r_text is None else fast_loads(r_text)
+            meta_value = fast_loads(meta)
+        except json.JSONDecodeError as exc:
+            # pollard never writes such a row: name it, so `pollard verify` says where to look.
+            at = bytes(node_id).hex()
+            raise IntegrityError(
+                f"a stored node holds invalid JSON ({exc.msg}): node {at}", at
+            ) from None
         if interned:
             if cache is None:
                 cache = {}
@@ -551,7 +559,7 @@ class SqlStore:
             payload,
             result,
             None if digest is None else bytes(digest).hex(),
-            fast_loads(meta),
+            meta_value,
             payload_text,
             r_text,
         )
