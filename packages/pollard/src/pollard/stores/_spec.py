@@ -134,8 +134,8 @@ def open_spec(spec: StoreSpec, *, read_only: bool) -> Any:
     path = spec.path
     assert path is not None
     hint = (
-        "pass the path of a SQLite file in an existing folder: record and hybrid mode create "
-        "it, replay needs one that a recording run wrote"
+        "check the path and its permissions: record and hybrid mode need a writable SQLite file "
+        "in an existing folder (created when missing), replay needs one a recording run wrote"
     )
     if path.is_dir():
         raise PollardError(
