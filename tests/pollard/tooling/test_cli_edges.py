@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -224,3 +225,32 @@ def test_an_unexpected_error_is_one_line_and_not_an_integrity_exit(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "pollard: unexpected RuntimeError: driver exploded second line\n"
+
+
+def test_options_may_come_between_positionals(
+    sample_db: tuple[Path, Sample], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pollard.cli import main
+
+    path, smp = sample_db
+    other = tmp_path / "other.db"
+    with SQLiteStore(other) as store:
+        build_sample(store)
+    # An optional or repeated positional after an option was an "unrecognized argument".
+    assert main(["verify", str(path), "--json", "triage"]) == 0
+    assert json.loads(capsys.readouterr().out)["roots"] == 1
+    assert main(["runs", str(path), "--json", str(other)]) == 0
+    assert {r["store"] for r in json.loads(capsys.readouterr().out)["runs"]} == {
+        str(path),
+        str(other),
+    }
+    merged = tmp_path / "merged.db"
+    assert main(["merge", str(merged), str(path), "--json", str(other)]) == 0
+    assert len(json.loads(capsys.readouterr().out)["sources"]) == 2
+    assert main(["show", "--json", str(path), smp.root]) == 0
+    assert json.loads(capsys.readouterr().out)["root_id"] == smp.root
+    # Extra or unknown arguments are still refused, naming them.
+    assert main(["show", str(path), "triage", "extra"]) == 2
+    assert "unrecognized arguments: extra" in capsys.readouterr().err
+    assert main(["verify", str(path), "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
