@@ -19,7 +19,13 @@ from pollard._edge._gc import gc
 from pollard._edge._merge import merge
 from pollard._edge._seal import seal, verify
 from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
-from pollard._edge._view import add_into, build_view, decimal_map_exact, decimal_map_json
+from pollard._edge._view import (
+    add_into,
+    build_view,
+    decimal_map_exact,
+    decimal_map_json,
+    printable,
+)
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 from pollard.stores._sql import SqlStore
@@ -149,9 +155,9 @@ def cmd_runs(args: argparse.Namespace, stack: ExitStack) -> int:
         headers = ["store", "root", "label", "attempt", "nodes", "pruned"]
         rows = [
             [
-                r["store"],
+                printable(r["store"]),
                 r["root_id"][:12],
-                r["label"],
+                printable(r["label"]),
                 str(r["attempt"]),
                 str(r["nodes"]),
                 str(r["pruned"]),
