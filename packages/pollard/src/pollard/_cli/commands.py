@@ -365,6 +365,14 @@ def _same_store(a: StoreSpec, b: StoreSpec) -> bool:
     return a.kind == b.kind and a.label == b.label
 
 
+def _postgres_store_exists(spec: StoreSpec) -> bool:
+    try:
+        open_store(spec).close()  # read-only: refuses a store id that does not exist
+    except CLIError:
+        return False  # missing (or unreachable: opening the destination then says so)
+    return True
+
+
 def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
     dest_spec = parse_store_spec(args.dest)
     source_specs = [parse_store_spec(text) for text in args.sources]
@@ -374,6 +382,14 @@ def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
     sources = [(spec, open_store(spec)) for spec in source_specs]
     for _, store in sources:
         stack.callback(store.close)
+    if dest_spec.kind == "postgres" and not _postgres_store_exists(dest_spec):
+        # A SQLite destination this command creates is deleted again when it fails; a new
+        # PostgreSQL store id cannot be, so every source node is checked before it is created
+        # (the check merge itself makes first, with the same error).
+        for _, store in sources:
+            for root in store.roots():
+                for node in store.walk(root.id):
+                    node.check()
     dest = _open_destination(stack, dest_spec)
     results = []
     totals = {"copied": 0, "existing": 0, "result_conflicts": 0, "meta_conflicts": 0}
