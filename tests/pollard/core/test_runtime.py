@@ -56,6 +56,8 @@ def test_refuses_once_spent_reaches_limit_and_records_refusal(store: Store) -> N
         "blocked_payload_digest": payload_digest({"model": "m", "i": 2}),
     }
     assert info.value.meter == "tokens"
+    # An exhausted meter says what was spent ("requested 0, remaining 0" explained nothing).
+    assert str(info.value) == "tokens budget refused a model_call: 8 of 8 already spent"
     assert run.report()["spent"]["tokens"] == 8
 
 
@@ -65,7 +67,9 @@ def test_overshooting_actual_stands_and_later_steps_are_refused(store: Store) ->
     node = run.model_call({"model": "m", "n": 2}, fn=usage_fn(2, 2))
     assert node.meta["charges"]["tokens"] == 4
     assert store.totals(run.root_id)["tokens"] == 8
-    with pytest.raises(BudgetExceeded):
+    with pytest.raises(
+        BudgetExceeded, match=r"^tokens budget refused a model_call: 8 of 5 already"
+    ):
         run.model_call({"model": "m", "n": 3}, fn=usage_fn())
 
 
@@ -90,6 +94,7 @@ def test_estimated_refusal_is_marked() -> None:
     payload = rt.store.get(info.value.refusal_id).payload
     assert payload["estimated"] == "true" and payload["requested"] == "15"
     assert payload["remaining"] == "12"
+    assert str(info.value) == "tokens budget refused a model_call: requested 15, remaining 12 of 12"
 
 
 def test_meters_argument_never_drops_token_accounting() -> None:

@@ -370,3 +370,29 @@ def test_rollback_and_checkout_follow_the_ancestry(store: Store) -> None:
         assert ancestry(branch.id) == [branch.id, *(n.id for n in reversed(nodes[:4])), run.root_id]
     with pytest.raises(ValueError, match="not an ancestor"):
         run.rollback(node_id=nodes[5].id)
+
+
+def test_checkout_of_a_node_outside_the_run_is_the_documented_value_error(store: Store) -> None:
+    from pollard import Runtime
+
+    runtime = Runtime(store)
+    run = runtime.run("here")
+    tip = run.note({"i": 1})
+    other = runtime.run("elsewhere").note({"i": 2})
+    for node_id in (other.id, "0" * 64, "not-an-id"):
+        # An unknown id was a bare KeyError on every store, unlike a node of another run.
+        with pytest.raises(ValueError, match="is not in run 'here'"):
+            run.checkout(node_id)
+    assert run.cursor_id == tip.id
+
+
+def test_a_bad_branch_attempt_is_refused_before_the_branch_is_counted(store: Store) -> None:
+    from pollard import Runtime
+
+    runtime = Runtime(store)
+    run = runtime.run("forks")
+    for attempt in ("1", -1, True, 1.0):
+        # "1" was a bare `can only concatenate str` TypeError, and -1 shifted later anchors.
+        with pytest.raises(ValueError, match="attempt must be an int >= 0"):
+            run.branch(attempt=attempt)  # type: ignore[arg-type]
+    assert run.branch().cursor.attempt == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -127,6 +128,42 @@ def test_output_files_are_checked_before_anything_is_written(
     assert list(tmp_path.glob("*.tmp")) == [] and list(directory.iterdir()) == []
 
 
+def test_an_output_file_that_is_the_store_being_read_is_refused(
+    sample_db: tuple[Path, Sample],
+) -> None:
+    path, _ = sample_db
+    # A typo that names the ledger as the output would replace the ledger with a page or report.
+    before = path.read_bytes()
+    cases = [
+        ("show", path, "triage", "--html", path),
+        ("seal", path, "triage", "--output", path),
+        ("export", path, "triage", path),
+        ("export", path, "triage", path.parent / ".." / path.parent.name / path.name),
+        ("seal", path, "triage", "--output", f"{path}-wal"),
+    ]
+    for args in cases:
+        assert "it is the store being read" in one_error_line(pollard(*args)), args
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists()
+    assert pollard("verify", path).code == 0
+
+
+def test_an_export_file_that_cannot_be_replaced_is_named_in_the_error(
+    sample_db: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    path, _ = sample_db
+    # The temporary file export writes beside FILE is its own business; the message names FILE.
+    taken = tmp_path / "taken.json"
+    taken.mkdir()
+    (taken / "keep").write_text("x")
+    line = one_error_line(pollard("export", path, "triage", f"{taken}/"))
+    assert "it is a directory" in line
+    (tmp_path / "blocked.json.tmp").mkdir()
+    line = one_error_line(pollard("export", path, "triage", tmp_path / "blocked.json"))
+    assert line.startswith(f"pollard: cannot write {tmp_path / 'blocked.json'}: "), line
+    assert ".tmp" not in line
+
+
 def test_export_subtree_removes_its_temporary_file_when_the_target_cannot_be_written(
     tmp_path: Path,
 ) -> None:
@@ -188,3 +225,32 @@ def test_an_unexpected_error_is_one_line_and_not_an_integrity_exit(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "pollard: unexpected RuntimeError: driver exploded second line\n"
+
+
+def test_options_may_come_between_positionals(
+    sample_db: tuple[Path, Sample], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pollard.cli import main
+
+    path, smp = sample_db
+    other = tmp_path / "other.db"
+    with SQLiteStore(other) as store:
+        build_sample(store)
+    # An optional or repeated positional after an option was an "unrecognized argument".
+    assert main(["verify", str(path), "--json", "triage"]) == 0
+    assert json.loads(capsys.readouterr().out)["roots"] == 1
+    assert main(["runs", str(path), "--json", str(other)]) == 0
+    assert {r["store"] for r in json.loads(capsys.readouterr().out)["runs"]} == {
+        str(path),
+        str(other),
+    }
+    merged = tmp_path / "merged.db"
+    assert main(["merge", str(merged), str(path), "--json", str(other)]) == 0
+    assert len(json.loads(capsys.readouterr().out)["sources"]) == 2
+    assert main(["show", "--json", str(path), smp.root]) == 0
+    assert json.loads(capsys.readouterr().out)["root_id"] == smp.root
+    # Extra or unknown arguments are still refused, naming them.
+    assert main(["show", str(path), "triage", "extra"]) == 2
+    assert "unrecognized arguments: extra" in capsys.readouterr().err
+    assert main(["verify", str(path), "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

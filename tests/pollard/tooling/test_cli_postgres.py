@@ -11,7 +11,7 @@ import pytest
 from pollard import SQLiteStore, seal
 from tests.pollard._postgres import drop_store, fresh_store_id
 
-from ._cli import pollard
+from ._cli import pollard, tamper
 from ._trees import SECRET_PROMPT, Sample, build_sample
 
 pytestmark = pytest.mark.postgres
@@ -70,3 +70,17 @@ def test_merge_into_postgres_then_inspect_it(
     assert collected.json()["removed_nodes"] == 2
     for result in (merged, shown, imported, collected):
         assert pg_dsn not in result.out + result.err
+
+
+def test_a_failed_merge_leaves_no_new_postgres_store_behind(
+    spec: tuple[str, dict[str, str]], sample_db: tuple[Path, Sample]
+) -> None:
+    target, env = spec
+    path, smp = sample_db
+    tamper(path, f"UPDATE nodes SET payload = '{{\"model\":\"other\"}}' WHERE id = X'{smp.model}'")
+    failed = pollard("merge", target, path, env=env)
+    assert failed.code == 1 and "does not match its content" in failed.err
+    # The new store id was created before the source was found to be tampered, and stayed: a
+    # reading command then saw an empty store instead of a missing one.
+    missing = pollard("runs", target, env=env)
+    assert missing.code == 2 and "no store" in missing.err, missing

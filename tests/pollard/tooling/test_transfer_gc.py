@@ -190,3 +190,19 @@ def test_a_pruned_run_is_dropped_whole_and_leaves_the_survivors(
     assert report.removed_nodes == 8 + 2
     assert [root.id for root in store.roots()] == [kept.root]
     assert set(report.survivor_seals) == {kept.root}
+
+
+def test_a_malformed_node_record_is_named_once(tmp_path: Path) -> None:
+    store = MemoryStore()
+    sample = build_sample(store)
+    path = tmp_path / "run.json"
+    export_subtree(store, sample.root, path)
+    document = json.loads(path.read_text())
+    document["nodes"][0]["payload"] = {"run": "triage"}  # an object, not its JSON text
+    path.write_text(json.dumps(document))
+    with pytest.raises(ValueError) as caught:
+        import_subtree(path, MemoryStore())
+    message = str(caught.value)
+    assert message == (
+        "not a valid pollard/subtree/v1 file: nodes[0].payload must be a JSON text string"
+    )

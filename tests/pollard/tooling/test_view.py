@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+from pathlib import Path
+
 import pytest
 
 from pollard import (
@@ -82,6 +86,10 @@ def test_budget_refusals_show_the_meter_and_charges_are_exact() -> None:
         ("note", {"text": "free text is content"}, ""),
         ("note", ["not", "a", "dict"], ""),
         ("refusal", {"reason": "window", "meter": "requests"}, "window:requests"),
+        # Escape sequences and bidi overrides from recorded payloads are printed escaped, so a
+        # tool name a model chose cannot repaint the terminal that shows the tree.
+        ("tool_call", {"tool": "a\x1b[2Jb\u202ec", "args": {}}, "a\\x1b[2Jb\\u202ec"),
+        ("model_call", {"model": "gpt-5.5 café ✓"}, "gpt-5.5 café ✓"),
     ],
 )
 def test_labels_are_short_and_content_free(kind: str, payload: object, label: str) -> None:
@@ -105,3 +113,15 @@ def test_the_view_counts_every_result_conflict_not_only_the_kept_ones() -> None:
     rows = build_view(rt.store.walk(root.id))
     (call,) = [row for row in rows if row.kind == "model_call"]
     assert call.result_conflicts == 4  # two results are kept, four were recorded
+
+
+def test_the_runs_table_escapes_control_characters_in_labels(tmp_path: Path) -> None:
+    from pollard.cli import main
+
+    path = tmp_path / "runs.db"
+    with Runtime(path) as runtime:
+        runtime.run("ok\x1b]0;owned\x07").note({"status": "x"})
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["runs", str(path)]) == 0
+    assert "\x1b" not in out.getvalue() and "ok\\x1b]0;owned\\x07" in out.getvalue()

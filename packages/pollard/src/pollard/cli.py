@@ -44,6 +44,29 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{message} (see '{self.prog} --help')")
 
 
+class _CommandParser(_Parser):
+    """A command's parser: options may come between positionals (``verify STORE --json ROOT``).
+
+    argparse matches positionals in runs between options, so an optional or repeated positional
+    after an option (``verify``'s ROOT, a second ``runs`` STORE, a further ``merge`` SRC) was an
+    "unrecognized argument". The intermixed parser matches them all; it calls
+    ``parse_known_args`` itself (Python 3.10 to 3.12), hence the guard.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def _json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -60,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"pollard {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser
+    )
 
     def add(name: str, summary: str, description: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=description, epilog=_EPILOG)

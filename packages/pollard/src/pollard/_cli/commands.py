@@ -19,7 +19,13 @@ from pollard._edge._gc import gc
 from pollard._edge._merge import merge
 from pollard._edge._seal import seal, verify
 from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
-from pollard._edge._view import add_into, build_view, decimal_map_exact, decimal_map_json
+from pollard._edge._view import (
+    add_into,
+    build_view,
+    decimal_map_exact,
+    decimal_map_json,
+    printable,
+)
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 from pollard.stores._sql import SqlStore
@@ -73,8 +79,12 @@ def _open_destination(stack: ExitStack, spec: StoreSpec) -> Store:
     return store
 
 
-def _output_path(text: str, option: str) -> Path:
-    """Check a file argument the command writes: not empty, not a directory, parent exists."""
+def _output_path(text: str, option: str, reading: StoreSpec) -> Path:
+    """Check a file argument the command writes: not empty, not a directory, parent exists.
+
+    It must not be the SQLite store the command reads (or its journal files): writing a page or
+    a report there would replace the ledger itself.
+    """
     if not text:
         raise CLIError(f"{option} needs a file name")
     path = Path(text)
@@ -82,6 +92,14 @@ def _output_path(text: str, option: str) -> Path:
         raise CLIError(f"cannot write {text}: it is a directory")
     if not path.parent.is_dir():
         raise CLIError(f"cannot write {text}: directory does not exist: {path.parent}")
+    if reading.path is not None:
+        store = reading.path.resolve()
+        target = path.resolve()
+        if target in {store.with_name(store.name + s) for s in ("", "-wal", "-shm", "-journal")}:
+            raise CLIError(
+                f"cannot write {text}: it is the store being read ({reading.label}); "
+                "choose another file name"
+            )
     return path
 
 
@@ -137,9 +155,9 @@ def cmd_runs(args: argparse.Namespace, stack: ExitStack) -> int:
         headers = ["store", "root", "label", "attempt", "nodes", "pruned"]
         rows = [
             [
-                r["store"],
+                printable(r["store"]),
                 r["root_id"][:12],
-                r["label"],
+                printable(r["label"]),
                 str(r["attempt"]),
                 str(r["nodes"]),
                 str(r["pruned"]),
@@ -153,12 +171,12 @@ def cmd_runs(args: argparse.Namespace, stack: ExitStack) -> int:
 
 
 def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
     nodes = list(store.walk(root_id))
     rows = build_view(nodes, payloads=args.payloads)
     if args.html is not None:
-        target = _output_path(args.html, "--html")
+        target = _output_path(args.html, "--html", spec)
         page = render_rows(
             rows,
             root_id=root_id,
@@ -317,12 +335,12 @@ def _verdict(
 
 
 def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
     report = seal(store, root_id)
     full = report.to_dict()
     if args.output is not None:
-        target = _output_path(args.output, "--output")
+        target = _output_path(args.output, "--output", spec)
         text = json.dumps(full, indent=2, sort_keys=True) + "\n"
         try:
             target.write_text(text, encoding="utf-8")
@@ -347,6 +365,14 @@ def _same_store(a: StoreSpec, b: StoreSpec) -> bool:
     return a.kind == b.kind and a.label == b.label
 
 
+def _postgres_store_exists(spec: StoreSpec) -> bool:
+    try:
+        open_store(spec).close()  # read-only: refuses a store id that does not exist
+    except CLIError:
+        return False  # missing (or unreachable: opening the destination then says so)
+    return True
+
+
 def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
     dest_spec = parse_store_spec(args.dest)
     source_specs = [parse_store_spec(text) for text in args.sources]
@@ -356,6 +382,14 @@ def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
     sources = [(spec, open_store(spec)) for spec in source_specs]
     for _, store in sources:
         stack.callback(store.close)
+    if dest_spec.kind == "postgres" and not _postgres_store_exists(dest_spec):
+        # A SQLite destination this command creates is deleted again when it fails; a new
+        # PostgreSQL store id cannot be, so every source node is checked before it is created
+        # (the check merge itself makes first, with the same error).
+        for _, store in sources:
+            for root in store.roots():
+                for node in store.walk(root.id):
+                    node.check()
     dest = _open_destination(stack, dest_spec)
     results = []
     totals = {"copied": 0, "existing": 0, "result_conflicts": 0, "meta_conflicts": 0}
@@ -392,9 +426,13 @@ def cmd_gc(args: argparse.Namespace, stack: ExitStack) -> int:
 
 
 def cmd_export(args: argparse.Namespace, stack: ExitStack) -> int:
-    _, store = _open(stack, args.store)
+    spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
-    report = export_subtree(store, root_id, _output_path(args.file, "FILE"))
+    target = _output_path(args.file, "FILE", spec)
+    try:
+        report = export_subtree(store, root_id, target)
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.file}: {exc.strerror or exc}") from None
     if args.json:
         _json(report.to_dict())
     else:

@@ -191,14 +191,17 @@ def _parse_node(record: Any, index: int) -> Node:
     meta = _text(record, "meta", index)
     if not isinstance(meta, dict):
         raise _bad(f"nodes[{index}].meta must be a JSON object text")
+    # Parsed outside the try below: their errors already carry the file prefix.
+    payload = _text(record, "payload", index)
+    result = _text(record, "result", index, optional=True)
     try:
         node = Node(
             id=record["id"],
             parent=record["parent"],
             kind=record["kind"],
             attempt=record["attempt"],
-            payload=_text(record, "payload", index),
-            result=_text(record, "result", index, optional=True),
+            payload=payload,
+            result=result,
             result_digest=record["result_digest"],
             meta=meta,
             payload_text=record["payload"],

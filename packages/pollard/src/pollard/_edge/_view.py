@@ -30,6 +30,7 @@ __all__ = [
     "kind_name",
     "node_label",
     "parse_timestamp",
+    "printable",
     "to_decimal",
     "view_node",
 ]
@@ -211,7 +212,21 @@ def add_into(total: dict[str, Decimal], values: Mapping[str, Decimal]) -> None:
 
 def _short(text: str) -> str:
     text = " ".join(text.split())
+    if not text.isprintable():
+        text = printable(text)
     return text if len(text) <= LABEL_MAX else text[: LABEL_MAX - 3] + "..."
+
+
+def printable(text: str) -> str:
+    r"""``text`` with every non-printable character escaped (````, ``‮``).
+
+    Labels come from recorded payloads (a model name, a tool name a model chose), and the text
+    views print them to a terminal: an escape sequence or a bidi override in one must not repaint
+    the screen or disguise the lines around it.
+    """
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
 
 
 def _scalar_label(value: Any) -> str | None:

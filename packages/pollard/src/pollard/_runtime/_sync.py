@@ -430,7 +430,7 @@ class RunView:
         """Move the cursor to any node of this run's tree (for example a sibling tip).
 
         Raises:
-            ValueError: If the node is not in this run.
+            ValueError: If the node is not in this run (or not stored at all).
         """
         return _checkout(self._state, node_id)
 
@@ -665,6 +665,9 @@ class Run(RunView):
 
         Returns:
             A `Run` positioned on the anchor.
+
+        Raises:
+            ValueError: If ``attempt`` is not an int >= 0.
         """
         return Run(drive_sync(branch_state(self._state, attempt, budget)))
 
@@ -698,6 +701,9 @@ def check_limits(meter_names: frozenset[str], budget: Budget | None) -> dict[str
 
 def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
     """Write a branch anchor under the cursor and return a new cursor on it."""
+    if type(attempt) is not int or attempt < 0:
+        # Checked before the branch is counted: a refused call must not shift later anchors.
+        raise ValueError(f"attempt must be an int >= 0, got {attempt!r}")
     limits = check_limits(state.rt.meter_names, budget)
     offset = state.branch_counts.get(state.cursor_id, 0)
     state.branch_counts[state.cursor_id] = offset + 1
@@ -738,7 +744,11 @@ def _keep_scopes(state: RunState, chain: Sequence[str]) -> None:
 
 
 def _checkout(state: RunState, node_id: str) -> Node:
-    chain = state.ancestors(node_id)
+    try:
+        chain = state.ancestors(node_id)
+    except KeyError:
+        # The documented error for a node outside the run, also when no such node is stored.
+        raise ValueError(f"node {node_id!r} is not in run {state.label!r}: no such node") from None
     state.cursor_id = node_id
     state.depth = len(chain) - 1
     _keep_scopes(state, chain)

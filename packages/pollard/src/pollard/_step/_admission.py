@@ -136,10 +136,14 @@ def refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
         )
     meta = {"limit": plain(short.limit), "spent": plain(short.spent), "scope": short.scope}
     what = "window" if short.reason == "window" else "budget"
-    message = (
-        f"{short.meter} {what} refused a {kind}: requested {payload['requested']}, "
-        f"remaining {payload['remaining']} of {decimal_text(short.limit)}"
-    )
+    limit = decimal_text(short.limit)
+    if short.requested > 0:
+        detail = f"requested {payload['requested']}, remaining {payload['remaining']} of {limit}"
+    else:
+        # An exhausted meter refuses whatever the step would cost ("requested 0" said nothing).
+        used = "already spent" if what == "budget" else "already used in the window"
+        detail = f"{decimal_text(short.spent)} of {limit} {used}"
+    message = f"{short.meter} {what} refused a {kind}: {detail}"
 
     def error(refusal_id: str) -> PollardError:
         return BudgetExceeded(message, refusal_id, meter=short.meter, reason=short.reason)

@@ -117,14 +117,51 @@ def open_spec(spec: StoreSpec, *, read_only: bool) -> Any:
 
     Raises:
         FileNotFoundError: ``read_only`` and no SQLite file exists at the path.
-        PollardError: ``read_only`` and the PostgreSQL database holds no such store.
+        PollardError: The path cannot be opened as a SQLite store (a directory, a missing
+            folder, a file that is not SQLite), or ``read_only`` and it holds no pollard store;
+            ``read_only`` and the PostgreSQL database holds no such store.
         ImportError: The PostgreSQL store needs psycopg (``pip install "pollard[pg]"``).
     """
     if spec.kind == "postgres":
         from pollard.stores.postgres import PostgresStore
 
         return PostgresStore(spec.dsn(), store_id=spec.store_id, read_only=read_only)
-    from pollard.stores.sqlite import SQLiteStore
+    import sqlite3
 
-    assert spec.path is not None
-    return SQLiteStore(spec.path, read_only=read_only)
+    from pollard.errors import PollardError
+    from pollard.stores.sqlite import SQLiteStore, read_only_uri
+
+    path = spec.path
+    assert path is not None
+    hint = (
+        "check the path and its permissions: record and hybrid mode need a writable SQLite file "
+        "in an existing folder (created when missing), replay needs one a recording run wrote"
+    )
+    if path.is_dir():
+        raise PollardError(
+            f"cannot open the SQLite store {spec.label}: it is a directory", hint=hint
+        )
+    try:
+        store = SQLiteStore(path, read_only=read_only)
+    except sqlite3.DatabaseError as exc:
+        # sqlite3's own text ("unable to open database file") names neither the path nor a fix.
+        raise PollardError(f"cannot open the SQLite store {spec.label}: {exc}", hint=hint) from exc
+    if read_only:
+        # A writable open creates pollard's tables; a read-only one on another application's
+        # database would otherwise fail at the first read with a bare "no such table: nodes".
+        try:
+            connection = sqlite3.connect(read_only_uri(path), uri=True)
+            try:
+                found = connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nodes'"
+                ).fetchone()
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError:
+            found = None
+        if found is None:
+            store.close()
+            raise PollardError(
+                f"{spec.label} is not a pollard store (it has no pollard tables)", hint=hint
+            )
+    return store

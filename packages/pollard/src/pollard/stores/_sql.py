@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pollard._core._canon import fast_loads, make_dumps
@@ -298,9 +298,48 @@ def dump_held(held: Sequence[Held]) -> str:
     return json.dumps([[kind, key, meter, str(amount)] for kind, key, meter, amount in held])
 
 
+_LEDGER_HINT = (
+    "the store's ledger tables were changed outside pollard: restore the store from a backup "
+    "(recompute_charges(store, root_id) sums what the nodes recorded)"
+)
+
+
+def stored_amount(text: object, where: str) -> Decimal:
+    """A ledger amount as stored (a decimal text); a damaged one is an `IntegrityError`.
+
+    Every ledger row pollard writes holds a finite decimal text. Anything else was written behind
+    its back, and would otherwise surface as a bare ``decimal.InvalidOperation`` from a budget
+    check (or a NaN that no comparison accepts).
+    """
+    try:
+        amount = Decimal(text)  # type: ignore[arg-type]
+    except (InvalidOperation, TypeError, ValueError):
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise IntegrityError(
+            f"{where} holds {text!r}, which is not a decimal amount", hint=_LEDGER_HINT
+        )
+    return amount
+
+
 def load_held(text: str) -> list[Held]:
-    """The held amounts of a stored reservation (see `dump_held`)."""
-    return [(kind, key, meter, Decimal(amount)) for kind, key, meter, amount in json.loads(text)]
+    """The held amounts of a stored reservation (see `dump_held`).
+
+    Raises:
+        IntegrityError: The stored text is not a list of ``[kind, key, meter, amount]``.
+    """
+    try:
+        rows = json.loads(text)
+        return [
+            (kind, key, meter, stored_amount(amount, f"the reservation of {meter!r} on {key!r}"))
+            for kind, key, meter, amount in rows
+        ]
+    except IntegrityError:
+        raise
+    except (TypeError, ValueError):
+        raise IntegrityError(
+            f"a stored budget reservation is damaged: {text!r:.80}", hint=_LEDGER_HINT
+        ) from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -487,8 +526,16 @@ class SqlStore:
 
     def _row_node(self, row: Sequence[Any], cur: Any, cache: dict[str, str] | None = None) -> Node:
         node_id, parent, kind, attempt, payload_text, r_text, digest, meta, interned = row
-        payload = fast_loads(payload_text)
-        result = None if r_text is None else fast_loads(r_text)
+        try:
+            payload = fast_loads(payload_text)
+            result = None if r_text is None else fast_loads(r_text)
+            meta_value = fast_loads(meta)
+        except json.JSONDecodeError as exc:
+            # pollard never writes such a row: name it, so `pollard verify` says where to look.
+            at = bytes(node_id).hex()
+            raise IntegrityError(
+                f"a stored node holds invalid JSON ({exc.msg}): node {at}", at
+            ) from None
         if interned:
             if cache is None:
                 cache = {}
@@ -512,7 +559,7 @@ class SqlStore:
             payload,
             result,
             None if digest is None else bytes(digest).hex(),
-            fast_loads(meta),
+            meta_value,
             payload_text,
             r_text,
         )
@@ -827,7 +874,10 @@ class SqlStore:
 
     def _totals(self, cur: Any, scope: str) -> dict[str, Decimal]:
         cur.execute(self._sql["totals"], (scope,))
-        return {meter: Decimal(total) for meter, total in cur.fetchall()}
+        return {
+            meter: stored_amount(total, f"the ledger total of {meter!r} for {scope}")
+            for meter, total in cur.fetchall()
+        }
 
     def reserve(
         self,
@@ -856,7 +906,11 @@ class SqlStore:
                 cur.execute(self._sql["window_trim"], (window.key, window.meter, cutoff))
                 cur.execute(self._sql["window_sum"], (window.key, window.meter, cutoff))
                 in_window[window.key, window.meter, window.window_seconds] = sum(
-                    (Decimal(row[0]) for row in cur.fetchall()), ZERO
+                    (
+                        stored_amount(row[0], f"a {window.meter!r} window event")
+                        for row in cur.fetchall()
+                    ),
+                    ZERO,
                 )
             short = admit(
                 claims,
