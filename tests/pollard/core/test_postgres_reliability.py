@@ -632,3 +632,57 @@ def test_a_database_that_does_not_exist_is_named_not_called_a_restart(pg_dsn: st
     assert "pollard_no_such_db" in str(info.value)  # the server's own words name it
     assert "restarted" not in str(info.value) + (info.value.hint or "")
     assert "database name" in (info.value.hint or "")
+
+
+PG_LEDGER_DAMAGE = {
+    # Read by the reservation (the budgeted meter's total, a live hold, a window's events).
+    "total_text": ("UPDATE pollard_ledger SET total = 'abc' WHERE meter = 'steps'", "abc"),
+    "total_nan": ("UPDATE pollard_ledger SET total = 'NaN' WHERE meter = 'steps'", "'NaN'"),
+    "reservation_text": (
+        "INSERT INTO pollard_reservations (store_id, id, expires, claims) "
+        "VALUES (%(store)s, 'r1', 1e12, 'garbage')",
+        "json",
+    ),
+    "reservation_amount": (
+        "INSERT INTO pollard_reservations (store_id, id, expires, claims) "
+        """VALUES (%(store)s, 'r1', 1e12, '[["b", "x", "steps", "zz"]]')""",
+        "zz",
+    ),
+    "window_amount": ("UPDATE pollard_window_events SET amount = 'zz'", "zz"),
+    # Not budgeted, so only the commit reads it (adding the step's charge to it).
+    "unbudgeted_total": ("UPDATE pollard_ledger SET total = 'abc' WHERE meter = 'requests'", "abc"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PG_LEDGER_DAMAGE))
+def test_a_damaged_postgres_ledger_row_is_an_integrity_error_with_a_hint(
+    case: str, pg_dsn: str, store_id: str
+) -> None:
+    """A row pollard never wrote is an IntegrityError naming the store, not a driver error."""
+    import psycopg
+
+    from pollard import WindowMeter
+    from pollard.errors import IntegrityError
+    from pollard.meters import StepMeter
+
+    meters = [StepMeter(), WindowMeter("requests", 100, 3600)]
+    step = {"text": "x"}
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store, meters=meters) as rt:
+        rt.run("damaged", budget=Budget(steps=10)).model_call({"i": 0}, fn=lambda _p: step)
+    statement, message = PG_LEDGER_DAMAGE[case]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        if "%(store)s" not in statement:
+            statement += (
+                " AND store_id = %(store)s"
+                if " WHERE " in statement
+                else (" WHERE store_id = %(store)s")
+            )
+        conn.execute(statement, {"store": store_id})
+    with PostgresStore(pg_dsn, store_id=store_id) as store, Runtime(store, meters=meters) as rt:
+        run = rt.run("damaged", budget=Budget(steps=10))
+        with pytest.raises(IntegrityError, match=message) as caught:
+            run.model_call({"i": 1}, fn=lambda _p: step)
+        assert caught.value.hint is not None and "restore the store" in caught.value.hint
+        assert "postgresql://" not in str(caught.value)
+        # The store stays usable for reads after the refusal.
+        assert store.get(run.root_id) is not None

@@ -298,7 +298,7 @@ def dump_held(held: Sequence[Held]) -> str:
     return json.dumps([[kind, key, meter, str(amount)] for kind, key, meter, amount in held])
 
 
-_LEDGER_HINT = (
+LEDGER_HINT = (
     "the store's ledger tables were changed outside pollard: restore the store from a backup "
     "(recompute_charges(store, root_id) sums what the nodes recorded)"
 )
@@ -317,7 +317,7 @@ def stored_amount(text: object, where: str) -> Decimal:
         amount = None
     if amount is None or not amount.is_finite():
         raise IntegrityError(
-            f"{where} holds {text!r}, which is not a decimal amount", hint=_LEDGER_HINT
+            f"{where} holds {text!r}, which is not a decimal amount", hint=LEDGER_HINT
         )
     return amount
 
@@ -338,7 +338,7 @@ def load_held(text: str) -> list[Held]:
         raise
     except (TypeError, ValueError):
         raise IntegrityError(
-            f"a stored budget reservation is damaged: {text!r:.80}", hint=_LEDGER_HINT
+            f"a stored budget reservation is damaged: {text!r:.80}", hint=LEDGER_HINT
         ) from None
 
 

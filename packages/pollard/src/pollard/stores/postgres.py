@@ -31,7 +31,7 @@ from pollard._core._ledger import (
     held_amounts,
 )
 from pollard._core._node import Node
-from pollard.errors import PollardError
+from pollard.errors import IntegrityError, PollardError
 from pollard.stores._common import check_new_node
 from pollard.stores._pgtext import (
     COMMIT_NAME,
@@ -41,7 +41,15 @@ from pollard.stores._pgtext import (
     literals,
     text_params,
 )
-from pollard.stores._sql import Dialect, SqlStore, check_store_id, dump_held, load_held
+from pollard.stores._sql import (
+    LEDGER_HINT,
+    Dialect,
+    SqlStore,
+    check_store_id,
+    dump_held,
+    load_held,
+    stored_amount,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -691,10 +699,15 @@ class PostgresStore(SqlStore):
     ) -> Admission:
         held = held_amounts(claims, windows) if hold else []
         for _ in range(_ADMIT_TRIES):
-            if self._functions:
-                inserted, state = self._admit_call(claims, windows, lease_seconds, held, rid)
-            else:
-                inserted, state = self._admit_batch(claims, windows, lease_seconds, held, rid)
+            try:
+                if self._functions:
+                    inserted, state = self._admit_call(claims, windows, lease_seconds, held, rid)
+                else:
+                    inserted, state = self._admit_batch(claims, windows, lease_seconds, held, rid)
+            except self._psycopg.DataError as exc:
+                # Every value a reservation sends is one pollard made; the server failing to
+                # read a figure means a ledger row was written behind pollard's back.
+                raise self._damaged(exc) from None
             if inserted:
                 return Admission(rid, None)
             short = self._explain(claims, windows, state)
@@ -809,6 +822,15 @@ class PostgresStore(SqlStore):
             self._track_hold(rid)
         return inserted, results[-2] or []
 
+    def _damaged(self, exc: BaseException) -> IntegrityError:
+        """The error for a ledger row the server cannot read (its first line, never the DSN)."""
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return IntegrityError(
+            f"the PostgreSQL store {self._store_id!r} holds a damaged ledger row (a total, "
+            f"reservation or window event that is not what pollard wrote): {detail}",
+            hint=LEDGER_HINT,
+        )
+
     def _session_holds(self) -> set[str]:
         """Reservation ids held on this thread's current session (reset with the session)."""
         conn = self._connection()
@@ -842,9 +864,9 @@ class PostgresStore(SqlStore):
             if tag == "r":
                 reservations.append(load_held(a))
             elif tag == "t":
-                totals[a, b] = Decimal(c)
+                totals[a, b] = stored_amount(c, f"the ledger total of {b!r} on {a!r}")
             elif tag == "w":
-                in_window[int(a) - 1] = Decimal(c)
+                in_window[int(a) - 1] = stored_amount(c, "a window event's sum")
         index = {id(w): i for i, w in enumerate(windows)}
         return admit(
             claims,
@@ -1004,6 +1026,10 @@ class PostgresStore(SqlStore):
             queue.execute(_FLUSH)  # its own transaction: a durable step waits for the disk here
         try:
             results = self._batch(queue)
+        except self._psycopg.errors.InvalidTextRepresentation as exc:
+            # The node's texts are bound as text and its ids as bytes the store made, so what
+            # fails to parse is a stored ledger total the commit adds its charge to.
+            raise self._damaged(exc) from None
         except self._psycopg.errors.UndefinedFunction:
             if not self._functions:
                 raise
