@@ -169,11 +169,13 @@ def result_of(output: Output, *, batch: bool = False) -> dict[str, Any]:
     return {
         "text": output.text,
         "output": data,
+        # pollux counts cache reads and writes inside input_tokens, as pollard's adapters do, so
+        # the meters price each token once: reads at the read price, writes at the write price.
         "usage": {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "cache_read_tokens": usage.cached_tokens or 0,
-            "cache_write_tokens": 0,
+            "cache_write_tokens": usage.cache_write_tokens or 0,
             "reasoning_tokens": usage.reasoning_tokens or 0,
         },
     }
