@@ -120,7 +120,9 @@ class VerifyFinding:
     """One verification problem.
 
     Attributes:
-        node_id: The node at fault.
+        node_id: The node at fault: for a damaged ledger total its scope (the run root or
+            branch anchor it belongs to), ``""`` for a row of no one node (a reservation or a
+            window event, which the message names).
         message: What is wrong.
     """
 
