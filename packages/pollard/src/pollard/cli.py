@@ -5,7 +5,7 @@ Commands (``pollard COMMAND --help`` for each)::
     runs STORE...                 list the runs in one or more stores
     show STORE ROOT               the tree of a run (content-free; --payloads, --json, --html FILE)
     report STORE ROOT             node count, spent and avoided charges
-    verify STORE [ROOT]           check ids, result digests and ancestry
+    verify STORE [ROOT]           check ids, result digests, ancestry and the budget ledger
     seal STORE ROOT               the rolling SHA-256 seal of a subtree
     merge DEST SRC...             copy runs from other stores, recording conflicts
     gc STORE drop-pruned|compact  offline garbage collection
@@ -123,9 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(
         "verify",
-        "check ids, result digests and ancestry",
+        "check ids, result digests, ancestry and the budget ledger",
         "Recompute every node id and result digest and check parent links, for every run or "
-        "for the subtree under ROOT and its ancestry. Exits 1 when there are findings.",
+        "for the subtree under ROOT and its ancestry, and check the ledger rows budget checks "
+        "read (totals, reservations, window events). Exits 1 when there are findings.",
     )
     p.add_argument("store", metavar="STORE", help="the store spec")
     p.add_argument("root", metavar="ROOT", nargs="?", help=f"{_ROOT_HELP} (default: all runs)")

@@ -13,6 +13,7 @@ from pollard._core._ledger import ZERO, decimal_text
 from pollard._core._node import Node
 from pollard._core._store import Store
 from pollard.errors import IntegrityError
+from pollard.stores._sql import SqlStore
 
 __all__ = [
     "SealEntry",
@@ -119,7 +120,9 @@ class VerifyFinding:
     """One verification problem.
 
     Attributes:
-        node_id: The node at fault.
+        node_id: The node at fault: for a damaged ledger total its scope (the run root or
+            branch anchor it belongs to), ``""`` for a row of no one node (a reservation or a
+            window event, which the message names).
         message: What is wrong.
     """
 
@@ -161,8 +164,25 @@ def _check(node: Node, findings: list[VerifyFinding]) -> None:
         findings.append(VerifyFinding(node.id, exc.message))
 
 
+def _ledger(store: Store, scopes: set[str] | None, findings: list[VerifyFinding]) -> None:
+    # Only SQL stores hold ledger rows as text that something other than pollard could have
+    # written; the memory and hash-rope stores keep Decimals that pollard itself computed.
+    if isinstance(store, SqlStore):
+        for owner, message in store.damaged_ledger_rows(scopes):
+            findings.append(VerifyFinding(owner, message))
+
+
 def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -> VerifyReport:
-    """Verify stored history: ids, result digests and parent links.
+    """Verify stored history: ids, result digests and parent links, and the budget ledger.
+
+    On a SQLite or PostgreSQL store the ledger rows the budget checks read are verified too:
+    a running total that is not a finite decimal, a reservation that is not the stored list of
+    held amounts, and a window event whose amount is not a decimal are findings (each would
+    make the next budgeted step raise `IntegrityError`). With ``node_id``, the totals checked
+    are those of the budget scopes among the verified nodes (the run root and the branch
+    budgets that the node's steps charge); reservations and window events are always checked
+    store-wide, because every admission reads every live reservation and a window can be
+    shared by every run of the store.
 
     Args:
         store: The store.
@@ -172,7 +192,8 @@ def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -
 
     Returns:
         A report; ``ok`` is False when any node does not match its content, a parent is missing,
-        or the ancestry has a cycle.
+        the ancestry has a cycle, or a ledger row is damaged (its finding's ``node_id`` is the
+        total's scope, or ``""`` for a reservation or window event, which the message names).
 
     Raises:
         KeyError: If ``node_id`` is not stored.
@@ -184,6 +205,7 @@ def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -
             for node in store.walk(root.id):
                 _check(node, findings)
                 checked += 1
+        _ledger(store, None, findings)
         return VerifyReport(not findings, tuple(findings), checked)
     start = store.get(node_id)
     seen: set[str] = set()
@@ -205,8 +227,10 @@ def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -
         for node in store.walk(node_id):
             if node.id == node_id:
                 continue
+            seen.add(node.id)
             _check(node, findings)
             checked += 1
+    _ledger(store, seen, findings)
     return VerifyReport(not findings, tuple(findings), checked)
 
 

@@ -452,6 +452,12 @@ class SqlStore:
             f"meter = {q} AND at > {q}",
             "window_add": f"INSERT INTO {t['window_events']} ({c}wkey, meter, at, amount) "
             f"VALUES ({v}{q}, {q}, {q}, {q})",
+            # verify's reads of every ledger row (or the totals of some scopes).
+            "ledger_all": f"SELECT scope, meter, total FROM {t['ledger']}{w0}",
+            "ledger_many": f"SELECT scope, meter, total FROM {t['ledger']} WHERE {w}scope {many}",
+            "reservations_all": f"SELECT id, claims FROM {t['reservations']}{w0} ORDER BY id",
+            "window_all": f"SELECT wkey, meter, at, amount FROM {t['window_events']}{w0} "
+            "ORDER BY wkey, meter, at",
             "kv_init": f"INSERT INTO {t['kv']} ({c}key, value) VALUES ({v}{q}, {q}) "
             f"ON CONFLICT ({c}key) DO NOTHING",
             "kv_get": f"SELECT value FROM {t['kv']} WHERE {w}key = {q}",
@@ -986,6 +992,60 @@ class SqlStore:
         """Running totals per meter for one scope."""
         with self._cursor() as cur:
             return self._totals(cur, scope)
+
+    def damaged_ledger_rows(self, scopes: Iterable[str] | None = None) -> list[tuple[str, str]]:
+        """Ledger rows pollard could not have written, as ``(scope or "", message)`` pairs.
+
+        Checks the running totals of ``scopes`` (of every scope when ``None``), and every
+        reservation and window event: those belong to no one scope (every admission reads every
+        live reservation, and a store-wide window's events are shared by all runs). Each row is
+        parsed as the budget checks parse it (`stored_amount`, `load_held`), so a row reported
+        here is one that makes a budgeted step raise `IntegrityError`, and a row that is not
+        reported is one they accept. Only reads: an expired reservation is reported, not swept.
+
+        Args:
+            scopes: The budget scopes (node ids) whose totals are checked; ``None`` for all.
+
+        Returns:
+            One pair per damaged row, totals first (by scope and meter), then reservations (by
+            id), then window events (by key, meter and time); empty for an undamaged ledger.
+        """
+        totals: list[Sequence[Any]] = []
+        with self._cursor() as cur:
+            if scopes is None:
+                cur.execute(self._sql["ledger_all"])
+                totals.extend(cur.fetchall())
+            else:
+                wanted = sorted(set(scopes))
+                for first in range(0, len(wanted), WALK_BATCH):
+                    batch = wanted[first : first + WALK_BATCH]
+                    if self.dialect.array_params:
+                        cur.execute(self._sql["ledger_many"], (batch,))
+                    else:
+                        marks = ", ".join([self.dialect.param] * len(batch))
+                        cur.execute(self._sql["ledger_many"].replace("(?)", f"({marks})"), batch)
+                    totals.extend(cur.fetchall())
+            cur.execute(self._sql["reservations_all"])
+            reservations = cur.fetchall()
+            cur.execute(self._sql["window_all"])
+            events = cur.fetchall()
+        found: list[tuple[str, str]] = []
+        for scope, meter, total in sorted(totals, key=lambda row: (str(row[0]), str(row[1]))):
+            try:
+                stored_amount(total, f"the ledger total of {meter!r} for {scope}")
+            except IntegrityError as exc:
+                found.append((str(scope), exc.message))
+        for rid, claims in reservations:
+            try:
+                load_held(claims)
+            except IntegrityError as exc:
+                found.append(("", f"reservation {rid!r}: {exc.message}"))
+        for wkey, meter, at, amount in events:
+            try:
+                stored_amount(amount, f"the {meter!r} window event at {at} of window {wkey}")
+            except IntegrityError as exc:
+                found.append(("", exc.message))
+        return found
 
     # -- claims --------------------------------------------------------------------------------
 
