@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from pollard._core._amounts import charges_meta
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node
+from pollard._core._usage import unusable_counts
 from pollard._step import _settle as settle
 from pollard._step._admission import Estimates
 from pollard._step._effects import END, CloseStream, Emit, Invoke, NextChunk, Step
 from pollard._step._protocols import Readings
-from pollard.meters._usage import unusable_counts
 
 if TYPE_CHECKING:
     from pollard._step._cursor import RunState

@@ -26,10 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from pollard._core._canon import canonical_bytes
 from pollard._core._ledger import to_decimal
+from pollard._core._usage import TOKEN_FIELDS, usable_count
 from pollard._step._protocols import Meter
 from pollard.meters._energy import EnergyMeter
 from pollard.meters._tokenmaster import TokenmasterMeter
-from pollard.meters._usage import TOKEN_FIELDS, usable_count
 
 __all__ = [
     "CHARGED_KINDS",
@@ -199,7 +199,10 @@ class TokenMeter:
         self.precheck_is_estimate = estimator is not None or reserved_output_tokens > 0
 
     def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
-        """Return the reported tokens of a model or tool call (0 without usage)."""
+        """Return the reported tokens of a model or tool call (0 without usage).
+
+        Unusable counts (see `token_usage`) are left out, as if missing.
+        """
         if kind not in CHARGED_KINDS:
             return 0
         usage = token_usage(result)

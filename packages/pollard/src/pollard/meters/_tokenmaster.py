@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pollard.meters._usage import usable_count
+from pollard._core._usage import usable_count
 
 __all__ = ["TokenmasterMeter"]
 
