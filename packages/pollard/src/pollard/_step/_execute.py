@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pollard._core._amounts import charges_meta
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node
+from pollard._core._usage import unusable_counts
 from pollard._step import _settle as settle
 from pollard._step._admission import Estimates
 from pollard._step._effects import END, CloseStream, Emit, Invoke, NextChunk, Step
@@ -62,6 +63,13 @@ def execute(
         usage = result.get("usage")
         if isinstance(usage, Mapping):
             meta["usage"] = usage
+            invalid = unusable_counts(usage)
+            if invalid:
+                # The meters charge an unusable count like a missing one; say so, never a
+                # silent zero.
+                meta["usage_invalid"] = invalid
+                if kind == "model_call":
+                    meta["usage_missing"] = True
         elif kind == "model_call":
             meta["usage_missing"] = True
         if extra_meta:

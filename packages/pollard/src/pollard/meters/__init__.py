@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pollard._core._canon import canonical_bytes
 from pollard._core._ledger import to_decimal
+from pollard._core._usage import TOKEN_FIELDS, usable_count
 from pollard._step._protocols import Meter
 from pollard.meters._energy import EnergyMeter
 from pollard.meters._tokenmaster import TokenmasterMeter
@@ -50,16 +51,6 @@ Amount = int | float | Decimal
 
 CHARGED_KINDS = frozenset({"model_call", "tool_call"})
 """Kinds that dispatch work (and so are charged steps and tokens)."""
-
-_TOKEN_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
 
 
 @runtime_checkable
@@ -90,19 +81,23 @@ def split_usage(usage: Mapping[str, int]) -> tuple[int, int, int, int]:
 
 
 def token_usage(result: Any) -> dict[str, int] | None:
-    """Return the integer token fields of ``result["usage"]``, or None when there is no usage."""
+    """Return the usable token counts of ``result["usage"]``, or None when there is no usage.
+
+    A count is usable when it is an int from 0 to ``2**63 - 1`` (not a bool). Any other value (a
+    string, a float, a bool, a negative or larger int) is left out, so it is charged like a
+    missing count; the runtime names such fields in ``node.meta["usage_invalid"]`` and marks a
+    model call ``usage_missing``.
+    """
     if not isinstance(result, Mapping):
         return None
     usage = result.get("usage")
     if not isinstance(usage, Mapping):
         return None
     fields: dict[str, int] = {}
-    for key in _TOKEN_FIELDS:
-        value = usage.get(key)
-        if value is not None and (
-            type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
-        ):
-            fields[key] = value
+    for key in TOKEN_FIELDS:
+        count = usable_count(usage.get(key))
+        if count is not None:
+            fields[key] = count
     return fields
 
 
@@ -204,7 +199,10 @@ class TokenMeter:
         self.precheck_is_estimate = estimator is not None or reserved_output_tokens > 0
 
     def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
-        """Return the reported tokens of a model or tool call (0 without usage)."""
+        """Return the reported tokens of a model or tool call (0 without usage).
+
+        Unusable counts (see `token_usage`) are left out, as if missing.
+        """
         if kind not in CHARGED_KINDS:
             return 0
         usage = token_usage(result)

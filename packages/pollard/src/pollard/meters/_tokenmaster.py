@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pollard._core._usage import usable_count
+
 __all__ = ["TokenmasterMeter"]
 
 _INSTALL = 'TokenmasterMeter needs the tokenmaster extra: pip install "pollard[tokenmaster]"'
@@ -23,8 +25,9 @@ def _turn(usage: Mapping[str, Any], model: str | None) -> dict[str, Any]:
     """
 
     def count(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        # an unusable count (a string, a float, a negative int...) is charged like a missing one
+        value = usable_count(usage.get(key))
+        return 0 if value is None else value
 
     input_tokens, output_tokens = count("input_tokens"), count("output_tokens")
     reasoning = count("reasoning_tokens")

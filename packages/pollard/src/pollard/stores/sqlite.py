@@ -48,6 +48,25 @@ def read_only_uri(path: Path) -> str:
     return uri
 
 
+def _refuse_unwritable(path: Path) -> None:
+    """Refuse to record into an existing file this process cannot write, before SQLite opens it.
+
+    SQLite opens a write-protected file read-only, and a WAL database (every pollard store) still
+    gets its ``-wal`` and ``-shm`` files created beside it before the first write fails, so a
+    failed open for recording would leave them behind. The error is SQLite's own, so every caller
+    maps it as before (`pollard.Runtime` to `PollardError` with the permissions hint). A folder
+    that cannot be written already fails without side files: SQLite cannot create them there.
+
+    Raises:
+        sqlite3.OperationalError: The file exists and is not writable.
+    """
+    effective = os.access in os.supports_effective_ids
+    if path.is_file() and not os.access(path, os.W_OK, effective_ids=effective):
+        raise sqlite3.OperationalError(
+            "attempt to write a readonly database (the file is not writable by this process)"
+        )
+
+
 class SQLiteStore(SqlStore):
     """A SQLite file store: nodes, interned blobs and the budget ledger in one database.
 
@@ -68,6 +87,11 @@ class SQLiteStore(SqlStore):
         read_only: Open without write access (used for replay); writes raise `PollardError`. A
             read-only store never creates the file or ``-wal``/``-shm`` files beside it.
         clock: The wall clock for leases and windows (injectable for tests).
+
+    Raises:
+        sqlite3.OperationalError: Not ``read_only`` and the file exists but is not writable
+            (refused before SQLite opens it, so no ``-wal``/``-shm`` files are left beside it).
+        FileNotFoundError: ``read_only`` and there is no file.
 
     Example:
         >>> import tempfile, pathlib
@@ -111,6 +135,7 @@ class SQLiteStore(SqlStore):
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"no SQLite store at {self.path}")
         if not read_only:
+            _refuse_unwritable(self.path)
             self._init_schema()
         else:
             with self._use():
