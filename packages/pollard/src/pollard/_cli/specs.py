@@ -110,20 +110,16 @@ def _require_pollard_file(spec: StoreSpec) -> None:
     bare ``no such table``. A file with SQLite's header whose pages do not read is damage, an
     integrity error (exit 1), not an input error.
     """
+    from pollard.stores.sqlite import has_pollard_tables
+
     assert spec.path is not None
     try:
-        connection = sqlite_read_only(spec.path)
-        try:
-            found = connection.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nodes'"
-            ).fetchone()
-        finally:
-            connection.close()
+        found = has_pollard_tables(spec.path)
     except sqlite3.DatabaseError as exc:
         if is_sqlite_file(spec.path) and not isinstance(exc, sqlite3.OperationalError):
             raise IntegrityError(f"{spec.label} is a damaged SQLite file: {exc}") from None
         raise CLIError(f"cannot open {spec.label}: {exc}") from None
-    if found is None:
+    if not found:
         raise CLIError(f"{spec.label} is not a pollard store (it has no pollard tables)")
 
 

@@ -129,7 +129,7 @@ def open_spec(spec: StoreSpec, *, read_only: bool) -> Any:
     import sqlite3
 
     from pollard.errors import PollardError
-    from pollard.stores.sqlite import SQLiteStore, read_only_uri
+    from pollard.stores.sqlite import SQLiteStore, has_pollard_tables
 
     path = spec.path
     assert path is not None
@@ -150,16 +150,10 @@ def open_spec(spec: StoreSpec, *, read_only: bool) -> Any:
         # A writable open creates pollard's tables; a read-only one on another application's
         # database would otherwise fail at the first read with a bare "no such table: nodes".
         try:
-            connection = sqlite3.connect(read_only_uri(path), uri=True)
-            try:
-                found = connection.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nodes'"
-                ).fetchone()
-            finally:
-                connection.close()
+            found = has_pollard_tables(path)
         except sqlite3.DatabaseError:
-            found = None
-        if found is None:
+            found = False
+        if not found:
             store.close()
             raise PollardError(
                 f"{spec.label} is not a pollard store (it has no pollard tables)", hint=hint

@@ -48,6 +48,20 @@ def read_only_uri(path: Path) -> str:
     return uri
 
 
+def has_pollard_tables(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` holds pollard's node table, read without writing.
+
+    Raises:
+        sqlite3.DatabaseError: The file cannot be read as a SQLite database.
+    """
+    connection = sqlite3.connect(read_only_uri(path), uri=True)
+    try:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nodes'"
+        return connection.execute(query).fetchone() is not None
+    finally:
+        connection.close()
+
+
 def _refuse_unwritable(path: Path) -> None:
     """Refuse to record into an existing file this process cannot write, before SQLite opens it.
 
