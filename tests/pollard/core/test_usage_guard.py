@@ -163,3 +163,22 @@ def test_nan_usage_fails_the_step_rather_than_charging_zero() -> None:
     assert [n.payload["event"] for n in failed] == ["call_failed"]
     assert "tokens" not in failed[0].meta["charges"]
     rt.close()
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{}, {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}, {"input_tokens": None}],
+)
+def test_usage_without_a_field_the_meters_read_is_marked_missing(usage: dict[str, Any]) -> None:
+    # ``{}`` (an adapter with nothing to report) or a raw shape pollard does not read charged 0
+    # tokens with no flag at all; it is a call without usage, and says so.
+    rt = Runtime()
+    run = rt.run("unread usage")
+    node = run.model_call({"model": "m"}, fn=lambda p: {"text": "x", "usage": usage})
+    assert node.meta["usage_missing"] is True
+    assert "usage_invalid" not in node.meta
+    assert node.meta["charges"].get("tokens", 0) == 0
+    # A tool call has no usage to miss.
+    tool = run.tool_call("t", {"q": 1}, fn=lambda p: {"ok": True, "usage": usage})
+    assert "usage_missing" not in tool.meta
+    rt.close()

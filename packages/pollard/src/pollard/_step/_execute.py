@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pollard._core._amounts import charges_meta
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node
-from pollard._core._usage import unusable_counts
+from pollard._core._usage import TOKEN_FIELDS, unusable_counts
 from pollard._step import _settle as settle
 from pollard._step._admission import Estimates
 from pollard._step._effects import END, CloseStream, Emit, Invoke, NextChunk, Step
@@ -70,6 +70,10 @@ def execute(
                 meta["usage_invalid"] = invalid
                 if kind == "model_call":
                     meta["usage_missing"] = True
+            elif kind == "model_call" and all(usage.get(key) is None for key in TOKEN_FIELDS):
+                # A usage mapping without one field the meters read (``{}``, or a raw shape such
+                # as Chat Completions' ``prompt_tokens``) charges nothing, as no usage does.
+                meta["usage_missing"] = True
         elif kind == "model_call":
             meta["usage_missing"] = True
         if extra_meta:
