@@ -502,6 +502,24 @@ def test_the_flush_transaction_waits_for_the_disk(pg_dsn: str) -> None:
     assert flushed == (True,)  # acknowledged only once its WAL was on disk
 
 
+def test_a_step_function_body_never_changes_under_its_name() -> None:
+    """A store creates a step function only when its name is missing, so stores made by an
+    earlier version keep the body they got: an edited body must come with a new name (``_vN``).
+    This pins each released body's digest to its name."""
+    import hashlib
+
+    from pollard.stores._pgtext import FUNCTION_NAMES, FUNCTIONS
+
+    released = {
+        "pollard_reserve_v2": "8cc0efbca1793b54c7aa3282c91b36dd3520b1ef7e55f211a8e7ebec271bc506",
+        "pollard_commit_v1": "73b05fdc089d8b801679495e2e3f0a961aefeccd7db8b6a401ed76bc31f967d7",
+    }
+    for name, body in zip(FUNCTION_NAMES, FUNCTIONS, strict=True):
+        assert f"FUNCTION {name}(" in body
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        assert released.get(name, digest) == digest, f"{name}'s body changed: give it a new name"
+
+
 def test_hot_path_literals_round_trip_through_the_server(pg_dsn: str) -> None:
     """The store's own quoting reads back exactly what the driver's would."""
     import psycopg

@@ -152,6 +152,43 @@ FUNCTION_NAMES = (RESERVE_NAME, COMMIT_NAME)
 # plan per call would cost more than the statement) and commits without waiting for its WAL
 # flush (see `PostgresStore`: a durable commit forces the flush afterwards, outside the locks).
 
+# The judgement of `RESERVE_FUNCTION` over one snapshot: the live holds, each claim's settled
+# total and held amount, then whether any claim is refused. With windows their figures join the
+# claims' (`_WINDOW_FIGURES`); without, the statement is smaller: fewer plan nodes per call.
+_JUDGE_HEAD = """\
+    WITH live AS (
+      SELECT array_agg(r.claims) FILTER (WHERE r.expires > t) AS claims,
+             coalesce(bool_or(r.expires <= t), false) AS expired
+      FROM (SELECT s.expires, s.claims FROM pollard_reservations s
+            WHERE s.store_id = p_store ORDER BY s.id) AS r),
+    held AS (
+      SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS meter, (x->>3)::numeric AS amount
+      FROM live CROSS JOIN LATERAL unnest(live.claims) AS h(claims)
+      CROSS JOIN LATERAL jsonb_array_elements(h.claims::jsonb) AS x),
+    figures AS (
+      SELECT c.lim, c.req,
+             coalesce((SELECT l.total::numeric FROM pollard_ledger l WHERE l.store_id = p_store
+                       AND l.scope = c.scope AND l.meter = c.meter), 0) AS settled,
+             coalesce((SELECT sum(h.amount) FROM held h WHERE h.kind = 'b'
+                       AND h.key = c.scope AND h.meter = c.meter), 0) AS active
+      FROM unnest(c_scope, c_meter, c_lim, c_req) AS c(scope, meter, lim, req)"""
+_WINDOW_FIGURES = """
+      UNION ALL
+      SELECT w.lim, w.req,
+             coalesce((SELECT sum(e.amount::numeric) FROM pollard_window_events e
+                       WHERE e.store_id = p_store AND e.wkey = w.k AND e.meter = w.m
+                       AND e.at > t - w.secs), 0),
+             coalesce((SELECT sum(h.amount) FROM held h WHERE h.kind = 'w'
+                       AND h.key = w.k AND h.meter = w.m), 0)
+      FROM unnest(w_key, w_meter, w_lim, w_secs, w_req) AS w(k, m, lim, secs, req)"""
+_JUDGE_TAIL = """)
+    SELECT live.claims, live.expired,
+           EXISTS (SELECT 1 FROM figures f WHERE NOT (f.settled < f.lim
+                   AND (f.req = 0 OR f.req <= f.lim - f.settled - f.active)))
+      INTO v_claims, v_expired, v_refused
+      FROM live;
+"""
+
 # The admission rule of `judge` (refuse when ``settled >= limit`` or when a positive request
 # exceeds ``limit - settled - active``), evaluated under the scopes' advisory locks over ONE
 # snapshot: live holds, settled totals and window sums are read by one statement, so a commit
@@ -182,58 +219,8 @@ BEGIN
           (SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM unnest(p_keys) AS k) AS l);
   -- Without windows the judgement is a smaller statement: fewer plan nodes to start per call.
   IF coalesce(cardinality(w_key), 0) = 0 THEN
-    WITH live AS (
-      SELECT array_agg(r.claims) FILTER (WHERE r.expires > t) AS claims,
-             coalesce(bool_or(r.expires <= t), false) AS expired
-      FROM (SELECT s.expires, s.claims FROM pollard_reservations s
-            WHERE s.store_id = p_store ORDER BY s.id) AS r),
-    held AS (
-      SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS meter, (x->>3)::numeric AS amount
-      FROM live CROSS JOIN LATERAL unnest(live.claims) AS h(claims)
-      CROSS JOIN LATERAL jsonb_array_elements(h.claims::jsonb) AS x),
-    figures AS (
-      SELECT c.lim, c.req,
-             coalesce((SELECT l.total::numeric FROM pollard_ledger l WHERE l.store_id = p_store
-                       AND l.scope = c.scope AND l.meter = c.meter), 0) AS settled,
-             coalesce((SELECT sum(h.amount) FROM held h WHERE h.kind = 'b'
-                       AND h.key = c.scope AND h.meter = c.meter), 0) AS active
-      FROM unnest(c_scope, c_meter, c_lim, c_req) AS c(scope, meter, lim, req))
-    SELECT live.claims, live.expired,
-           EXISTS (SELECT 1 FROM figures f WHERE NOT (f.settled < f.lim
-                   AND (f.req = 0 OR f.req <= f.lim - f.settled - f.active)))
-      INTO v_claims, v_expired, v_refused
-      FROM live;
-  ELSE
-    WITH live AS (
-      SELECT array_agg(r.claims) FILTER (WHERE r.expires > t) AS claims,
-             coalesce(bool_or(r.expires <= t), false) AS expired
-      FROM (SELECT s.expires, s.claims FROM pollard_reservations s
-            WHERE s.store_id = p_store ORDER BY s.id) AS r),
-    held AS (
-      SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS meter, (x->>3)::numeric AS amount
-      FROM live CROSS JOIN LATERAL unnest(live.claims) AS h(claims)
-      CROSS JOIN LATERAL jsonb_array_elements(h.claims::jsonb) AS x),
-    figures AS (
-      SELECT c.lim, c.req,
-             coalesce((SELECT l.total::numeric FROM pollard_ledger l WHERE l.store_id = p_store
-                       AND l.scope = c.scope AND l.meter = c.meter), 0) AS settled,
-             coalesce((SELECT sum(h.amount) FROM held h WHERE h.kind = 'b'
-                       AND h.key = c.scope AND h.meter = c.meter), 0) AS active
-      FROM unnest(c_scope, c_meter, c_lim, c_req) AS c(scope, meter, lim, req)
-      UNION ALL
-      SELECT w.lim, w.req,
-             coalesce((SELECT sum(e.amount::numeric) FROM pollard_window_events e
-                       WHERE e.store_id = p_store AND e.wkey = w.k AND e.meter = w.m
-                       AND e.at > t - w.secs), 0),
-             coalesce((SELECT sum(h.amount) FROM held h WHERE h.kind = 'w'
-                       AND h.key = w.k AND h.meter = w.m), 0)
-      FROM unnest(w_key, w_meter, w_lim, w_secs, w_req) AS w(k, m, lim, secs, req))
-    SELECT live.claims, live.expired,
-           EXISTS (SELECT 1 FROM figures f WHERE NOT (f.settled < f.lim
-                   AND (f.req = 0 OR f.req <= f.lim - f.settled - f.active)))
-      INTO v_claims, v_expired, v_refused
-      FROM live;
-  END IF;
+{_JUDGE_HEAD}{_JUDGE_TAIL}  ELSE
+{_JUDGE_HEAD}{_WINDOW_FIGURES}{_JUDGE_TAIL}  END IF;
   IF v_expired THEN
     DELETE FROM pollard_reservations r WHERE r.store_id = p_store AND r.expires <= t;
   END IF;
