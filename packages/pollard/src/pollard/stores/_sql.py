@@ -777,12 +777,20 @@ class SqlStore:
 
     def _rows(self, cur: Any, keys: Sequence[bytes]) -> dict[bytes, Sequence[Any]]:
         """Full rows for many ids in one query, by id."""
+        self._execute_any(cur, "get_many", keys)
+        return {bytes(row[0]): row for row in cur.fetchall()}
+
+    def _execute_any(self, cur: Any, name: str, keys: Sequence[Any]) -> None:
+        """Run statement ``name``, whose ``many`` test matches any of ``keys``.
+
+        PostgreSQL binds the keys as one array (``= ANY(%s)``); SQLite has no array parameter,
+        so its ``IN (?)`` is expanded to one mark per key for this call.
+        """
         if self.dialect.array_params:
-            cur.execute(self._sql["get_many"], (list(keys),))
+            cur.execute(self._sql[name], (list(keys),))
         else:
             marks = ", ".join([self.dialect.param] * len(keys))
-            cur.execute(self._sql["get_many"].replace("(?)", f"({marks})"), tuple(keys))
-        return {bytes(row[0]): row for row in cur.fetchall()}
+            cur.execute(self._sql[name].replace("(?)", f"({marks})"), tuple(keys))
 
     def _prefetch(self, cur: Any, rows: Iterable[Sequence[Any]], cache: dict[str, str]) -> None:
         """Load every blob the interned ``rows`` reference (and chunk blobs' own refs) at once."""
@@ -797,12 +805,7 @@ class SqlStore:
             missing = sorted(wanted - cache.keys())
             if not missing:
                 return
-            keys = [bytes.fromhex(d) for d in missing]
-            if self.dialect.array_params:
-                cur.execute(self._sql["blob_many"], (keys,))
-            else:
-                marks = ", ".join([self.dialect.param] * len(keys))
-                cur.execute(self._sql["blob_many"].replace("(?)", f"({marks})"), tuple(keys))
+            self._execute_any(cur, "blob_many", [bytes.fromhex(d) for d in missing])
             wanted = set()
             for digest, value in cur.fetchall():
                 cache[bytes(digest).hex()] = value
@@ -1018,12 +1021,7 @@ class SqlStore:
             else:
                 wanted = sorted(set(scopes))
                 for first in range(0, len(wanted), WALK_BATCH):
-                    batch = wanted[first : first + WALK_BATCH]
-                    if self.dialect.array_params:
-                        cur.execute(self._sql["ledger_many"], (batch,))
-                    else:
-                        marks = ", ".join([self.dialect.param] * len(batch))
-                        cur.execute(self._sql["ledger_many"].replace("(?)", f"({marks})"), batch)
+                    self._execute_any(cur, "ledger_many", wanted[first : first + WALK_BATCH])
                     totals.extend(cur.fetchall())
             cur.execute(self._sql["reservations_all"])
             reservations = cur.fetchall()
