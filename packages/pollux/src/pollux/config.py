@@ -43,6 +43,10 @@ KNOWN_CAPABILITIES: frozenset[str] = frozenset(
     }
 )
 
+KEY_MISSING = "API key required for "
+"""How every missing-key `ConfigurationError` begins, the provider name next (the CLI reads it
+to name the variable a shell user sets instead of the library's ``api_key=...`` hint)."""
+
 API_KEY_ENV_VARS: Mapping[str, str] = MappingProxyType(
     {
         "gemini": "GEMINI_API_KEY",
@@ -236,7 +240,7 @@ use_mock=False)
         if not self.use_mock and not self.api_key:
             env_var = API_KEY_ENV_VARS[self.provider]
             raise ConfigurationError(
-                f"API key required for {self.provider}",
+                f"{KEY_MISSING}{self.provider}",
                 hint=f"Set the {env_var} environment variable (or put it in .env), "
                 "pass api_key=..., or use use_mock=True for offline runs.",
             )

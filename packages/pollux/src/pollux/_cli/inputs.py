@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pollux import Config, ConfigurationError, DeferredHandle, PolluxError, Source
-from pollux.config import API_KEY_ENV_VARS
+from pollux.config import API_KEY_ENV_VARS, KEY_MISSING
 
 from .errors import CLIError
 
@@ -42,7 +42,6 @@ MOCK_MODEL = "gpt-5-nano"
 # none are configured these stand in (they are never sent anywhere).
 REPLAY_KEY = "pollux-replay-sends-nothing"
 _REPLAY_BASE_URL = "http://127.0.0.1:9/replay-sends-nothing"
-_KEY_MISSING = "API key required for "  # how Config and the lifecycle calls say it
 
 
 def error_hint(error: PolluxError, *, offline: bool = False) -> CLIError:
@@ -52,8 +51,8 @@ def error_hint(error: PolluxError, *, offline: bool = False) -> CLIError:
     ``use_mock=True``, which a shell user cannot pass; this one names the variable (and
     ``--mock`` when ``offline`` applies to the command).
     """
-    if error.message.startswith(_KEY_MISSING):
-        provider = error.message.removeprefix(_KEY_MISSING).split(" ", 1)[0]
+    if error.message.startswith(KEY_MISSING):
+        provider = error.message.removeprefix(KEY_MISSING).split(" ", 1)[0]
         env_var = API_KEY_ENV_VARS.get(provider)
         if env_var is not None:
             hint = f"export {env_var} in this shell (or put it in a .env file)"

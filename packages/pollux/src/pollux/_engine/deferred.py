@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pollux._engine.assemble import parse_structured, structured_facets
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import raise_stamped, with_retries
-from pollux.config import API_KEY_ENV_VARS, Config, resolve_api_key
+from pollux.config import API_KEY_ENV_VARS, KEY_MISSING, Config, resolve_api_key
 from pollux.errors import APIError, ConfigurationError, DeferredNotReadyError, InternalError
 from pollux.interaction.call import requirements_from
 from pollux.interaction.deferred import DeferredHandle
@@ -101,7 +101,7 @@ def handle_config(handle: DeferredHandle) -> Config:
         # Config's own hint says "pass api_key=...", which these calls cannot take.
         env_var = API_KEY_ENV_VARS[handle.provider]
         raise ConfigurationError(
-            f"API key required for {handle.provider} to reach deferred job {handle.job_id!r}",
+            f"{KEY_MISSING}{handle.provider} to reach deferred job {handle.job_id!r}",
             hint=f"Lifecycle calls take only the handle and read {env_var} (or a .env file): "
             "set it in this process, or call the method on a Session whose Config has "
             "api_key=..., e.g. Session(config).collect_deferred(handle).",
