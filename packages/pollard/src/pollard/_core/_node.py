@@ -18,7 +18,7 @@ from pollard._core._canon import (
 )
 from pollard.errors import IntegrityError
 
-__all__ = ["Node", "NodeKind"]
+__all__ = ["Node", "NodeKind", "check_attempt"]
 
 
 class NodeKind(str, Enum):
@@ -35,6 +35,12 @@ class NodeKind(str, Enum):
 
 
 _KINDS = {kind.value: kind for kind in NodeKind}
+
+
+def check_attempt(attempt: object) -> None:
+    """Raise ValueError unless ``attempt`` is an int (not a bool) >= 0, as a node's must be."""
+    if type(attempt) is not int or attempt < 0:
+        raise ValueError(f"attempt must be an int >= 0, got {attempt!r}")
 
 
 def _kind(value: object) -> NodeKind:
@@ -95,8 +101,7 @@ class Node:
                 raise ValueError("a root node has no parent")
         elif not is_hex64(self.parent):
             raise ValueError(f"a {self.kind.value} node needs a parent id, got {self.parent!r}")
-        if type(self.attempt) is not int or self.attempt < 0:
-            raise ValueError(f"attempt must be an int >= 0, got {self.attempt!r}")
+        check_attempt(self.attempt)
         if self.result_digest is not None and not is_hex64(self.result_digest):
             raise ValueError(f"result_digest must be hex64 or None, got {self.result_digest!r}")
         if not isinstance(self.meta, dict):
@@ -131,8 +136,7 @@ class Node:
             ValueError: If a field has the wrong shape.
         """
         kind = _kind(kind)
-        if type(attempt) is not int or attempt < 0:
-            raise ValueError(f"attempt must be an int >= 0, got {attempt!r}")
+        check_attempt(attempt)
         if kind is NodeKind.ROOT:
             if parent is not None:
                 raise ValueError("a root node has no parent")

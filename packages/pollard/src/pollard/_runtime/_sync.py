@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pollard._core._budget import Budget
 from pollard._core._ledger import utc_now_iso
-from pollard._core._node import Node, NodeKind
+from pollard._core._node import Node, NodeKind, check_attempt
 from pollard._core._store import Store
 from pollard._governance._firewall import Firewall
 from pollard._step._charged import record_charged
@@ -701,9 +701,7 @@ def check_limits(meter_names: frozenset[str], budget: Budget | None) -> dict[str
 
 def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
     """Write a branch anchor under the cursor and return a new cursor on it."""
-    if type(attempt) is not int or attempt < 0:
-        # Checked before the branch is counted: a refused call must not shift later anchors.
-        raise ValueError(f"attempt must be an int >= 0, got {attempt!r}")
+    check_attempt(attempt)  # before the branch is counted: a refusal must not shift anchors
     limits = check_limits(state.rt.meter_names, budget)
     offset = state.branch_counts.get(state.cursor_id, 0)
     state.branch_counts[state.cursor_id] = offset + 1
