@@ -6,6 +6,13 @@ The file is JSON (``indent=2``, sorted keys) in the ``pollard/subtree/v1`` forma
      "content_digest": ..., "nodes": [{"id", "parent", "kind", "attempt", "payload",
      "result", "result_digest", "meta"}, ...]}
 
+The seal is written in pollard 0.8's layout (every entry with its ``kind``, ``parent_id``,
+``result_digest``, ``previous`` and ``seal``), so pollard 0.8 imports these files (it ignores the
+keys it does not know). Import reads both that layout and the short one earlier versions of this
+project wrote (``index``, ``node_id``, ``digest`` per entry), and files exported by pollard 0.8,
+which have no ``content_digest``: their metadata is covered by no digest (0.8 had none), their
+ids, results and seal are checked as usual.
+
 Nodes are in walk (preorder) order; ``payload``, ``result`` and ``meta`` are the exact stored JSON
 texts, so digests recompute byte for byte. ``content_digest`` is a SHA-256 over every node record
 including metadata (the seal leaves metadata out).
@@ -32,7 +39,7 @@ from pollard._core._node import Node
 from pollard._core._store import Store
 from pollard._edge._manifest import ManifestStore
 from pollard._edge._merge import ScopeTracker, node_charges
-from pollard._edge._seal import seal
+from pollard._edge._seal import SealReport, seal
 from pollard._version import __version__
 from pollard.errors import IntegrityError
 
@@ -112,6 +119,39 @@ def _record(node: Node) -> dict[str, Any]:
     }
 
 
+def seal_document(sealed: SealReport, nodes: Sequence[Node], *, short: bool = False) -> Any:
+    """The seal as a file holds it: pollard 0.8's entry layout, or the ``short`` one.
+
+    Built here, not by ``SealReport.to_dict``, because it is part of the file format.
+    """
+    by_id = {node.id: node for node in nodes}
+    entries: list[dict[str, Any]] = []
+    previous: str | None = None
+    for entry in sealed.entries:
+        if short:
+            entries.append({"digest": entry.digest, "index": entry.index, "node_id": entry.node_id})
+        else:
+            node = by_id[entry.node_id]
+            entries.append(
+                {
+                    "index": entry.index,
+                    "kind": node.kind.value,
+                    "node_id": node.id,
+                    "parent_id": node.parent,
+                    "previous": previous,
+                    "result_digest": node.result_digest,
+                    "seal": entry.digest,
+                }
+            )
+        previous = entry.digest
+    return {
+        "algorithm": sealed.algorithm,
+        "digest": sealed.digest,
+        "entries": entries,
+        "root_id": sealed.root_id,
+    }
+
+
 def content_digest(records: Sequence[Mapping[str, Any]]) -> str:
     """SHA-256 over the node records (metadata included), domain-separated."""
     body = json.dumps(list(records), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -152,7 +192,7 @@ def export_subtree(store: Store, root_id: str, path: str | Path) -> ExportReport
         "format": FORMAT,
         "pollard_version": __version__,
         "root_id": root_id,
-        "seal": sealed.to_dict(),
+        "seal": seal_document(sealed, nodes),
         "content_digest": content_digest(records),
         "nodes": records,
     }
@@ -258,12 +298,15 @@ def read_subtree(
             )
         seen.add(node.id)
         nodes.append(node)
-    if document.get("content_digest") != content_digest(records):
+    # pollard 0.8 wrote neither key: its files carry no digest over the metadata.
+    from_08 = "content_digest" not in document and "pollard_version" not in document
+    if not from_08 and document.get("content_digest") != content_digest(records):
         raise IntegrityError(
             "the file's content digest does not match its nodes (edited after export)", root_id
         )
     recomputed = seal(ManifestStore(nodes), root_id)
-    if recomputed.to_dict() != sealed:
+    layouts = (seal_document(recomputed, nodes), seal_document(recomputed, nodes, short=True))
+    if sealed not in layouts:
         raise IntegrityError("the file's seal does not match its nodes", root_id)
     if expected_digest is not None and recomputed.digest != expected_digest:
         raise IntegrityError(
