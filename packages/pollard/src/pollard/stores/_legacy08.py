@@ -50,7 +50,9 @@ MIGRATE_HINT = (
 _REF = "__pollard_ref"
 
 
-def _rehydrate(value: Any, blobs: Mapping[str, str], literal: set[tuple[Any, ...]], at: tuple[Any, ...]) -> Any:
+def _rehydrate(
+    value: Any, blobs: Mapping[str, str], literal: set[tuple[Any, ...]], at: tuple[Any, ...]
+) -> Any:
     if isinstance(value, dict):
         if len(value) == 1 and isinstance(value.get(_REF), str) and at not in literal:
             digest = value[_REF]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pollard.errors import PollardError
 from pollard.stores._io_thread import IoThread, Outcome, run_each
-from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, MIGRATE_HINT, copy_legacy
+from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._sql import SCHEMA_VERSION, Dialect, SqlStore
 
 __all__ = ["SQLiteStore", "read_only_uri"]
