@@ -197,6 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="also require the seal digest to equal DIGEST (kept apart from the file)",
     )
     _json_flag(p)
+
+    p = add(
+        "migrate",
+        "copy a pollard 0.8 SQLite store into this version's layout",
+        "Copy the pollard 0.8 store SRC into the new file DST (SRC is only read): every node is "
+        "rebuilt and checked against its id and result digest, and the settled ledger totals "
+        "and window events are carried over. Prints each run's seal (equal to 0.8's). Opening "
+        "SRC for writing migrates it in place instead, keeping a backup.",
+    )
+    p.add_argument("src", metavar="SRC", help="the pollard 0.8 SQLite file")
+    p.add_argument("dst", metavar="DST", help="the new SQLite file to write (must not exist)")
+    _json_flag(p)
     return parser
 
 

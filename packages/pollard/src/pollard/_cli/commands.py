@@ -460,6 +460,47 @@ def cmd_import(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace, stack: ExitStack) -> int:
+    from pollard.stores.sqlite import SQLiteStore, copy_legacy_file, is_legacy_store
+
+    source, target = Path(args.src), Path(args.dst)
+    if not source.is_file():
+        raise CLIError(f"no such file: {args.src}")
+    if not is_legacy_store(source):
+        raise CLIError(
+            f"{args.src} is not a pollard 0.8 store: nothing to migrate (this version opens it "
+            "as it is)"
+        )
+    if target.exists():
+        raise CLIError(f"{args.dst} exists: migrate writes a new file (choose another name)")
+    store = SQLiteStore(target)
+    stack.callback(store.close)
+    try:
+        count = copy_legacy_file(source, store)
+    except BaseException:
+        store.close()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        raise
+    findings = verify(store)
+    seals = {root.id: seal(store, root.id).digest for root in store.roots()}
+    if args.json:
+        _json(
+            {
+                "source": str(source),
+                "target": str(target),
+                "nodes": count,
+                "ok": findings.ok,
+                "seals": seals,
+            }
+        )
+    else:
+        _out(f"migrated {count} node(s) from {source} (pollard 0.8) to {target}")
+        for root_id, digest in seals.items():
+            _out(f"seal {root_id} {digest}")
+    return 0 if findings.ok else 1
+
+
 COMMANDS: dict[str, Handler] = {
     "runs": cmd_runs,
     "show": cmd_show,
@@ -470,6 +511,7 @@ COMMANDS: dict[str, Handler] = {
     "gc": cmd_gc,
     "export": cmd_export,
     "import": cmd_import,
+    "migrate": cmd_migrate,
 }
 
 
