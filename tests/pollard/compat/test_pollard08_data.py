@@ -116,7 +116,7 @@ def test_unwritable_0_8_file_is_refused_with_a_hint_naming_migrate(
     # for the check the store does itself.
     monkeypatch.setattr(sqlite_module.os, "access", lambda *args, **kwargs: False)
     before = _digests(store08.parent)
-    with pytest.raises(PollardError, match="pollard 0.8") as caught:
+    with pytest.raises(PollardError, match=r"pollard 0\.8") as caught:
         SQLiteStore(store08)
     assert "pollard migrate" in str(caught.value.hint)
     assert _digests(store08.parent) == before
@@ -270,7 +270,7 @@ def test_postgres_store_from_0_8_migrates_and_replays(
     pg08: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = GOLDEN["postgres"]
-    with pytest.raises(PollardError, match="pollard 0.8"):
+    with pytest.raises(PollardError, match=r"pollard 0\.8"):
         PostgresStore(pg08, store_id=expected["store_id"], read_only=True)
     store = PostgresStore(pg08, store_id=expected["store_id"])
     try:

@@ -34,6 +34,7 @@ from pollard._core._ledger import (
 from pollard._core._node import Node
 from pollard.errors import IntegrityError, PollardError
 from pollard.stores._common import check_new_node
+from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._pgtext import (
     COMMIT_NAME,
     FUNCTION_NAMES,
@@ -42,7 +43,6 @@ from pollard.stores._pgtext import (
     literals,
     text_params,
 )
-from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._sql import (
     LEDGER_HINT,
     SCHEMA_VERSION,
