@@ -156,6 +156,9 @@ def test_a_tampered_0_8_store_is_not_migrated(store08: Path) -> None:
         SQLiteStore(store08)
     assert store08.read_bytes() == before  # the transaction rolled back: still 0.8's layout
     assert sqlite_module.is_legacy_store(store08)
+    assert sorted(p.name for p in store08.parent.iterdir()) == ["store08.db"]  # no backup left
+    assert main(["migrate", str(store08), str(store08.parent / "new.db")]) == 1
+    assert not (store08.parent / "new.db").exists()
 
 
 def _never(*_args: object) -> Any:
@@ -296,3 +299,42 @@ def test_postgres_store_from_0_8_migrates_and_replays(
     with psycopg.connect(pg08) as conn:  # the 0.8 tables are kept, as the backup
         kept = conn.execute("SELECT count(*) FROM pollard08_nodes").fetchone()
     assert kept == (sum(len(r["node_ids"]) for r in RUNS.values()),)
+
+
+def test_async_and_hybrid_runs_serve_0_8_tool_calls_then_record_new_ones(
+    store08: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AsyncRuntime replays a 0.8 registered call; hybrid serves it and records what is new
+    under the current identity (the handler runs only for the new call)."""
+    import asyncio
+
+    from pollard import AsyncRuntime, Runtime
+    from pollard.meters import StepMeter
+
+    tools = RUNS["tools"]
+    first = tools["node_ids"][1]
+    calls: list[object] = []
+    real = SCRIPT._lookup
+
+    def counted(args: Any) -> Any:
+        calls.append(args)
+        return real(args)
+
+    monkeypatch.setattr(SCRIPT, "_lookup", counted)
+
+    async def replay() -> str:
+        store = SQLiteStore(store08, read_only=True)
+        rt = AsyncRuntime(store, registry=SCRIPT.registry(), mode="replay")
+        async with rt, rt.run("tools") as run:
+            node = await run.tool_call("lookup", {"order_id": "A-1"})
+        store.close()
+        return node.id
+
+    assert asyncio.run(replay()) == first
+    with Runtime(store08, meters=[StepMeter()], registry=SCRIPT.registry(), mode="hybrid") as rt:
+        run = rt.run("tools")
+        served = run.tool_call("lookup", {"order_id": "A-1"})
+        fresh = run.tool_call("lookup", {"order_id": "A-3"})
+    assert served.id == first and served.result == tools["nodes"][first]["result"]
+    assert calls == [{"order_id": "A-3"}]  # the 0.8 call was served, not run again
+    assert fresh.parent == first and "registry_digest" not in fresh.payload

@@ -79,7 +79,10 @@ def legacy_node(
         result = None if r_text is None else fast_loads(r_text)
         meta_value = fast_loads(meta) if meta else {}
         node_kind = NodeKind(kind)
-    except (json.JSONDecodeError, ValueError) as exc:
+        if not isinstance(meta_value, dict):
+            raise TypeError(f"its meta is a {type(meta_value).__name__}, not an object")
+        attempt = int(attempt)
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
         raise IntegrityError(
             f"pollard 0.8 node {node_id} cannot be read ({exc})", str(node_id)
         ) from None
@@ -89,11 +92,11 @@ def legacy_node(
         str(node_id),
         None if parent is None else str(parent),
         node_kind,
-        int(attempt),
+        attempt,
         payload,
         result,
         None if digest is None else str(digest),
-        meta_value if isinstance(meta_value, dict) else {},
+        meta_value,
         None,
         r_text,  # the exact text 0.8 digested: result digests and seals stay 0.8's
     )

@@ -250,6 +250,14 @@ class SQLiteStore(SqlStore):
                 target.close()
         finally:
             source.close()
+        try:
+            return self._migrate_tables(backup)
+        except BaseException:
+            self.close()  # the constructor fails: nobody else will close its connection
+            backup.unlink(missing_ok=True)  # nothing was migrated: the file is the backup
+            raise
+
+    def _migrate_tables(self, backup: Path) -> Path | None:
         with self._transaction() as cur:
             cur.execute("PRAGMA table_info(nodes)")
             if "interned" in {row[1] for row in cur.fetchall()}:
