@@ -24,7 +24,7 @@ from pollard._core._ledger import decimal_text, to_decimal
 from pollard._core._node import Node, NodeKind, trusted_node
 from pollard.errors import IntegrityError
 
-__all__ = ["LEGACY_TABLES", "MIGRATE_HINT", "copy_legacy", "legacy_node"]
+__all__ = ["LEGACY_PREFIX", "LEGACY_TABLES", "copy_legacy", "legacy_node", "legacy_nodes"]
 
 LEGACY_TABLES = (
     "nodes",
@@ -41,11 +41,6 @@ LEGACY_TABLES = (
 LEGACY_PREFIX = "pollard08_"
 """What a migrated store's 0.8 tables are renamed to while they are copied (PostgreSQL keeps
 them, as the backup)."""
-
-MIGRATE_HINT = (
-    "this store was written by pollard 0.8: open it once for writing to migrate it in place "
-    "(one transaction, a backup is kept), or copy it with `pollard migrate SRC DST`"
-)
 
 _REF = "__pollard_ref"
 

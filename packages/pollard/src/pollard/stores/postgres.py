@@ -1081,7 +1081,8 @@ class PostgresStore(SqlStore):
         if self.read_only:
             if legacy:
                 raise PollardError(
-                    "the pollard_* tables in this PostgreSQL schema were written by pollard 0.8",
+                    "the pollard_* tables in this PostgreSQL schema were written by pollard 0.8 "
+                    "and are not migrated yet; a writable open migrates them",
                     hint="open the store once without read_only=True: it is migrated in one "
                     "transaction, the 0.8 tables are kept as pollard08_*",
                 )

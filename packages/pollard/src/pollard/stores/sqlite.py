@@ -220,7 +220,8 @@ class SQLiteStore(SqlStore):
                 if not os.access(self.path, os.W_OK, effective_ids=effective):
                     raise PollardError(
                         f"{self.path} was written by pollard 0.8 and is not writable, so it "
-                        "cannot be migrated in place",
+                        "cannot be migrated in place; copy it with "
+                        f"`pollard migrate {self.path} NEW.db`",
                         hint="open it read-only to read it as it is, make the file writable, "
                         f"or copy it with `pollard migrate {self.path} NEW.db`",
                     )
