@@ -338,3 +338,24 @@ def test_async_and_hybrid_runs_serve_0_8_tool_calls_then_record_new_ones(
     assert served.id == first and served.result == tools["nodes"][first]["result"]
     assert calls == [{"order_id": "A-3"}]  # the 0.8 call was served, not run again
     assert fresh.parent == first and "registry_digest" not in fresh.payload
+
+
+def test_another_applications_nodes_table_is_not_taken_for_a_0_8_store(tmp_path: Path) -> None:
+    import contextlib
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE nodes (id TEXT, parent TEXT, label TEXT)")
+    conn.execute("INSERT INTO nodes VALUES ('a', NULL, 'theirs')")
+    conn.commit()
+    conn.close()
+    assert not sqlite_module.is_legacy_store(path)
+    with contextlib.suppress(Exception):  # whatever the open says, it migrates nothing
+        SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    rows = conn.execute("SELECT * FROM nodes").fetchall()
+    conn.close()
+    assert "pollard08_nodes" not in tables and rows == [("a", None, "theirs")]
+    assert not list(tmp_path.glob("*.bak*"))

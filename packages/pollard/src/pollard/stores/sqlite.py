@@ -65,6 +65,11 @@ def has_pollard_tables(path: Path) -> bool:
         connection.close()
 
 
+_LEGACY_NODE_COLUMNS = frozenset(
+    ("id", "parent", "kind", "attempt", "payload", "result", "result_digest", "meta")
+)
+
+
 def is_legacy_store(path: Path) -> bool:
     """Whether ``path`` is a SQLite store written by pollard 0.8 (read without writing)."""
     if not path.is_file() or path.stat().st_size == 0:
@@ -72,11 +77,13 @@ def is_legacy_store(path: Path) -> bool:
     connection = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         columns = {row[1] for row in connection.execute("PRAGMA table_info(nodes)")}
+        kv = {row[1] for row in connection.execute("PRAGMA table_info(kv)")}
     except sqlite3.DatabaseError:
         return False  # not a database: the normal open reports it
     finally:
         connection.close()
-    return bool(columns) and "interned" not in columns
+    # 0.8's exact layout, so another application's "nodes" table is never taken for one.
+    return columns == _LEGACY_NODE_COLUMNS and kv == {"k", "v"}
 
 
 def _legacy_tables(cur: Any, prefix: str = "") -> dict[str, str]:
