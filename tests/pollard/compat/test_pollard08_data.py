@@ -141,6 +141,20 @@ def test_pollard_migrate_copies_into_a_new_file(
     assert "exists" in capsys.readouterr().err
 
 
+def test_pollard_migrate_in_place_keeps_the_0_8_file(
+    store08: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["migrate", str(store08), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["backup"] == f"{store08}.pollard-0.8.bak" and out["ok"] is True
+    assert out["seals"] == {r["root_id"]: r["seal_digest"] for r in RUNS.values()}
+    assert sqlite_module.is_legacy_store(Path(out["backup"]))
+    with SQLiteStore(store08, read_only=True) as store:
+        _assert_identical(store)
+    assert main(["migrate", str(store08)]) == 2  # already migrated: nothing to do
+    assert "not a pollard 0.8 store" in capsys.readouterr().err
+
+
 def test_a_tampered_0_8_store_is_not_migrated(store08: Path) -> None:
     import sqlite3
 
@@ -289,6 +303,7 @@ def test_postgres_store_from_0_8_migrates_and_replays(
         assert SCRIPT.record(store, mode="replay") == expected["roots"]
     finally:
         store.close()
+    assert store.migration_backup is not None and "pollard08_nodes" in store.migration_backup
     reopened = PostgresStore(pg08, store_id=expected["store_id"], read_only=True)  # migrated
     try:
         assert len(reopened.roots()) == len(expected["roots"])
@@ -359,3 +374,20 @@ def test_another_applications_nodes_table_is_not_taken_for_a_0_8_store(tmp_path:
     conn.close()
     assert "pollard08_nodes" not in tables and rows == [("a", None, "theirs")]
     assert not list(tmp_path.glob("*.bak*"))
+
+
+@pytest.mark.postgres
+def test_pollard_migrate_in_place_on_postgres(
+    pg08: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = GOLDEN["postgres"]
+    spec = f"{pg08}#{expected['store_id']}"
+    assert main(["runs", spec]) == 2  # not migrated yet: reading says what to do
+    assert "a writable open migrates them" in capsys.readouterr().err
+    assert main(["migrate", spec, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is True and "pollard08_nodes" in out["backup"]
+    assert out["seals"] == {expected["roots"][k]: v for k, v in expected["seal_digests"].items()}
+    assert main(["migrate", spec]) == 2
+    assert "no pollard 0.8 tables" in capsys.readouterr().err
+    assert main(["runs", spec]) == 0

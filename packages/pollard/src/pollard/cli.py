@@ -200,14 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(
         "migrate",
-        "copy a pollard 0.8 SQLite store into this version's layout",
-        "Copy the pollard 0.8 store SRC into the new file DST (SRC is only read): every node is "
-        "rebuilt and checked against its id and result digest, and the settled ledger totals "
-        "and window events are carried over. Prints each run's seal (equal to 0.8's). Opening "
-        "SRC for writing migrates it in place instead, keeping a backup.",
+        "bring a pollard 0.8 store into this version's layout",
+        "With DST: copy the pollard 0.8 SQLite file SRC into the new file DST (SRC is only "
+        "read). Without: migrate SRC (a SQLite file or a PostgreSQL store spec) in place, in "
+        "one transaction, keeping the 0.8 data (FILE.pollard-0.8.bak, or the pollard08_* "
+        "tables). Every node is rebuilt and checked against its id and result digest; settled "
+        "ledger totals and window events are carried over. Prints each run's seal (equal to "
+        "0.8's).",
     )
-    p.add_argument("src", metavar="SRC", help="the pollard 0.8 SQLite file")
-    p.add_argument("dst", metavar="DST", help="the new SQLite file to write (must not exist)")
+    p.add_argument("src", metavar="SRC", help="the pollard 0.8 store (file or store spec)")
+    p.add_argument(
+        "dst", metavar="DST", nargs="?", help="a new SQLite file to copy into (must not exist)"
+    )
     _json_flag(p)
     return parser
 

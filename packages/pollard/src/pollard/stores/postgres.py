@@ -54,7 +54,7 @@ from pollard.stores._sql import (
     stored_amount,
 )
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "is_legacy_schema"]
 
 _INSTALL = 'PostgresStore needs psycopg 3: pip install "pollard[pg]"'
 
@@ -332,6 +332,8 @@ class PostgresStore(SqlStore):
         self._closed = False
         self._tables_exist = False
         self._functions = False  # whether the database holds the step functions (on open)
+        # The 0.8 tables kept when this open migrated them ("pollard08_*"), else None.
+        self.migration_backup: str | None = None
         self._prepare_statements()
         try:
             self._init_schema()
@@ -1138,6 +1140,7 @@ class PostgresStore(SqlStore):
                 cur.execute(writer._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
                 cur.execute(writer._sql["kv_init"], ("migrated_from", "pollard 0.8"))
                 copy_legacy(cur, renamed, writer, cur, store_id=store_id, param="%s")
+        self.migration_backup = ", ".join(sorted(renamed.values()))
         self._tables_exist = False  # the new tables exist now; _init_schema re-checks nothing
 
     def _is_legacy_in(self, cur: Any) -> bool:
@@ -1214,6 +1217,22 @@ class PostgresStore(SqlStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore(store_id={self._store_id!r})"
+
+
+def is_legacy_schema(conninfo: str) -> bool:
+    """Whether the schema ``conninfo`` searches holds pollard 0.8's tables (read only).
+
+    Raises:
+        ImportError: psycopg is not installed.
+    """
+    psycopg = _psycopg()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE column_name = 'interned'), count(*) FROM "
+            "information_schema.columns WHERE table_schema = current_schema() AND "
+            "table_name = 'pollard_nodes'"
+        ).fetchone()
+    return row is not None and row[1] > 0 and row[0] == 0
 
 
 class _Statements(SqlStore):
