@@ -383,7 +383,7 @@ def test_pollard_migrate_in_place_on_postgres(
     expected = GOLDEN["postgres"]
     spec = f"{pg08}#{expected['store_id']}"
     assert main(["runs", spec]) == 2  # not migrated yet: reading says what to do
-    assert "a writable open migrates them" in capsys.readouterr().err
+    assert "`pollard migrate STORE`" in capsys.readouterr().err
     assert main(["migrate", spec, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is True and "pollard08_nodes" in out["backup"]

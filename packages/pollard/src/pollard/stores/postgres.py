@@ -1084,7 +1084,8 @@ class PostgresStore(SqlStore):
             if legacy:
                 raise PollardError(
                     "the pollard_* tables in this PostgreSQL schema were written by pollard 0.8 "
-                    "and are not migrated yet; a writable open migrates them",
+                    "and are not migrated yet; a writable open (or `pollard migrate STORE`) "
+                    "migrates them",
                     hint="open the store once without read_only=True: it is migrated in one "
                     "transaction, the 0.8 tables are kept as pollard08_*",
                 )
