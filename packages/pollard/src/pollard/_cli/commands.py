@@ -31,7 +31,6 @@ from pollard.html import render_rows, seal_summary
 from pollard.stores._sql import SqlStore
 
 from .specs import CLIError, StoreSpec, open_store, parse_store_spec, sqlite_read_only
-from .specs import _scrub as scrub_dsn  # the DSN (and its password) never reach a message
 from .text import amounts, render_table, render_tree
 
 Handler = Callable[[argparse.Namespace, ExitStack], int]
@@ -483,8 +482,10 @@ def _migrate_in_place(args: argparse.Namespace, spec: StoreSpec, stack: ExitStac
             legacy = is_legacy_schema(dsn)
         except ImportError:
             raise
-        except Exception as exc:  # the driver's message may echo the DSN: scrub it
-            raise CLIError(f"cannot open {spec.label}: {scrub_dsn(str(exc), dsn)}") from None
+        except Exception as exc:
+            # The driver's message may echo the DSN: open_store reports the problem scrubbed.
+            open_store(spec).close()
+            raise CLIError(f"cannot open {spec.label}: {type(exc).__name__}") from None
         if not legacy:
             raise CLIError(f"{spec.label} holds no pollard 0.8 tables: nothing to migrate")
         store = open_store(spec, create=True)

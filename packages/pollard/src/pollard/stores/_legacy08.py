@@ -16,7 +16,7 @@ read-only open), `PostgresStore` (in place on the first writable open) and ``pol
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pollard._core._canon import fast_loads
@@ -131,19 +131,21 @@ def legacy_nodes(
 def copy_legacy(
     src: Any,
     tables: Mapping[str, str],
-    writer: Any,
+    sql: Mapping[str, str],
+    encode: Callable[[Node, Any], tuple[Any, ...]],
     dst: Any,
     *,
     store_id: str | None = None,
     param: str = "?",
 ) -> int:
-    """Copy one 0.8 store (nodes, settled totals, window events) into ``writer``'s layout.
+    """Copy one 0.8 store (nodes, settled totals, window events) into this version's layout.
 
     Args:
         src: A cursor that reads the 0.8 tables.
         tables: 0.8 table name -> the name it has now (only the tables that exist).
-        writer: A `SqlStore` (or one built only for its statements) whose layout is written.
-        dst: A cursor inside the writer's transaction (may be ``src``).
+        sql: The target store's statements (``insert``, ``upsert_total``, ``window_add``).
+        encode: The target store's row encoder (it interns long strings through ``dst``).
+        dst: A cursor inside the target's transaction (may be ``src``).
         store_id: The 0.8 PostgreSQL store id to copy (``None``: a SQLite file, one store).
         param: The source's parameter marker.
 
@@ -153,11 +155,10 @@ def copy_legacy(
     Raises:
         IntegrityError: A 0.8 node does not match its content or a stored amount is damaged.
     """
-    sql = writer._sql
     count = 0
     nodes = list(legacy_nodes(src, tables, store_id, param))  # read all before writing (dst=src)
     for node in nodes:
-        dst.execute(sql["insert"], writer._encode(node, dst))
+        dst.execute(sql["insert"], encode(node, dst))
         count += 1
     where, args = _where(store_id, param)
     if "budget_state" in tables:

@@ -1138,9 +1138,7 @@ class PostgresStore(SqlStore):
                     ids.update(row[0] for row in cur.fetchall())
             for store_id in sorted(ids):
                 writer = _Statements(store_id, self.intern_payloads, self.intern_threshold)
-                cur.execute(writer._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
-                cur.execute(writer._sql["kv_init"], ("migrated_from", "pollard 0.8"))
-                copy_legacy(cur, renamed, writer, cur, store_id=store_id, param="%s")
+                writer.copy_from(cur, renamed)
         self.migration_backup = ", ".join(sorted(renamed.values()))
         self._tables_exist = False  # the new tables exist now; _init_schema re-checks nothing
 
@@ -1251,6 +1249,14 @@ class _Statements(SqlStore):
             intern_payloads=intern_payloads,
             intern_threshold=intern_threshold,
             clock=time.time,
+        )
+
+    def copy_from(self, cur: Any, tables: dict[str, str]) -> int:
+        """Copy this store id's rows of the renamed 0.8 ``tables`` through ``cur``."""
+        cur.execute(self._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
+        cur.execute(self._sql["kv_init"], ("migrated_from", "pollard 0.8"))
+        return copy_legacy(
+            cur, tables, self._sql, self._encode, cur, store_id=self._store_id, param="%s"
         )
 
     def close(self) -> None:

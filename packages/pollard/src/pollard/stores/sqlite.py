@@ -116,16 +116,7 @@ def copy_legacy_file(src_path: Path, store: SQLiteStore) -> int:
     Returns:
         The number of nodes copied.
     """
-    source = sqlite3.connect(read_only_uri(src_path), uri=True)
-    try:
-        src = source.cursor()
-        tables = _legacy_tables(src)
-        version = _legacy_version(src, tables.get("kv"))
-        with store._transaction() as cur:
-            cur.execute(store._sql["kv_init"], ("migrated_from", version))
-            return copy_legacy(src, tables, store, cur)
-    finally:
-        source.close()
+    return store._copy_legacy_file(src_path)
 
 
 def _refuse_unwritable(path: Path) -> None:
@@ -281,10 +272,22 @@ class SQLiteStore(SqlStore):
                 cur.execute(statement)
             cur.execute(self._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
             cur.execute(self._sql["kv_init"], ("migrated_from", version))
-            copy_legacy(cur, renamed, self, cur)
+            copy_legacy(cur, renamed, self._sql, self._encode, cur)
             for table in renamed.values():
                 cur.execute(f"DROP TABLE {table}")
         return backup
+
+    def _copy_legacy_file(self, src_path: Path) -> int:
+        source = sqlite3.connect(read_only_uri(src_path), uri=True)
+        try:
+            src = source.cursor()
+            tables = _legacy_tables(src)
+            version = _legacy_version(src, tables.get("kv"))
+            with self._transaction() as cur:
+                cur.execute(self._sql["kv_init"], ("migrated_from", version))
+                return copy_legacy(src, tables, self._sql, self._encode, cur)
+        finally:
+            source.close()
 
     def _open_migrated_copy(self) -> None:
         """Read a pollard 0.8 file through a migrated copy in a temporary folder."""
