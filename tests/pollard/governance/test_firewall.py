@@ -198,7 +198,7 @@ def test_unrelated_registry_edits_keep_recorded_ids_and_replay_valid() -> None:
     extra = ActionSpec("ping", "1", "Ping.", {"type": "object"}, False, handler=lambda a: {})
     edited = Registry([*make_specs(second, send_description="Send it, politely."), extra])
     assert edited.registry_digest != Registry(make_specs(first)).registry_digest
-    assert edited.get("send").spec_digest == recorded.payload["spec_digest"]  # type: ignore[union-attr]
+    assert edited.get("send").spec_digest == recorded.payload["spec_digest"]
     with Runtime(store, registry=edited, mode="replay").run("stable") as run:
         served = run.tool_call("send", SEND_ARGS)
     assert served.id == recorded.id and served.result == recorded.result

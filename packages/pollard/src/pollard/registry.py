@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pollard._core._canon import canonical_bytes
+from pollard.redaction import redact
 from pollard._governance._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
 
 __all__ = ["SPEC_DOMAIN", "ActionSpec", "Registry"]
@@ -138,8 +139,27 @@ class ActionSpec:
         """
         return self._compiled.validate(args, engine=engine)
 
-    def redact_args(self, args: object, replace: Callable[[object], object]) -> object:
-        """Return a copy of ``args`` with every sensitive field passed through ``replace``."""
+    def validate_args(self, args: object) -> str | None:
+        """Check arguments with the built-in engine: pollard 0.8's name for `validate`.
+
+        Returns:
+            None when the arguments are valid, otherwise the first finding as ``"$.path: ..."``.
+        """
+        return self._compiled.validate(args, engine="builtin")
+
+    def redact_args(
+        self, args: object, replace: Callable[[object], object] | None = None
+    ) -> object:
+        """Return a copy of ``args`` with every sensitive field passed through ``replace``.
+
+        Args:
+            args: The arguments.
+            replace: Maps a sensitive value to what is stored. When omitted (pollard 0.8's
+                one-argument form), the plain SHA-256 marker ``redact(value)`` of a registry
+                without a ``redaction_key`` is used.
+        """
+        if replace is None:
+            replace = redact
         return self._compiled.redact(args, replace)
 
     def declaration(self) -> dict[str, Any]:
@@ -174,7 +194,7 @@ class Registry:
 
     Example:
         >>> registry = Registry([ActionSpec("echo", "1", "Echo.", {"type": "object"}, False)])
-        >>> "echo" in registry, registry.get("echo", "2")
+        >>> "echo" in registry, registry.find("echo", "2")
         (True, None)
     """
 
@@ -223,8 +243,24 @@ class Registry:
         """The HMAC key used for sensitive fields, or None (plain SHA-256 markers)."""
         return self._redaction_key
 
-    def get(self, name: str, version: str | None = None) -> ActionSpec | None:
-        """Return the action called ``name``, or None.
+    def get(self, name: str, version: str | None = None) -> ActionSpec:
+        """Return the action called ``name`` (at ``version`` when given), as pollard 0.8 does.
+
+        Args:
+            name: The action name.
+            version: When given, the action is returned only if its version matches.
+
+        Raises:
+            KeyError: ``name`` (or ``"name@version"``) when no such action is registered. Use
+                `Registry.find` for a ``None`` instead.
+        """
+        spec = self.find(name, version)
+        if spec is None:
+            raise KeyError(name if version is None else f"{name}@{version}")
+        return spec
+
+    def find(self, name: str, version: str | None = None) -> ActionSpec | None:
+        """Return the action called ``name`` (at ``version`` when given), or None.
 
         Args:
             name: The action name.

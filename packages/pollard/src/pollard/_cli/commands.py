@@ -418,7 +418,7 @@ def cmd_gc(args: argparse.Namespace, stack: ExitStack) -> int:
         _json(report.to_dict())
     else:
         _out(
-            f"{report.mode}: removed {report.removed_nodes} node(s), {report.removed_blobs} blob(s)"
+            f"{report.mode}: removed {report.removed_count} node(s), {report.removed_blobs} blob(s)"
         )
         for root_id, digest in report.survivor_seals.items():
             _out(f"seal {root_id} {digest}")

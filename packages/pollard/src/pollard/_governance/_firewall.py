@@ -160,7 +160,7 @@ def tool_call(
     if version is not None and not isinstance(version, str):
         raise TypeError(f"tool_call version must be a str or None, got {type(version).__name__}")
     original = _checked_args(args)
-    spec = registry.get(name)
+    spec = registry.find(name)
     if spec is None:
         # No schema says which fields are secret: the whole argument object is redacted, so an
         # unregistered call never puts a plaintext value into the store.
@@ -406,7 +406,7 @@ def confirm(
     # The confirmed call belongs where the call was asked, not under the refusal.
     state.cursor_id, state.depth = parent, len(chain) - 1
     name, version = str(recorded["tool"]), recorded.get("version")
-    spec = registry.get(name)
+    spec = registry.find(name)
     if spec is None or spec.version != version or spec.spec_digest != recorded.get("spec_digest"):
         return (
             yield from _refuse(
