@@ -45,7 +45,7 @@ async def test_async_run_with_async_fn_stream_and_callbacks(tmp_path: Path) -> N
         async with rt.run("t", budget=Budget(steps=2)) as run:
             node = await run.model_call({"model": "m"}, fn=stream, on_delta=on_delta)
             assert node.result["text"] == "ab" and len(seen) == 3
-            tool = await run.tool_call("sum", {"a": 1}, fn=lambda args: args["a"] + 1)
+            tool = await run.tool_call("sum", {"a": 1}, fn=lambda payload: payload["args"]["a"] + 1)
             assert tool.result == {"value": 2}
             branch = await run.branch()
             assert branch.cursor_id != run.cursor_id

@@ -76,7 +76,7 @@ def test_overshooting_actual_stands_and_later_steps_are_refused(store: Store) ->
 def test_exact_step_estimate_refuses_before_overspending(store: Store) -> None:
     run = Runtime(store).run("t", budget=Budget(steps=2))
     run.model_call({"model": "m", "i": 1}, fn=usage_fn())
-    run.tool_call("lookup", {"q": 1}, fn=lambda args: {"hits": args["q"]})
+    run.tool_call("lookup", {"q": 1}, fn=lambda payload: {"hits": payload["args"]["q"]})
     with pytest.raises(BudgetExceeded) as info:
         run.model_call({"model": "m", "i": 3}, fn=usage_fn())
     assert store.get(info.value.refusal_id).payload["meter"] == "steps"
@@ -368,4 +368,4 @@ def test_recorded_dry_run_is_served_only_to_dry_runs_and_replay() -> None:
     assert replay.tool_call("send", {"to": "a"}, fn=calls.append).id == dry.id
     hybrid = Runtime(rt.store, mode="hybrid").run("dry")
     real = hybrid.tool_call("send", {"to": "a"}, fn=lambda a: calls.append(a) or {"sent": True})
-    assert calls == [{"to": "a"}] and real.attempt == 1 and real.result == {"sent": True}
+    assert calls == [payload] and real.attempt == 1 and real.result == {"sent": True}

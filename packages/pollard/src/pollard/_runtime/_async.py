@@ -21,7 +21,7 @@ from pollard._runtime._sync import (
     tool_step,
 )
 from pollard._step._charged import record_charged
-from pollard._step._cursor import ARGS, PAYLOAD, RunState
+from pollard._step._cursor import PAYLOAD, RunState
 from pollard._step._effects import Offload, Step, drive_async, drive_sync
 from pollard._step._protocols import Meter
 from pollard.errors import PollardError
@@ -238,8 +238,8 @@ class AsyncRun(RunView):
             raise TypeError(
                 "tool_call without a registry needs fn=, the function that runs the tool"
             )
-        kind, payload, call, _ = tool_step(name, args, fn, version)
-        return await self._drive(self._state.step(kind, payload, call, ARGS, attempt=attempt))
+        kind, payload, call, arg = tool_step(name, args, fn, version)
+        return await self._drive(self._state.step(kind, payload, call, arg, attempt=attempt))
 
     async def confirm(self, token: str, *, args: Any = None) -> Node:
         """Execute a call held for confirmation; see `Run.confirm` (``args`` as there)."""
