@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pollard._core._canon import canonical_bytes
+from pollard.errors import UnsupportedSchema
 from pollard.redaction import redact
 from pollard._governance._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
 
@@ -99,6 +100,14 @@ class ActionSpec:
             raise TypeError(
                 "ActionSpec schema must be a dict (a JSON Schema), "
                 f"got {type(self.schema).__name__}"
+            )
+        root_type = self.schema.get("type", "object")
+        if root_type != "object":
+            # Arguments are always a JSON object; pollard 0.8 refused such schemas here too.
+            raise UnsupportedSchema(
+                f"schema for {self.name}: the root schema must describe an object (the "
+                f"arguments dict), not type {root_type!r}",
+                "$.type",
             )
         compiled = compile_schema(dict(self.schema))
         assert isinstance(compiled.schema, dict)
