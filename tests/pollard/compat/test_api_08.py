@@ -34,9 +34,7 @@ def test_node_make_is_a_deprecated_alias_of_create() -> None:
         made = Node.make(
             kind="note", parent=root.id, payload={"a": 1}, attempt=2, result={"r": 1}, meta={"m": 1}
         )
-    created = Node.create(
-        "note", root.id, {"a": 1}, attempt=2, result={"r": 1}, meta={"m": 1}
-    )
+    created = Node.create("note", root.id, {"a": 1}, attempt=2, result={"r": 1}, meta={"m": 1})
     assert (made.id, made.result_digest, made.meta) == (created.id, created.result_digest, {"m": 1})
     with pytest.raises(TypeError):
         Node.make("root", None, {"a": 1})  # type: ignore[misc]  # keyword-only, as in 0.8
@@ -84,7 +82,13 @@ def test_seal_entries_carry_0_8_fields() -> None:
     assert (second.node_id, second.parent_id, second.kind) == (note.id, run.root_id, "note")
     assert second.previous == first.seal and second.seal == report.digest == second.digest
     assert set(second.to_dict()) == {
-        "index", "node_id", "parent_id", "kind", "result_digest", "previous", "seal"
+        "index",
+        "node_id",
+        "parent_id",
+        "kind",
+        "result_digest",
+        "previous",
+        "seal",
     }
 
 
@@ -95,13 +99,8 @@ def test_action_spec_validate_args_and_one_argument_redact_args() -> None:
     assert spec.validate_args({}) is not None
     redacted: Any = spec.redact_args({"token": "secret", "n": 3})
     # 0.8's exact marker: plain SHA-256, no hint.
-    assert redacted == {
-        "token": {
-            "__pollard_redacted": "37ceab1d3dcc586adcc454c3077b39c0bc7744decebe6557f99af6de05d7d05a",
-            "hint": None,
-        },
-        "n": 3,
-    }
+    digest = "37ceab1d3dcc586adcc454c3077b39c0bc7744decebe6557f99af6de05d7d05a"
+    assert redacted == {"token": {"__pollard_redacted": digest, "hint": None}, "n": 3}
 
 
 def test_registry_get_of_an_unknown_name_or_version_raises_key_error() -> None:
@@ -196,8 +195,9 @@ class _Negative:
 
 
 def test_token_meter_refuses_a_negative_estimate() -> None:
-    with Runtime(meters=[TokenMeter(_Negative())]).run("n") as run, pytest.raises(
-        ValueError, match="int >= 0"
+    with (
+        Runtime(meters=[TokenMeter(_Negative())]).run("n") as run,
+        pytest.raises(ValueError, match="int >= 0"),
     ):
         run.model_call({"model": "m"}, fn=lambda p: {"text": "x"})
 

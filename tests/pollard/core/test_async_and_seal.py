@@ -224,6 +224,7 @@ def test_recompute_charges_matches_the_ledger() -> None:
             {"model": "m", "i": i},
             fn=lambda p: {"text": "x", "usage": {"input_tokens": 2, "output_tokens": 1}},
         )
-    recomputed = recompute_charges(rt.store, run.root_id)
+    recomputed = recompute_charges(rt.store, run.root_id, exact=True)
     assert {k: Decimal(v) for k, v in recomputed.items()} == rt.store.totals(run.root_id)
     assert recomputed["tokens"] == "9"
+    assert recompute_charges(rt.store, run.root_id) == {"steps": 3, "tokens": 9}

@@ -182,7 +182,7 @@ def test_a_repeated_dispatch_in_record_mode_is_the_same_node_and_still_charged(
     assert len(repeats) == 1 and repeats[0].payload["node"] == first.id
     assert repeats[0].meta["charges"]["tokens"] == 4
     audit = recompute_charges(store, run.root_id)  # the tree accounts for every dispatch
-    assert (audit["steps"], audit["tokens"]) == ("2", "8")
+    assert (audit["steps"], audit["tokens"]) == (2, 8)  # numbers, like run.report()
 
 
 def test_hybrid_serves_and_persists_avoided(store: Store) -> None:

@@ -81,7 +81,7 @@ async def test_mcp_tools_run_through_the_async_firewall() -> None:
         email = await run.atool_call("send_email", {"to": "a@b.c", "body": "hi"})
         with pytest.raises(PolicyViolation, match="unknown registered action"):
             await run.atool_call("delete_repo", {})
-    assert weather.result is not None and weather.result["is_error"] is False
+    assert weather.result is not None and weather.result["isError"] is False
     assert weather.payload["version"] == "mcp"
     assert email.meta["dry_run"] is True  # a writing tool is only recorded in dry run
     assert session.calls == [("get_weather", {"city": "Oslo"})]

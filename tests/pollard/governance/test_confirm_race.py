@@ -139,9 +139,7 @@ def test_processes_confirming_one_token_on_postgres(
 
 
 @pytest.mark.parametrize("make", [MemoryStore, HashRopeStore, SQLiteStore])
-def test_a_lost_claim_refuses(
-    make: Any, tmp_path: Path, calls: Calls
-) -> None:
+def test_a_lost_claim_refuses(make: Any, tmp_path: Path, calls: Calls) -> None:
     store = make(tmp_path / "claims.db") if make is SQLiteStore else make()
     registry = Registry(make_specs(calls))
     with store, Runtime(store, registry=registry, policies=[ConfirmWrites()]) as runtime:

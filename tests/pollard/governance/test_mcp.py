@@ -78,10 +78,11 @@ async def test_registry_from_paged_tool_list_with_async_handlers() -> None:
     assert weather.validate({}) == '$: missing required property "city"'
     assert weather.handler is not None
     result = await weather.handler({"city": "Oslo"})
+    # A dict result is recorded as the session returned it (pollard 0.8).
     assert result == {
         "content": [{"type": "text", "text": "get_weather ok"}],
-        "structured_content": {"echo": {"city": "Oslo"}},
-        "is_error": False,
+        "structuredContent": {"echo": {"city": "Oslo"}},
+        "isError": False,
     }
     assert session.calls == [("get_weather", {"city": "Oslo"})]
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pollard._core._canon import canonical_bytes
+from pollard._governance._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
 from pollard.errors import UnsupportedSchema
 from pollard.redaction import redact
-from pollard._governance._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
 
 __all__ = ["SPEC_DOMAIN", "ActionSpec", "Registry"]
 

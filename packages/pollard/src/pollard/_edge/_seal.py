@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pollard._core._amounts import read_charges
+from pollard._core._amounts import plain_map, read_charges
 from pollard._core._canon import SEAL_DOMAIN, canonical_bytes
 from pollard._core._ledger import ZERO, decimal_text
 from pollard._core._node import Node
@@ -287,7 +287,9 @@ def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -
     return VerifyReport(not findings, tuple(findings), checked)
 
 
-def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
+def recompute_charges(
+    store: Store, root_id: str, *, exact: bool = False
+) -> dict[str, int | float] | dict[str, str]:
     """Sum ``meta["charges"]`` over a subtree by walking it (an audit of the running totals).
 
     For a run root this equals ``store.totals(root_id)``, which the runtime keeps up to date in
@@ -297,9 +299,11 @@ def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
     Args:
         store: The store.
         root_id: The subtree root.
+        exact: Give exact decimal strings (``"0.0000125"``), the audit form, instead of numbers.
 
     Returns:
-        Exact decimal strings by meter (meters that sum to zero are left out).
+        By meter (meters that sum to zero are left out): numbers like ``run.report()`` (an
+        ``int`` when integral, else a ``float``), or exact decimal strings with ``exact=True``.
 
     Raises:
         KeyError: If ``root_id`` is not stored.
@@ -308,4 +312,7 @@ def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
     for node in store.walk(root_id):
         for meter, amount in read_charges(node.meta).items():
             totals[meter] = totals.get(meter, ZERO) + amount
-    return {meter: decimal_text(v) for meter, v in sorted(totals.items()) if v}
+    kept = {meter: v for meter, v in sorted(totals.items()) if v}
+    if exact:
+        return {meter: decimal_text(v) for meter, v in kept.items()}
+    return plain_map(kept)

@@ -555,8 +555,6 @@ def bind_root(fw: Firewall, state: RunState) -> None:
         IntegrityError: The root is already bound to a different registry.
     """
     rt = state.rt
-    if fw.registry is None:
-        return
     digest = fw.registry.registry_digest
     root = rt.store.find(state.root_id)
     if root is None:  # replay of a run that was never recorded: MissingRecording comes later

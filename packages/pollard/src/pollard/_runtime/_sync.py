@@ -274,7 +274,7 @@ def _deepest_leaf(store: Store, root_id: str) -> tuple[str, int]:
     stack = [(root_id, 0)]
     while stack:
         node_id, depth = stack.pop()
-        kids = [child for child in store.children(node_id) if _on_path(child)]
+        kids = [child for child in store.children(node_id) if _on_path(child.node)]
         if not kids and (depth > best[0] or (depth == best[0] and node_id < best[1])):
             best = (depth, node_id)
         stack.extend((child.id, depth + 1) for child in kids)
@@ -539,9 +539,9 @@ class Run(RunView):
         """Run a tool call as one governed step.
 
         Without a registry the call is unfenced: ``fn(payload)`` runs with the identity payload
-        ``{"tool": name, "args": args}`` (plus ``"version"`` when given), as in pollard 0.8. With a registry the call
-        resolves through it (``fn`` is ignored): unknown tools, wrong versions, invalid arguments,
-        denials and missing confirmations are recorded refusals.
+        ``{"tool": name, "args": args}`` (plus ``"version"`` when given), as in pollard 0.8.
+        With a registry the call resolves through it (``fn`` is ignored): unknown tools, wrong
+        versions, invalid arguments, denials and missing confirmations are recorded refusals.
 
         Args:
             name: The tool name.
