@@ -74,7 +74,7 @@ async def test_mcp_tools_run_through_the_async_firewall() -> None:
             ]
         ]
     )
-    registry = await registry_from_mcp(session)
+    registry = await registry_from_mcp(session, trust_read_only_hints=True)
     runtime = AsyncRuntime(registry=registry, dry_run=True)
     async with runtime, runtime.run("mcp") as run:
         weather = await run.atool_call("get_weather", {"city": "Oslo"})

@@ -13,9 +13,11 @@ the tool, unless you ``exclude`` it), and an async handler that calls ``session.
 records its result as pollard 0.8 did: the ``CallToolResult``'s ``model_dump()``.
 Handlers are coroutines, so use ``AsyncRuntime``.
 
-A tool is treated as side-effecting unless the server marks it ``readOnlyHint: true``; MCP
-annotations are hints from the server, so the safe default is that a tool writes (dry-run mode then
-records it without calling it).
+Every tool is treated as side-effecting, as in pollard 0.8: MCP annotations are hints from the
+server, so the safe default is that a tool writes (dry-run mode then records it without calling
+it), and the spec digests (so the ids of recorded calls) stay 0.8's. Pass
+``trust_read_only_hints=True`` to treat tools the server marks ``readOnlyHint: true`` as
+read-only.
 """
 
 from __future__ import annotations
@@ -77,8 +79,16 @@ def _handler(session: Any, name: str) -> Callable[[Mapping[str, Any]], Awaitable
     return call
 
 
-def spec_from_mcp_tool(session: Any, tool: object) -> ActionSpec:
+def spec_from_mcp_tool(
+    session: Any, tool: object, *, trust_read_only_hints: bool = False
+) -> ActionSpec:
     """Return the ``ActionSpec`` for one MCP tool description.
+
+    Args:
+        session: The MCP session the handler calls.
+        tool: The tool description (an ``mcp.types.Tool`` or its dict).
+        trust_read_only_hints: Treat a tool marked ``readOnlyHint: true`` as free of side
+            effects (by default every tool writes, as in pollard 0.8).
 
     Raises:
         UnsupportedSchema: The tool's input schema is outside the supported subset; the message
@@ -87,7 +97,8 @@ def spec_from_mcp_tool(session: Any, tool: object) -> ActionSpec:
     name = str(_field(tool, "name"))
     schema = jsonable(_field(tool, "input_schema", "inputSchema") or {"type": "object"})
     annotations = _field(tool, "annotations")
-    read_only = _field(annotations, "read_only_hint", "readOnlyHint") is True
+    hinted = _field(annotations, "read_only_hint", "readOnlyHint") is True
+    read_only = trust_read_only_hints and hinted
     description = _field(tool, "description", "title") or ""
     try:
         return ActionSpec(
@@ -130,6 +141,7 @@ async def registry_from_mcp(
     exclude: Iterable[str] | None = None,
     *,
     redaction_key: bytes | None = None,
+    trust_read_only_hints: bool = False,
 ) -> Registry:
     """List an MCP session's tools (every page) and return them as a registry.
 
@@ -138,6 +150,8 @@ async def registry_from_mcp(
             ``call_tool``, async or, as pollard 0.8 allowed, synchronous).
         exclude: Tool names to leave out.
         redaction_key: Passed to :class:`pollard.Registry` (keyed digests of sensitive fields).
+        trust_read_only_hints: Treat tools marked ``readOnlyHint: true`` as read-only (dry run
+            then executes them). Off by default, as in pollard 0.8: every tool writes.
 
     Returns:
         A :class:`pollard.Registry` with one async-handler action per tool.
@@ -147,7 +161,7 @@ async def registry_from_mcp(
     """
     skipped = set(exclude or ())
     specs = [
-        spec_from_mcp_tool(session, tool)
+        spec_from_mcp_tool(session, tool, trust_read_only_hints=trust_read_only_hints)
         for tool in await _list_all_tools(session)
         if str(_field(tool, "name")) not in skipped
     ]
