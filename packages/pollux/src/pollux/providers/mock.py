@@ -307,7 +307,7 @@ class MockProvider(ProviderBase):
         self._deferred = MockDeferredJobs(self.name, self.model, self._answer)
 
     def capabilities_for(self, model: str | None) -> Capabilities:
-        """Everything the engine can express, except caches."""
+        """Everything the engine can express; a CachePolicy is accepted (as 2.0 did) and unused."""
         return CAPABILITIES.with_overrides(self.config.capabilities)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
