@@ -129,6 +129,7 @@ class FanOut:
     failed: list[str]
     retried: list[str]
     fan_in: str
+    limit: int  # the run's token budget
 
 
 def fanout_prompt(index: int) -> str:
@@ -147,7 +148,7 @@ def build_fanout(store: Store, prompts: int, *, concurrency: int = 8) -> FanOut:
     """A governed ``pollux run_many``-shaped run built node by node (fast at any size).
 
     The root records a token budget; ``concurrency`` calls are in flight at a time; one prompt
-    in 97 fails (a ``call_failed`` note), one in 89 is a second attempt, and the last 2% are
+    in 97 fails (a ``call_failed`` note, prompt 3 first), one in 89 is a second attempt, and the last 2% are
     refused once the budget runs out. The fan-in note lists each prompt's node in prompt order,
     as the bridge records it. Nodes are put in an order unrelated to the prompts'.
     """
@@ -186,7 +187,7 @@ def build_fanout(store: Store, prompts: int, *, concurrency: int = 8) -> FanOut:
                 meta={"created_at": _iso(start), "limit": limit, "spent": limit - 10},
             )
             refused.append(node.id)
-        elif index % 97 == 13:
+        elif index % 97 == 3:
             node = Node.create(
                 NodeKind.NOTE,
                 root.id,
@@ -248,4 +249,4 @@ def build_fanout(store: Store, prompts: int, *, concurrency: int = 8) -> FanOut:
         meta={"created_at": _iso(end)},
     )
     store.put(fan_in)
-    return FanOut(root.id, calls, refused, failed, retried, fan_in.id)
+    return FanOut(root.id, calls, refused, failed, retried, fan_in.id, limit)

@@ -45,7 +45,7 @@ _USAGE = ("input", "output", "cache_read", "cache_write")
 
 def _flags(row: ViewNode) -> int:
     bits = 0
-    label = row.label
+    label = _base_label(row)  # pollard's dispatch notes: "call_failed model_call", ...
     if row.refusal is not None:
         bits |= FLAGS["refused"]
     if row.pruned:

@@ -360,7 +360,8 @@ def _usage(raw: Any) -> dict[str, int]:
 
 
 def prompt_preview(payload: Any) -> str | None:
-    """A short preview of a model call's prompt (``REDACTED`` for a redacted one), or None.
+    """A short quoted preview of a model call's prompt (``REDACTED``, unquoted, for a redacted
+    one), or None.
 
     Only for views that include payloads: the preview is content.
     """
@@ -380,7 +381,7 @@ def prompt_preview(payload: Any) -> str | None:
         if is_redacted(value):
             return "REDACTED"
         if isinstance(value, str) and value.strip():
-            return _short(value, PREVIEW_MAX)
+            return f'"{_short(value, PREVIEW_MAX)}"'
     return None
 
 
@@ -440,7 +441,7 @@ def _label_fanout(row: ViewNode, index: int, preview: str | None) -> None:
     if row.label:
         parts.append(row.label)
     if preview:
-        parts.append(f'"{preview}"')
+        parts.append(preview)
     row.label = " ".join(parts)
 
 
