@@ -10,6 +10,7 @@ bytes on file descriptors 3 (to the browser) and 4 (from it): no port, no extra 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -58,7 +59,7 @@ class Browser:
             os.dup2(inbound, 3)
             os.dup2(outbound, 4)
 
-        self._proc = subprocess.Popen(  # noqa: S603 - a fixed argument list
+        self._proc = subprocess.Popen(
             [
                 executable,
                 "--headless",
@@ -77,7 +78,7 @@ class Browser:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             pass_fds=(3, 4),  # kept open past the close_fds that follows preexec_fn
-            preexec_fn=wire,  # noqa: PLW1509 - single-threaded use at start-up
+            preexec_fn=wire,  # single-threaded use at start-up
         )
         os.close(to_child)
         os.close(from_child)
@@ -190,20 +191,16 @@ class Browser:
 
     def close(self) -> None:
         """Close the browser (and its profile directory)."""
-        try:
+        with contextlib.suppress(RuntimeError, OSError):
             self._call("Browser.close")
-        except (RuntimeError, OSError):
-            pass
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
         for fd in (self._send, self._recv):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self._profile.cleanup()
 
     def __enter__(self) -> Browser:

@@ -147,10 +147,10 @@ def _iso(ms: int) -> str:
 def build_fanout(store: Store, prompts: int, *, concurrency: int = 8) -> FanOut:
     """A governed ``pollux run_many``-shaped run built node by node (fast at any size).
 
-    The root records a token budget; ``concurrency`` calls are in flight at a time; one prompt
-    in 97 fails (a ``call_failed`` note, prompt 3 first), one in 89 is a second attempt, and the last 2% are
-    refused once the budget runs out. The fan-in note lists each prompt's node in prompt order,
-    as the bridge records it. Nodes are put in an order unrelated to the prompts'.
+    The root records a token budget; ``concurrency`` calls start together; one prompt in 97
+    fails (a ``call_failed`` note, prompt 3 first), one in 89 is a second attempt, and the last
+    2% are refused once the budget runs out. The fan-in note lists each prompt's node in prompt
+    order, as the bridge records it. Nodes are put in an order unrelated to the prompts'.
     """
     cut = prompts - max(1, prompts // 50)
     per_call = 150

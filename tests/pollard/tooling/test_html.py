@@ -297,6 +297,10 @@ def test_a_10000_step_run_is_under_2_mb_and_draws_only_the_first_screen(
     assert run.calls[9_000] in dom.by_id("detail").words
 
 
+def _stamp(ms: int) -> str:
+    return f"2026-01-02T03:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}000Z"
+
+
 def _wide_rows(count: int) -> list[ViewNode]:
     """``count`` view rows under one root, built directly (the page is what is under test)."""
     base = ViewNode(
@@ -322,7 +326,6 @@ def _wide_rows(count: int) -> list[ViewNode]:
 
     one, tokens = Decimal(1), Decimal(150)
     for n in range(1, count):
-        ms = n * 20
         rows.append(
             ViewNode(
                 id=f"{n:064x}",
@@ -337,7 +340,7 @@ def _wide_rows(count: int) -> list[ViewNode]:
                 pruned=False,
                 redacted=False,
                 dry_run=False,
-                created_at=f"2026-01-02T03:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}000Z",
+                created_at=_stamp(n * 20),
                 duration_s=0.5,
                 result_conflicts=0,
                 merge_conflicts=0,

@@ -62,7 +62,10 @@ def _flags(row: ViewNode) -> int:
         bits |= FLAGS["cancelled"]
     if row.avoided or row.usage.get("cache_read"):
         bits |= FLAGS["cached"]
-    if row.attempt > 0 or (row.kind == "note" and label.startswith("call_repeated")):
+    # A call asked again (a refusal's attempt only counts refusals of the same request).
+    if (row.attempt > 0 and row.kind in {"model_call", "tool_call"}) or (
+        row.kind == "note" and label.startswith("call_repeated")
+    ):
         bits |= FLAGS["retry"]
     if row.result_conflicts:
         bits |= FLAGS["result_conflict"]

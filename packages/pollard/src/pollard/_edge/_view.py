@@ -360,8 +360,7 @@ def _usage(raw: Any) -> dict[str, int]:
 
 
 def prompt_preview(payload: Any) -> str | None:
-    """A short quoted preview of a model call's prompt (``REDACTED``, unquoted, for a redacted
-    one), or None.
+    """A short quoted preview of a model call's prompt, ``REDACTED`` (unquoted), or None.
 
     Only for views that include payloads: the preview is content.
     """
@@ -476,7 +475,7 @@ def build_view(nodes: Iterable[NodeLike], *, payloads: bool = False) -> list[Vie
     """
     rows: list[ViewNode] = []
     by_id: dict[str, ViewNode] = {}
-    index_of: dict[str, int] = {}
+    index_of: dict[str, tuple[int, str | None]] = {}
     previews: dict[str, str | None] = {}
     for node in nodes:
         parent_row = by_id.get(node.parent) if node.parent is not None else None
@@ -490,19 +489,20 @@ def build_view(nodes: Iterable[NodeLike], *, payloads: bool = False) -> list[Vie
         if calls is not None:
             for position, call_id in enumerate(calls):
                 if isinstance(call_id, str):
-                    index_of.setdefault(call_id, position)
+                    index_of.setdefault(call_id, (position, node.parent))
         if payloads and kind_name(node.kind) == "model_call":
             previews[node.id] = prompt_preview(node.payload)
     if index_of:
         reordered: set[str] = set()
-        for node_id, position in index_of.items():
-            row = by_id.get(node_id)
-            if row is None:
+        for node_id, (position, parent) in index_of.items():
+            child = by_id.get(node_id)
+            # Only the note's siblings are its prompts (a stray id elsewhere is left alone).
+            if child is None or child.parent != parent:
                 continue
-            row.fanout_index = position
-            _label_fanout(row, position, previews.get(node_id))
-            if row.parent is not None and row.parent in by_id:
-                reordered.add(row.parent)
+            child.fanout_index = position
+            _label_fanout(child, position, previews.get(node_id))
+            if parent is not None and parent in by_id:
+                reordered.add(parent)
         for parent_id in reordered:
             parent_row = by_id[parent_id]
             order = {kid: n for n, kid in enumerate(parent_row.children)}

@@ -102,7 +102,6 @@ function marks(i) {
   var out = "";
   MARKS.forEach(function (m) { if (has(i, m[0])) out += '<span class="mark ' + m[0] + '">[' + m[1] + "]</span>"; });
   if (has(i, "confirmation")) out += '<span class="mark">[CONFIRMATION:' + esc(String(detail(i).confirmation || "").toUpperCase()) + "]</span>";
-  if (D.attempt[i] > 0) out += '<span class="mark">[ATTEMPT ' + D.attempt[i] + "]</span>";
   return out;
 }
 function costText(i) {
