@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from pollard._core._amounts import plain
-from pollard._edge._view import ViewNode, add_into, format_decimal, parse_timestamp
+from pollard._edge._view import ViewNode, format_decimal, parse_timestamp
 
 __all__ = ["FLAGS", "page_data", "page_json", "top_contributors"]
 
@@ -43,9 +43,9 @@ _STRIP_BUCKETS = 200  # concurrency strip buckets
 _USAGE = ("input", "output", "cache_read", "cache_write")
 
 
-def _flags(row: ViewNode) -> int:
+def _flags(row: ViewNode, label: str) -> int:
+    """The row's flag bits; ``label`` is its label without the ``#index`` prefix."""
     bits = 0
-    label = _base_label(row)  # pollard's dispatch notes: "call_failed model_call", ...
     if row.refusal is not None:
         bits |= FLAGS["refused"]
     if row.pruned:
@@ -164,7 +164,7 @@ def _burn_down(
 def _concurrency(
     rows: Sequence[ViewNode], starts: Sequence[float | None], t0: float, span: float
 ) -> tuple[list[int], int]:
-    """Steps in flight per time bucket (the most at any moment in it), and the peak."""
+    """Steps in flight at the middle of each time bucket, and the most at any moment."""
     edges: list[tuple[float, int]] = []
     for row, start in zip(rows, starts, strict=True):
         if start is None or row.duration_s is None or row.duration_s <= 0:
@@ -174,23 +174,18 @@ def _concurrency(
         edges.append((begin + row.duration_s * 1000, -1))
     if not edges or span <= 0:
         return [], 0
-    edges.sort(key=lambda e: (e[0], e[1]))
-    buckets = [0] * _STRIP_BUCKETS
+    # Ends sort before starts at the same instant: back-to-back steps do not overlap.
+    edges.sort()
     level = peak = 0
-    for when, delta in edges:
+    for _when, delta in edges:
         level += delta
-        if delta > 0:
-            slot = min(int(when / span * _STRIP_BUCKETS), _STRIP_BUCKETS - 1)
-            buckets[slot] = max(buckets[slot], level)
-            peak = max(peak, level)
-    # A bucket without a start still has the steps that started earlier and are running.
-    level = 0
-    ends = sorted(e[0] for e in edges if e[1] < 0)
+        peak = max(peak, level)
     begins = sorted(e[0] for e in edges if e[1] > 0)
+    ends = sorted(e[0] for e in edges if e[1] < 0)
+    buckets = []
     for slot in range(_STRIP_BUCKETS):
         middle = (slot + 0.5) * span / _STRIP_BUCKETS
-        level = bisect.bisect_right(begins, middle) - bisect.bisect_right(ends, middle)
-        buckets[slot] = max(buckets[slot], level)
+        buckets.append(bisect.bisect_right(begins, middle) - bisect.bisect_right(ends, middle))
     return buckets, peak
 
 
@@ -243,7 +238,7 @@ def page_data(rows: Sequence[ViewNode], *, payloads: bool) -> dict[str, Any]:
             kind_at[row.kind] = len(kinds)
             kinds.append(row.kind)
         kind.append(kind_at[row.kind])
-        text = _base_label(row)
+        text = _base_label(row)  # pollard's dispatch notes: "call_failed model_call", ...
         if text not in string_at:
             string_at[text] = len(strings)
             strings.append(text)
@@ -258,7 +253,7 @@ def page_data(rows: Sequence[ViewNode], *, payloads: bool) -> dict[str, Any]:
         else:
             start.append(-1)
             duration.append(0)
-        flags.append(_flags(row))
+        flags.append(_flags(row, text))
         attempt.append(row.attempt)
         fanout.append(row.fanout_index if row.fanout_index is not None else -1)
         for meter in meters:
@@ -290,13 +285,11 @@ def page_data(rows: Sequence[ViewNode], *, payloads: bool) -> dict[str, Any]:
         if payloads and row.has_content:
             content[str(n)] = [_pretty(row.payload), _pretty(row.result)]
     strip, peak = _concurrency(rows, starts, t0 or 0.0, span)
-    spent: dict[str, Decimal] = {}
-    for row in rows:
-        add_into(spent, row.charges)
     data: dict[str, Any] = {
         "v": 1,
         "n": len(rows),
-        "ids": "".join(row.id for row in rows),
+        # Fixed-width ids (a node id is 64 hex digits; anything else is padded to keep the slots).
+        "ids": "".join(row.id if len(row.id) == 64 else row.id[:64].ljust(64, "?") for row in rows),
         "t0": round(t0 * 1000) if t0 is not None else None,
         "span": round(span, 1),
         "kinds": kinds,

@@ -14,7 +14,7 @@ function esc(s) {
     return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c];
   });
 }
-function idOf(i) { return D.ids.substr(i * 64, 64); }
+function idOf(i) { return esc(D.ids.substr(i * 64, 64)); }
 function kindOf(i) { return D.kinds[D.kind[i]]; }
 function labelOf(i) {
   var base = D.strings[D.label[i]], f = D.fanout[i];
@@ -127,7 +127,7 @@ function barHtml(i) {
   return out;
 }
 function rowHtml(n, i, top) {
-  var cls = "row k-" + kindOf(i);
+  var cls = "row k-" + esc(kindOf(i));
   if (has(i, "refused")) cls += " refused";
   if (has(i, "pruned")) cls += " pruned"; else if (has(i, "under_pruned")) cls += " under-pruned";
   if (has(i, "redacted")) cls += " redacted";
@@ -319,13 +319,14 @@ function top() {
 }
 
 // ---- the URL fragment: #n-<id> opens a step; #status=refused&kind=note&q=...&min=&max= filters
+function decoded(text) { try { return decodeURIComponent(text); } catch (e) { return text; } }
 function fromHash() {
-  var h = decodeURIComponent(location.hash.replace(/^#/, "")), target = -1, section = null;
+  var h = location.hash.replace(/^#/, ""), target = -1, section = null;
   if (/^n-[0-9a-f]{64}$/.test(h)) { target = indexOfId(h.substr(2)); }
   else if (h === "cost" || h === "run" || h === "all") { section = h; }
   else if (h.indexOf("=") > 0) {
     h.split("&").forEach(function (pair) {
-      var k = pair.split("=")[0], val = pair.substr(k.length + 1);
+      var k = pair.split("=")[0], val = decoded(pair.substr(k.length + 1).replace(/\+/g, " "));
       if (k === "status") statusSel.value = val;
       else if (k === "kind") { var at = D.kinds.indexOf(val); kindSel.value = at < 0 ? "" : String(at); }
       else if (k === "q") textIn.value = val;
@@ -337,7 +338,7 @@ function fromHash() {
   applyFilters();
   if (target >= 0) select(target, true);
   // #run and #cost show that view alone, #all (and any other fragment) both.
-  if (section || !h) document.body.setAttribute("data-view", section || "all");
+  document.body.setAttribute("data-view", section || "all");
 }
 function indexOfId(id) {
   var at = id.length === 64 ? D.ids.indexOf(id) : -1;
