@@ -463,6 +463,13 @@ def test_bars_rows_keys_and_controls_drive_the_page(browser: Browser, tmp_path: 
         "document.getElementById('steps').getAttribute('aria-activedescendant')"
     )
     assert selected == "r-0"
+    row = "document.getElementById('r-0')"
+    assert browser.evaluate(
+        f"[{row}.getAttribute('role'), {row}.getAttribute('aria-posinset')]"
+    ) == [
+        "treeitem",
+        "1",
+    ]
     # The controls filter as the reader types.
     browser.evaluate(
         "(() => { const s = document.getElementById('f-status'); s.value = 'refused';"

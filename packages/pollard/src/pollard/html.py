@@ -152,7 +152,7 @@ def render_rows(
         'viewBox="0 0 100 22" preserveAspectRatio="none"></svg><span class="axis" id="axis">'
         "</span></span></div>\n"
         '<div id="steps" role="tree" tabindex="0" aria-label="steps of the run" '
-        'aria-describedby="steps-hint"><div id="spacer"></div></div>'
+        'aria-describedby="steps-hint"><div id="spacer" role="none"></div></div>'
         '<p class="legend" id="peak"></p></div>\n'
         '<aside id="detail" tabindex="-1" aria-live="polite" aria-label="step details"></aside>'
         "</div></section>\n"

@@ -133,6 +133,7 @@ function rowHtml(n, i, top) {
   if (has(i, "redacted")) cls += " redacted";
   var pad = Math.min(D.indent[i], 40) * 0.9;
   return '<div class="' + cls + '" role="treeitem" id="r-' + i + '" data-i="' + i + '" aria-level="' + (D.indent[i] + 1) + '" aria-selected="' + (i === selected) + '"' +
+    ' aria-setsize="' + viewLen + '" aria-posinset="' + (n + 1) + '"' +
     (top === null ? "" : ' style="top:' + top + 'px"') + ">" +
     '<span class="tree" style="padding-left:' + pad.toFixed(1) + 'rem"><span class="kind">' + esc(kindOf(i)) + '</span> <span class="id">' + idOf(i).substr(0, 8) + "</span> " +
     '<span class="label">' + esc(labelOf(i)) + "</span>" + marks(i) + "</span>" +
