@@ -24,9 +24,10 @@ OUT = Path(__file__).parent / "img"
 
 
 def main() -> int:
+    """Write the three PNGs into docs/pollard/img/ and list them; 1 without Chromium."""
     chromium = find_chromium()
     if chromium is None:
-        print("screenshots: Chromium is not installed (apt-get install chromium)", file=sys.stderr)
+        sys.stderr.write("screenshots: Chromium is not installed (apt-get install chromium)\n")
         return 1
     store = MemoryStore()
     fan = build_fanout(store, 400)
@@ -45,7 +46,7 @@ def main() -> int:
         web.evaluate("document.body.setAttribute('data-view', 'run'); window.scrollTo(0, 0)")
         web.screenshot(OUT / "run-view-refused-dark.png")
     for name in sorted(OUT.glob("run-view-*.png")):
-        print(name.relative_to(ROOT))
+        sys.stdout.write(f"{name.relative_to(ROOT)}\n")
     return 0
 
 

@@ -51,10 +51,11 @@ _LEGEND = (
     "in the prompts), text markers, its own cost and, after \u03a3, its subtree's; the bar on "
     "the right is when it ran and for how long. Markers: [REFUSED] a budget or policy refusal "
     "(\u2715 on its bar), [FAILED]/[CANCELLED] a dispatch that did not return (!), [RETRY] a "
-    "repeated call or an attempt above 0 (\u21bb), [CACHED] served from a recording or from "
-    "the provider's cache (dashed bar), [PRUNED], [REDACTED], [DRY-RUN], [CONFIRMATION:...], "
-    "[RESULT-CONFLICT]/[MERGE-CONFLICT]. Keys: arrows, Page Up/Down, Home/End move; Left goes "
-    "to the parent; Enter opens the details; / searches."
+    "repeated call or an attempt above 0 (\u21bb), [CACHED] served from a recording (dashed "
+    "bar), [CACHE-READ] part of the prompt read from the provider's cache, [PRUNED], "
+    "[REDACTED], [DRY-RUN], [CONFIRMATION:...], [RESULT-CONFLICT]/[MERGE-CONFLICT]. Keys: "
+    "arrows, Page Up/Down, Home/End move; Left goes to the parent; Enter opens the details; "
+    "/ searches."
 )
 
 
@@ -78,7 +79,8 @@ _CONTROLS = """<div class="controls" role="search" aria-label="filter the steps"
 <label>kind<select id="f-kind"><option value="">any</option></select></label>
 <label>status<select id="f-status"><option value="">any</option>
 <option value="failed">failed or cancelled</option><option value="refused">refused</option>
-<option value="cached">cached</option><option value="redacted">redacted</option>
+<option value="cached">cached (recording or provider)</option>
+<option value="redacted">redacted</option>
 <option value="retry">retried</option><option value="pruned">pruned</option></select></label>
 <label>label or id<input id="f-text" type="search" placeholder="/ to search"></label>
 <label>cost from <span id="f-unit"></span>

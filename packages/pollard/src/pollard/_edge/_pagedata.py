@@ -37,6 +37,7 @@ FLAGS = {
     "merge_conflict": 512,
     "confirmation": 1024,
     "cancelled": 2048,
+    "cache_read": 4096,
 }
 _SERIES_POINTS = 240  # burn-down points per meter, whatever the run's size
 _STRIP_BUCKETS = 200  # concurrency strip buckets
@@ -60,8 +61,10 @@ def _flags(row: ViewNode, label: str) -> int:
         bits |= FLAGS["failed"]
     if row.kind == "note" and label.startswith("call_cancelled"):
         bits |= FLAGS["cancelled"]
-    if row.avoided or row.usage.get("cache_read"):
+    if row.avoided:  # served from a recording: the call was not made again
         bits |= FLAGS["cached"]
+    if row.usage.get("cache_read"):  # the provider served part of the prompt from its cache
+        bits |= FLAGS["cache_read"]
     # A call asked again (a refusal's attempt only counts refusals of the same request).
     if (row.attempt > 0 and row.kind in {"model_call", "tool_call"}) or (
         row.kind == "note" and label.startswith("call_repeated")

@@ -3,9 +3,10 @@
 var D = JSON.parse(document.getElementById("pollard-data").textContent);
 var N = D.n, ROW = 26, OVERSCAN = 8;
 var FLAG = {refused: 1, pruned: 2, redacted: 4, dry_run: 8, failed: 16, cached: 32, retry: 64,
-  under_pruned: 128, result_conflict: 256, merge_conflict: 512, confirmation: 1024, cancelled: 2048};
+  under_pruned: 128, result_conflict: 256, merge_conflict: 512, confirmation: 1024, cancelled: 2048,
+  cache_read: 4096};
 var MARKS = [["refused", "REFUSED"], ["pruned", "PRUNED"], ["redacted", "REDACTED"],
-  ["dry_run", "DRY-RUN"], ["failed", "FAILED"], ["cancelled", "CANCELLED"], ["cached", "CACHED"],
+  ["dry_run", "DRY-RUN"], ["failed", "FAILED"], ["cancelled", "CANCELLED"], ["cached", "CACHED"], ["cache_read", "CACHE-READ"],
   ["retry", "RETRY"], ["result_conflict", "RESULT-CONFLICT"], ["merge_conflict", "MERGE-CONFLICT"]];
 var USAGE = ["input", "output", "cache_read", "cache_write"];
 function $(id) { return document.getElementById(id); }
@@ -69,6 +70,7 @@ function matches(i, kind, status, text, lo, hi) {
   if (kind >= 0 && D.kind[i] !== kind) return false;
   if (status) {
     if (status === "failed") { if (!has(i, "failed") && !has(i, "cancelled")) return false; }
+    else if (status === "cached") { if (!has(i, "cached") && !has(i, "cache_read")) return false; }
     else if (!has(i, status)) return false;
   }
   if (text) {
@@ -119,7 +121,8 @@ function barHtml(i) {
   var left = s / span * 100, width = D.duration[i] / span * 100, cls = "bar", glyph = "", what = [];
   if (has(i, "refused")) { cls += " refused"; glyph = "\u2715"; what.push("refused"); }
   else if (has(i, "failed") || has(i, "cancelled")) { cls += " failed"; glyph = "!"; what.push(has(i, "failed") ? "failed" : "cancelled"); }
-  if (has(i, "cached")) { cls += " cached"; what.push("cached"); }
+  if (has(i, "cached")) { cls += " cached"; what.push("served from a recording"); }
+  else if (has(i, "cache_read")) what.push("cache read " + num(D.usage.cache_read[i]) + " tokens");
   if (has(i, "retry")) { cls += " retry"; glyph += "\u21bb"; what.push("retry"); }
   var title = kindOf(i) + " " + labelOf(i) + ": starts +" + secs(s) + ", takes " + secs(D.duration[i]) + (what.length ? " (" + what.join(", ") + ")" : "");
   var out = '<span class="' + cls + '" data-i="' + i + '" data-start="' + s + '" data-duration="' + D.duration[i] + '" style="left:' + left.toFixed(3) + "%;width:" + width.toFixed(3) + '%" title="' + esc(title) + '"></span>';
