@@ -66,6 +66,8 @@ from .interaction import ToolResult as ToolResult
 from .interaction import Usage as Usage
 from .interaction import intercept_calls as intercept_calls
 from .providers.base import ProviderReadiness as ProviderReadiness
+from .quota import CallQuota as CallQuota
+from .quota import LocalQuota as LocalQuota
 from .retry import RetryPolicy as RetryPolicy
 from .source import Source as Source
 
@@ -75,6 +77,7 @@ __all__ = [
     "CachePolicy",
     "CacheSetting",
     "CallInterceptor",
+    "CallQuota",
     "Config",
     "ConfigurationError",
     "ContextOverflowError",
@@ -87,6 +90,7 @@ __all__ = [
     "Event",
     "Input",
     "InternalError",
+    "LocalQuota",
     "Message",
     "MessageRole",
     "Metrics",

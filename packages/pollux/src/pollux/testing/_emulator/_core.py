@@ -249,6 +249,8 @@ class Core:
         self.state: dict[str, Any] = {
             w.name: w.new_state(self) if w.new_state else None for w in wires
         }
+        # Rate limits per wire name (``Emulator(quotas=...)``): ``_quota.QuotaMeter`` values.
+        self.quotas: dict[str, Any] = {}
 
     def new_id(self, prefix: str) -> str:
         """A unique, deterministic id such as ``resp_000000000001``."""
@@ -348,6 +350,13 @@ class Core:
                     code="invalid_api_key",
                 ),
             )
+        meter = self.quotas.get(wire.name) if route.generates else None
+        if meter is not None:
+            from ._quota import rate_limit_error, request_tokens
+
+            refused = meter.admit(request_tokens(http.body, parsed))
+            if refused is not None:
+                return self.error_response(wire, rate_limit_error(wire.name, refused))
         if self.settings.latency > 0:
             await asyncio.sleep(self.settings.latency)
         item = self.scripts.take(route_name, route.generates)
