@@ -124,7 +124,7 @@ async def test_each_attempt_holds_its_worst_case_and_settles_to_the_reported_tok
     assert quota.settled == [0, usage.input_tokens + usage.output_tokens]
     request = quota.requests[0]
     assert (request.provider, request.model) == ("openai", "gpt-5-nano")
-    assert request.tokens == 50 + len("What is the capital of France?") // 4 + 1
+    assert request.tokens == 50 + 16 + len("What is the capital of France?") // 4 + 1
     assert request.key_id is not None and "test-key" not in request.key_id
 
 

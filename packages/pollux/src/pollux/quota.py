@@ -313,6 +313,7 @@ class LocalQuota:
             raise too_large(request, self._tokens.limit, self.window_s)
         cond = self._condition()
         start = self._clock()
+        waited = False
         async with cond:
             while True:
                 now = self._clock()
@@ -324,13 +325,15 @@ class LocalQuota:
                     if wait is not None or left <= 0:
                         raise past_deadline(wait)
                     wait = left
+                waited = True
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(cond.wait(), timeout=wait)
             if self._requests is not None:
                 self._requests.inflight += 1
             if self._tokens is not None:
                 self._tokens.inflight += request.tokens
-        return _LocalPermit(self, request.tokens, max(0.0, self._clock() - start))
+        waited_s = max(0.0, self._clock() - start) if waited else 0.0
+        return _LocalPermit(self, request.tokens, waited_s)
 
     def _settle(self, held: int, used: int) -> None:
         now = self._clock()

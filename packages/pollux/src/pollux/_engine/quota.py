@@ -29,13 +29,18 @@ __all__ = ["DEFAULT_PAUSE_S", "QuotaGate", "estimate_tokens"]
 DEFAULT_PAUSE_S = 1.0
 
 _CHARS_PER_TOKEN = 4.0
+# What a provider adds around the text (roles, message boundaries): counted so the estimate
+# errs high, never low.
+_FRAMING_TOKENS = 16
 
 
 def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> int:
     """The attempt's worst case: its input estimate plus its output cap.
 
-    The input is counted at four characters (or source bytes) per token, the common rule of thumb
-    for English text; the answer settles the hold to the tokens the provider reported.
+    The input (instructions, prompt, history, tool results, tool declarations, the output schema
+    and source bytes) is counted at four characters per token, the common rule of thumb for
+    English text, plus a few tokens of message framing; the answer settles the hold to the
+    tokens the provider reported.
     """
     chars = len(request.instructions or "") + len(request.input.content or "")
     for source in request.sources.sources:
@@ -45,8 +50,13 @@ def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> int
         chars += sum(len(message.content or "") for message in turn.history)
     for result in turn.tool_results:
         chars += len(json.dumps(result.content, default=str, ensure_ascii=False))
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    schema = request.requirements.output_schema_json()
+    if schema is not None:
+        chars += len(json.dumps(schema))
     cap = request.requirements.max_tokens or default_output_tokens
-    return math.ceil(chars / _CHARS_PER_TOKEN) + cap
+    return math.ceil(chars / _CHARS_PER_TOKEN) + _FRAMING_TOKENS + cap
 
 
 def _reported(usage: Usage | None) -> int | None:

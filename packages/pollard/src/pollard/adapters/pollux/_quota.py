@@ -229,6 +229,7 @@ class SharedQuota:
         self._local: LocalQuota | None = None
         self._local_until = 0.0
         self._keys: dict[tuple[str, str | None, str | None], tuple[str, str]] = {}
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self.unreachable_count = 0
 
     # -- the store side (runs on the quota's thread) ------------------------------------------
@@ -370,6 +371,19 @@ class SharedQuota:
         """
         self._too_large(request)
         start = time.monotonic()
+        # One waiter of this process asks the store at a time (the others queue behind it in
+        # arrival order), so a full window costs the store one poll per worker, not per call.
+        async with self._admission_lock():
+            return await self._admit(request, start)
+
+    def _admission_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
+
+    async def _admit(self, request: QuotaRequest, start: float) -> QuotaPermit:
+        polled = time.monotonic() - start > 0.001  # queued behind another waiter
         while True:
             if time.monotonic() < self._local_until:
                 return _LocalSharePermit(await self._local_share().acquire(request))
@@ -384,10 +398,11 @@ class SharedQuota:
                 continue
             now = time.monotonic()
             if admitted:
-                return _SharedPermit(self, request, reservation, now - start)
+                return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
             pause = self._pause_s()
             if request.deadline is not None and now + pause > request.deadline:
                 raise past_deadline(None)
+            polled = True
             await asyncio.sleep(pause)
 
     def _pause_s(self) -> float:

@@ -351,10 +351,11 @@ class Core:
                 ),
             )
         meter = self.quotas.get(wire.name) if route.generates else None
+        quota_entry = None
         if meter is not None:
             from ._quota import rate_limit_error, request_tokens
 
-            refused = meter.admit(request_tokens(http.body, parsed))
+            quota_entry, refused = meter.admit(request_tokens(http.body, parsed))
             if refused is not None:
                 return self.error_response(wire, rate_limit_error(wire.name, refused))
         if self.settings.latency > 0:
@@ -419,6 +420,12 @@ class Core:
                     error_type="server_error",
                 ),
             )
+        if meter is not None and quota_entry is not None and isinstance(outcome, Response):
+            from ._quota import reported_tokens
+
+            used = reported_tokens(outcome.body) if outcome.status == 200 else 0
+            if used is not None:
+                meter.settle(quota_entry, used)
         if isinstance(outcome, StreamResponse) and self.settings.stream_delay and not outcome.delay:
             outcome.delay = self.settings.stream_delay
         if isinstance(item, Fault):

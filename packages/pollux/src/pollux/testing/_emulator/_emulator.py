@@ -365,6 +365,19 @@ class Emulator:
         self._core.quotas[wire] = QuotaMeter(quota)
         self._options["quotas"][wire] = quota.to_dict()
 
+    def quota_log(self, wire: str) -> list[tuple[float, int, bool]]:
+        """Every generate request ``wire``'s quota checked: ``(arrival, tokens, admitted)``.
+
+        ``arrival`` is ``time.monotonic()`` in this process; ``tokens`` is what the request
+        counts against the limit now (its estimate, or what its answer reported; see
+        :class:`EmulatorQuota`). Empty without a quota.
+        """
+        self._require_in_process("quota_log")
+        meter = self._core.quotas.get(wire)
+        if meter is None:
+            return []
+        return [(at, round(entry[1]), admitted) for at, entry, admitted in meter.log]
+
     def rate_limited(self, wire: str | None = None) -> int:
         """How many generate requests a quota answered with 429 (on ``wire``, or on all)."""
         self._require_in_process("rate_limited")

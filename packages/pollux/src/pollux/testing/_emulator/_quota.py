@@ -7,13 +7,16 @@ answered with HTTP 429 and the headers that provider sends (OpenAI's and OpenRou
 about real time, unlike batch jobs on the virtual clock).
 
 A request's tokens are counted the way providers count them against the limit before they know
-the answer: its body at four bytes per token plus the output cap it asks for (``max_tokens``,
-``max_output_tokens``, ``max_completion_tokens`` or ``generationConfig.maxOutputTokens``).
+the answer: the text it sends at four characters per token plus the output cap it asks for
+(``max_tokens``, ``max_output_tokens``, ``max_completion_tokens`` or
+``generationConfig.maxOutputTokens``); once answered, it counts the input and output tokens its
+answer reports (a streamed answer keeps its estimate).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +26,7 @@ from typing import Any
 
 from ._core import ApiError
 
-__all__ = ["EmulatorQuota", "QuotaMeter", "request_tokens"]
+__all__ = ["EmulatorQuota", "QuotaMeter", "rate_limit_error", "reported_tokens", "request_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +67,26 @@ class EmulatorQuota:
 
 
 _CAP_KEYS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
+# Strings that name things rather than say them: not counted as prompt text.
+_NAMING_KEYS = frozenset({"model", "role", "type", "id", "call_id", "tool_call_id", "mime_type"})
+
+
+def _text_chars(value: Any, key: str = "") -> int:
+    if isinstance(value, str):
+        return 0 if key in _NAMING_KEYS else len(value)
+    if isinstance(value, Mapping):
+        return sum(_text_chars(item, str(name)) for name, item in value.items())
+    if isinstance(value, list):
+        return sum(_text_chars(item, key) for item in value)
+    return 0
 
 
 def request_tokens(body: bytes, parsed: Any) -> int:
-    """The tokens a request counts against a limit: its body estimate plus its output cap."""
+    """The tokens a request counts against a limit before its answer is known.
+
+    The text it sends at four characters per token (the estimate providers document for their
+    limiters) plus the output cap it asks for; a body that is not JSON counts its bytes.
+    """
     cap = 0
     if isinstance(parsed, Mapping):
         for key in _CAP_KEYS:
@@ -79,49 +98,88 @@ def request_tokens(body: bytes, parsed: Any) -> int:
             value = generation.get("maxOutputTokens", generation.get("max_output_tokens"))
             if isinstance(value, int) and not isinstance(value, bool):
                 cap = max(cap, value)
-    return math.ceil(len(body) / 4) + cap
+        chars = _text_chars(parsed)
+    else:
+        chars = len(body)
+    return math.ceil(chars / 4) + cap
+
+
+def reported_tokens(body: bytes) -> int | None:
+    """The input plus output tokens a JSON answer reports in its usage (None: not reported)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    usage = data.get("usage")
+    if isinstance(usage, Mapping):
+        pairs = (("input_tokens", "output_tokens"), ("prompt_tokens", "completion_tokens"))
+        for first, second in pairs:
+            a, b = usage.get(first), usage.get(second)
+            if isinstance(a, int) and isinstance(b, int):
+                return a + b
+    meta = data.get("usageMetadata")
+    if isinstance(meta, Mapping):
+        counts = [
+            meta.get(key)
+            for key in ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
+        ]
+        return sum(c for c in counts if isinstance(c, int)) or None
+    return None
 
 
 class QuotaMeter:
-    """One wire's sliding windows, and the 429 it answers when a request does not fit."""
+    """One wire's sliding windows, and the 429 it answers when a request does not fit.
+
+    A request counts its estimate (:func:`request_tokens`) while it is answered, then what its
+    answer reports in its usage (a streamed answer keeps its estimate), stamped at its arrival.
+    """
 
     def __init__(self, quota: EmulatorQuota, clock: Callable[[], float] = time.monotonic) -> None:
         self.quota = quota
         self._clock = clock
-        self._events: collections.deque[tuple[float, int]] = collections.deque()
-        self._tokens = 0
+        self._events: collections.deque[list[float]] = collections.deque()
+        self._tokens = 0.0
         self.admitted = 0
         self.refused = 0
+        # Every request checked: [monotonic arrival, tokens counted (settled), admitted].
+        self.log: list[list[Any]] = []
 
     def _expire(self, now: float) -> None:
         events = self._events
         while events and events[0][0] <= now - self.quota.window_s:
             self._tokens -= events.popleft()[1]
 
-    def _reset_s(self, now: float, need_requests: int, need_tokens: int) -> float:
+    def _reset_s(self, now: float, need_requests: int, need_tokens: float) -> float:
         # When enough of the window has expired for the request to fit.
-        freed_tokens = 0
+        freed_tokens = 0.0
         for freed_requests, (stamp, tokens) in enumerate(self._events, start=1):
             freed_tokens += tokens
             if freed_requests >= need_requests and freed_tokens >= need_tokens:
                 return max(0.001, stamp + self.quota.window_s - now)
         return self.quota.window_s
 
-    def admit(self, tokens: int) -> dict[str, Any] | None:
-        """Count the request and return None, or return the refusal's figures."""
+    def admit(self, tokens: int) -> tuple[list[float] | None, dict[str, Any] | None]:
+        """Count the request: ``(its entry, None)``, or ``(None, the refusal's figures)``."""
         now = self._clock()
         self._expire(now)
         quota = self.quota
-        over_requests = len(self._events) + 1 - quota.requests if quota.requests is not None else 0
+        over_requests = (
+            len(self._events) + 1 - quota.requests if quota.requests is not None else 0
+        )
         over_tokens = self._tokens + tokens - quota.tokens if quota.tokens is not None else 0
         if over_requests <= 0 and over_tokens <= 0:
-            self._events.append((now, tokens))
+            entry = [now, float(tokens)]
+            self._events.append(entry)
             self._tokens += tokens
             self.admitted += 1
-            return None
+            self.log.append([now, entry, True])
+            return entry, None
         self.refused += 1
+        self.log.append([now, [now, float(tokens)], False])
         reset = self._reset_s(now, max(0, over_requests), max(0, over_tokens))
-        return {
+        return None, {
             "limit_requests": quota.requests,
             "remaining_requests": None
             if quota.requests is None
@@ -129,10 +187,16 @@ class QuotaMeter:
             "limit_tokens": quota.tokens,
             "remaining_tokens": None
             if quota.tokens is None
-            else max(0, quota.tokens - self._tokens),
+            else max(0, int(quota.tokens - self._tokens)),
             "reset_s": reset,
             "which": "requests" if over_requests > 0 else "tokens",
         }
+
+    def settle(self, entry: list[float], tokens: int) -> None:
+        """The answer reported ``tokens``: count those instead of the estimate."""
+        if any(event is entry for event in self._events):
+            self._tokens += tokens - entry[1]
+        entry[1] = float(tokens)
 
 
 def _duration(seconds: float) -> str:
