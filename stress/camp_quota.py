@@ -187,8 +187,7 @@ def _cut_quota_connections() -> None:
 
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = %s",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
             (_APP,),
         )
 

@@ -109,6 +109,40 @@ def test_worker_processes_on_one_postgres_quota_draw_no_429(emu: Emulator, pg_ds
     assert emu.rate_limited("openai") == 0
 
 
+def test_worker_processes_on_one_redis_quota_draw_no_429(emu: Emulator, redis_url: str) -> None:
+    results = run_workers(emu, redis_url, workers=2, prompts=3)
+    assert [all(r) for r in results] == [True, True]
+    assert emu.rate_limited("openai") == 0
+
+
+async def test_a_redis_quota_is_exact_across_workers_and_cluster_ready(redis_url: str) -> None:
+    import redis
+
+    name = f"t-{os.urandom(4).hex()}"
+    with (
+        SharedQuota(redis_url, requests_per_minute=2, tokens_per_minute=500, name=name) as a,
+        SharedQuota(redis_url, requests_per_minute=2, tokens_per_minute=500, name=name) as b,
+    ):
+        first = await a.acquire(_request())
+        await b.acquire(_request())
+        with pytest.raises(RateLimitError):
+            await b.acquire(_request(deadline=time.monotonic() + 0.05))
+        # A settlement records what was used; a pause fills the window for every worker.
+        await first.settle(3)
+        client = redis.Redis.from_url(redis_url)
+        scope = a._window_keys(_request())[2]
+        keys = sorted(k.decode() for k in client.keys(f"pollard:{{pollard-quota:{scope[:32]}}}:*"))
+        client.close()
+        # Both keys of a window carry one hash tag, so a cluster keeps them in one slot.
+        tag = f"{{pollard-quota:{scope[:32]}}}"
+        assert keys == [f"pollard:{tag}:amounts", f"pollard:{tag}:holds"]
+        other = f"{name}-paused"
+        with SharedQuota(redis_url, requests_per_minute=5, name=other) as c:
+            await c.pause(_request(), 30)
+            with pytest.raises(RateLimitError):
+                await c.acquire(_request(deadline=time.monotonic() + 0.05))
+
+
 def _request(model: str = "gpt-5-nano", deadline: float | None = None) -> QuotaRequest:
     return QuotaRequest("openai", model, None, 10, deadline)
 

@@ -1,8 +1,9 @@
 """`SharedQuota`: one provider quota for many workers and hosts, kept in a pollard store.
 
-Every worker that opens a `SharedQuota` on the same store (a PostgreSQL ``store_id`` for many
-hosts, a SQLite file for one machine) with the same ``name`` draws on one window. It is built on
-the store's reservations, the same leased holds that make a pollard budget exact across workers:
+Every worker that opens a `SharedQuota` on the same store (a PostgreSQL ``store_id`` or a Redis
+server for many hosts, a SQLite file for one machine) with the same ``name`` draws on one window.
+It is built on the store's reservations, the same leased holds that make a pollard budget exact
+across workers (a Redis server keeps the same holds in one Lua script per decision):
 
 * An attempt is **admitted** by ``store.reserve`` with two window claims (one request, and its
   worst case in tokens), judged atomically against everything held inside the window by every
@@ -48,6 +49,8 @@ from pollux.quota import (
     past_deadline,
     too_large,
 )
+
+from ._quota_redis import RedisWindows, is_redis_url
 
 if TYPE_CHECKING:
     from pollard import Store
@@ -139,8 +142,9 @@ class SharedQuota:
 
     Args:
         store: The store the window lives in: a ``postgresql://...#store_id`` DSN (many hosts), a
-            SQLite path (one machine), or a `pollard.Store`. A store opened from a string is
-            closed by :meth:`close`.
+            ``redis://host:6379/0`` URL (many hosts, where a Redis server or cluster is already
+            run; needs ``pollard[redis]``), a SQLite path (one machine), or a `pollard.Store`. A
+            store opened from a string is closed by :meth:`close`.
         requests_per_minute: The most attempts dispatched inside any window, summed over every
             worker (None: no limit).
         tokens_per_minute: The most tokens inside any window (input estimate plus output cap
@@ -222,13 +226,16 @@ class SharedQuota:
         self._store_arg = store
         self._store: Store | None = None
         self._owned = False
+        self._redis = (
+            RedisWindows(store) if isinstance(store, str) and is_redis_url(store) else None
+        )
         # One thread owns the store's connection; store calls never block the event loop.
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="pollard-quota"
         )
         self._local: LocalQuota | None = None
         self._local_until = 0.0
-        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str]] = {}
+        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self.unreachable_count = 0
 
@@ -239,7 +246,8 @@ class SharedQuota:
             self._store, self._owned = _open(self._store_arg)
         return self._store
 
-    def _window_keys(self, request: QuotaRequest) -> tuple[str, str]:
+    def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str]:
+        """The window's request and token keys, and its scope digest (for Redis)."""
         scope = (
             request.key_id
             if self.per == "key"
@@ -252,6 +260,7 @@ class SharedQuota:
             keys = (
                 hashlib.sha256((base + "\nrequests").encode()).hexdigest(),
                 hashlib.sha256((base + "\ntokens").encode()).hexdigest(),
+                hashlib.sha256(base.encode()).hexdigest(),
             )
             self._keys[cache_key] = keys
         return keys
@@ -259,7 +268,7 @@ class SharedQuota:
     def _claims(
         self, request: QuotaRequest, requests: int, tokens: int, limited: bool
     ) -> list[WindowClaim]:
-        request_key, token_key = self._window_keys(request)
+        request_key, token_key, _scope = self._window_keys(request)
         claims: list[WindowClaim] = []
         if self.requests_per_minute is not None:
             claims.append(
@@ -285,6 +294,15 @@ class SharedQuota:
         return claims
 
     def _try_admit(self, request: QuotaRequest) -> tuple[bool, str | None]:
+        if self._redis is not None:
+            held = self._redis.admit(
+                self._window_keys(request)[2],
+                1,
+                request.tokens,
+                (self.requests_per_minute, self.tokens_per_minute),
+                2 * self.window_s,
+            )
+            return held is not None, held
         store = self._open_store()
         # In flight for up to one window, then one more window once answered (see _settle); a
         # worker that crashes mid-call leaks its hold for at most two windows.
@@ -294,6 +312,11 @@ class SharedQuota:
         return admission.ok, admission.reservation_id
 
     def _settle(self, request: QuotaRequest, reservation: str, tokens: int) -> None:
+        if self._redis is not None:
+            scope = self._window_keys(request)[2]
+            self._redis.hold(scope, 1, max(0, tokens), self.window_s)
+            self._redis.release(scope, reservation)
+            return
         store = self._open_store()
         # What was used counts for one window from the answer (the provider saw the request
         # before that, so its window forgets it no later). Written before the worst case is
@@ -304,6 +327,14 @@ class SharedQuota:
         store.release(reservation)
 
     def _fill(self, request: QuotaRequest, seconds: float) -> None:
+        if self._redis is not None:
+            self._redis.hold(
+                self._window_keys(request)[2],
+                self.requests_per_minute or 0,
+                self.tokens_per_minute or 0,
+                seconds,
+            )
+            return
         self._open_store().reserve(
             (),
             self._claims(
@@ -431,6 +462,8 @@ class SharedQuota:
             if self._store is not None and self._owned:
                 self._store.close()
             self._store = None
+            if self._redis is not None:
+                self._redis.close()
 
         with contextlib.suppress(RuntimeError):  # already shut down
             self._executor.submit(close_store).result()

@@ -165,9 +165,7 @@ class QuotaMeter:
         now = self._clock()
         self._expire(now)
         quota = self.quota
-        over_requests = (
-            len(self._events) + 1 - quota.requests if quota.requests is not None else 0
-        )
+        over_requests = len(self._events) + 1 - quota.requests if quota.requests is not None else 0
         over_tokens = self._tokens + tokens - quota.tokens if quota.tokens is not None else 0
         if over_requests <= 0 and over_tokens <= 0:
             entry = [now, float(tokens)]
