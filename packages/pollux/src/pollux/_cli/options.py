@@ -192,12 +192,12 @@ def quota_from(args: argparse.Namespace) -> CallQuota | None:
         return LocalQuota(rpm, tpm, window_s=window)
     target, _display = _store_target(store)
     try:
-        from pollard.adapters.pollux import SharedQuota
+        from .ledger import shared_quota
     except ImportError:
         raise CLIError(
             "--quota-store needs pollard", hint='pip install "pollux-ai[cli]" (it brings pollard)'
         ) from None
-    return SharedQuota(
+    return shared_quota(
         target,
         requests_per_minute=rpm,
         tokens_per_minute=tpm,
