@@ -20,8 +20,8 @@ from typing import Any
 
 from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, MissingRecording, PollardError
 from pollard.adapters.pollux import (
-    SharedQuota,
     PolluxTokenEstimator,
+    SharedQuota,
     governed_collect,
     governed_defer,
     governed_run,
