@@ -39,7 +39,7 @@ from pollard._core._node import Node
 from pollard._core._store import Store
 from pollard._edge._manifest import ManifestStore
 from pollard._edge._merge import ScopeTracker, node_charges
-from pollard._edge._seal import SealReport, seal
+from pollard._edge._seal import seal
 from pollard._version import __version__
 from pollard.errors import IntegrityError
 
@@ -119,39 +119,6 @@ def _record(node: Node) -> dict[str, Any]:
     }
 
 
-def seal_document(sealed: SealReport, nodes: Sequence[Node], *, short: bool = False) -> Any:
-    """The seal as a file holds it: pollard 0.8's entry layout, or the ``short`` one.
-
-    Built here, not by ``SealReport.to_dict``, because it is part of the file format.
-    """
-    by_id = {node.id: node for node in nodes}
-    entries: list[dict[str, Any]] = []
-    previous: str | None = None
-    for entry in sealed.entries:
-        if short:
-            entries.append({"digest": entry.digest, "index": entry.index, "node_id": entry.node_id})
-        else:
-            node = by_id[entry.node_id]
-            entries.append(
-                {
-                    "index": entry.index,
-                    "kind": node.kind.value,
-                    "node_id": node.id,
-                    "parent_id": node.parent,
-                    "previous": previous,
-                    "result_digest": node.result_digest,
-                    "seal": entry.digest,
-                }
-            )
-        previous = entry.digest
-    return {
-        "algorithm": sealed.algorithm,
-        "digest": sealed.digest,
-        "entries": entries,
-        "root_id": sealed.root_id,
-    }
-
-
 def content_digest(records: Sequence[Mapping[str, Any]]) -> str:
     """SHA-256 over the node records (metadata included), domain-separated."""
     body = json.dumps(list(records), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -192,7 +159,7 @@ def export_subtree(store: Store, root_id: str, path: str | Path) -> ExportReport
         "format": FORMAT,
         "pollard_version": __version__,
         "root_id": root_id,
-        "seal": seal_document(sealed, nodes),
+        "seal": sealed.to_dict(),
         "content_digest": content_digest(records),
         "nodes": records,
     }
@@ -305,8 +272,7 @@ def read_subtree(
             "the file's content digest does not match its nodes (edited after export)", root_id
         )
     recomputed = seal(ManifestStore(nodes), root_id)
-    layouts = (seal_document(recomputed, nodes), seal_document(recomputed, nodes, short=True))
-    if sealed not in layouts:
+    if not recomputed.matches(sealed):
         raise IntegrityError("the file's seal does not match its nodes", root_id)
     if expected_digest is not None and recomputed.digest != expected_digest:
         raise IntegrityError(
