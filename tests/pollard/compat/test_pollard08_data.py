@@ -391,3 +391,22 @@ def test_pollard_migrate_in_place_on_postgres(
     assert main(["migrate", spec]) == 2
     assert "no pollard 0.8 tables" in capsys.readouterr().err
     assert main(["runs", spec]) == 0
+
+
+def test_a_0_8_run_opens_under_its_registry_and_refuses_another(store08: Path) -> None:
+    """0.8 bound the run root to its registry digest (computed its way): the same registry
+    opens the run, a different one is refused as 0.8 refuses it."""
+    from pollard import ActionSpec, Registry, Runtime
+
+    with Runtime(
+        SQLiteStore(store08, read_only=True), registry=SCRIPT.registry(), mode="replay"
+    ) as rt:
+        assert rt.run("tools").root_id == RUNS["tools"]["root_id"]
+    other = Registry(
+        [*SCRIPT.registry(), ActionSpec("extra", "1", "More.", {"type": "object"}, False)]
+    )
+    with (
+        Runtime(SQLiteStore(store08, read_only=True), registry=other, mode="replay") as rt,
+        pytest.raises(IntegrityError, match="different registry"),
+    ):
+        rt.run("tools")

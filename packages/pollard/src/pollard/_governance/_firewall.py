@@ -30,7 +30,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pollard._core._canon import node_id, payload_digest, validate_json
 from pollard._core._node import NodeKind
-from pollard._governance._legacy08 import blocked_digests_08, identity_payload_08
+from pollard._governance._legacy08 import (
+    blocked_digests_08,
+    identity_payload_08,
+    registry_digest_08,
+)
 from pollard._step._effects import Effect, Invoke, Offload, Step, io
 from pollard.errors import ConfirmationRequired, IntegrityError, PolicyViolation, PollardError
 from pollard.policy import Decision, PolicyContext
@@ -579,6 +583,8 @@ def bind_root(fw: Firewall, state: RunState) -> None:
     if root is None:  # replay of a run that was never recorded: MissingRecording comes later
         return
     bound = root.meta.get("registry_digest")
+    if bound is not None and bound != digest and bound == registry_digest_08(fw.registry):
+        return  # recorded by pollard 0.8 under this same registry (0.8 digested it differently)
     if bound is not None and bound != digest:
         raise IntegrityError(
             f"run root is already bound to a different registry (run {state.label!r} was "
