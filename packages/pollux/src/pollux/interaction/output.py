@@ -55,7 +55,7 @@ CacheMode = Literal["persistent", "implicit", "none"]
 """Which caching path served an interaction."""
 
 CollectionStatus = Literal["ok", "partial", "error"]
-"""``"ok"``: every output has an answer; ``"partial"``: some do; ``"error"``: none do."""
+"""``"ok"``: no call failed; ``"partial"``: some failed; ``"error"``: every call failed (a clean empty answer is not a failure)."""
 
 _COMPLETION_STATUSES = ("clean", "truncated", "cutoff", "error")
 _CACHE_MODES = ("persistent", "implicit", "none")
@@ -551,7 +551,7 @@ class OutputCollection:
 
     Example:
         >>> OutputCollection((Output(text="a"), Output(text=""))).status
-        'partial'
+        'ok'
     """
 
     outputs: tuple[Output, ...] = ()
