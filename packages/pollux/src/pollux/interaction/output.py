@@ -55,7 +55,10 @@ CacheMode = Literal["persistent", "implicit", "none"]
 """Which caching path served an interaction."""
 
 CollectionStatus = Literal["ok", "partial", "error"]
-"""``"ok"``: no call failed; ``"partial"``: some failed; ``"error"``: every call failed (a clean empty answer is not a failure)."""
+"""``"ok"``: no call failed; ``"partial"``: some failed; ``"error"``: every call failed.
+
+A clean but empty answer is not a failure (the status comes from execution failures).
+"""
 
 _COMPLETION_STATUSES = ("clean", "truncated", "cutoff", "error")
 _CACHE_MODES = ("persistent", "implicit", "none")
