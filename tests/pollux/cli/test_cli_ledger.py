@@ -73,10 +73,12 @@ def test_a_call_budget_refuses_the_rest_and_reports_them(tmp_path: Path) -> None
         isinstance(error, dict) and error["type"] == "BudgetExceeded" and error["meter"] == "steps"
     )
     assert "1 refused" in result.stderr
-    # The budget belongs to the run label: a second run has nothing left.
+    # The budget belongs to the run label: a second run has nothing left, and the ledger (not
+    # an --out file) decides what was answered: the two answers are served, not asked again.
     again = pollux(*args, cwd=tmp_path)
     assert again.code == 1
-    assert sum(r["status"] == "refused" for r in _records(again.stdout).values()) == 3
+    assert [_records(again.stdout)[i]["status"] for i in range(3)] == ["ok", "ok", "refused"]
+    assert "spent nothing; avoided steps=2 " in again.stderr
     # Replay serves the refusal as recorded, and no budget can be given to it.
     replay = pollux("many", "q.txt", "--mock", "--ledger", "runs.db", "--replay", cwd=tmp_path)
     assert replay.code == 1 and _records(replay.stdout)[2]["status"] == "refused"

@@ -27,6 +27,7 @@ from pollard._core._node import Node, NodeKind
 from pollard._step import _admission as admission
 from pollard._step import _execute as execute
 from pollard._step import _replay as replay
+from pollard._step import _resume
 from pollard._step import _settle as settle
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Effect, Step, io
@@ -160,8 +161,13 @@ class RunState:
         on_delta: Callable[[Any], Any] | None = None,
         keep_chunks: bool = False,
         meta: Mapping[str, Any] | None = None,
+        resume: bool = False,
     ) -> Step:
-        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node."""
+        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node.
+
+        ``resume`` (always on in hybrid mode): a stored answer of this call is served, and
+        the charges of its cancelled dispatches count toward this one (`_resume`).
+        """
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
         # the caller does to it later can change the recorded payload.
@@ -173,11 +179,18 @@ class RunState:
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
-        estimates, reservation = yield from admission.admit(self, node)
+        elif resume:
+            found = yield from _resume.answered(self, node)
+            if found is not None:
+                return (yield from replay.serve(self, found, on_delta))
+        credit = None
+        if resume or self.rt.mode == "hybrid":
+            credit = yield from _resume.credit(self, node)
+        estimates, reservation = yield from admission.admit(self, node, credit)
         try:
             return (
                 yield from execute.execute(
-                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
+                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta, credit
                 )
             )
         finally:

@@ -61,8 +61,12 @@ class Ledger:
     _idle: list[AsyncRun] = field(default_factory=list)
 
     @classmethod
-    def open(cls, options: LedgerOptions, config: Config) -> Ledger:
+    def open(cls, options: LedgerOptions, config: Config, *, resume: bool = False) -> Ledger:
         """Open the store with the meters the budget needs.
+
+        With ``resume`` (``pollux many``) the runtime is pollard's hybrid mode: the ledger, not
+        ``--out``, decides what was answered, so a prompt answered by an earlier (interrupted,
+        killed) command is served from it, and one cancelled in flight reuses its charge.
 
         Raises:
             CLIError: The store cannot be opened, or ``--max-usd`` for a model without a price.
@@ -89,7 +93,9 @@ class Ledger:
             budget = Budget(usd=options.max_usd, tokens=options.max_tokens, steps=options.max_calls)
         try:
             runtime = AsyncRuntime(
-                options.store, meters=meters, mode="replay" if options.replay else "record"
+                options.store,
+                meters=meters,
+                mode="replay" if options.replay else "hybrid" if resume else "record",
             )
         except ImportError as exc:
             raise CLIError(

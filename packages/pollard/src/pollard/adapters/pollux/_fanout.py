@@ -151,8 +151,10 @@ class _FanOut:
             return result_of(output)
 
         try:
+            # resume: a prompt an interrupted fan-out already answered is served from the
+            # ledger, and one it cancelled in flight reuses that charge (never charged twice).
             node = await forked.model_call(
-                self.payloads[index], fn=fn, attempt=self.attempts[index]
+                self.payloads[index], fn=fn, attempt=self.attempts[index], resume=True
             )
         except BudgetExceeded as exc:
             self.node_ids[index] = exc.refusal_id
