@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pollard import SQLiteStore
+from pollux._cli.main import main
 from pollux.testing import Emulator
 from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
 
@@ -82,6 +84,43 @@ def test_a_call_budget_refuses_the_rest_and_reports_them(tmp_path: Path) -> None
     # Replay serves the refusal as recorded, and no budget can be given to it.
     replay = pollux("many", "q.txt", "--mock", "--ledger", "runs.db", "--replay", cwd=tmp_path)
     assert replay.code == 1 and _records(replay.stdout)[2]["status"] == "refused"
+
+
+def test_answers_in_the_ledger_but_not_in_out_are_served_not_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A command killed (or interrupted) after a step committed and before its line was written
+    # leaves answers that only the ledger has; the resume serves them from it. In process (the
+    # console script is the same main()), so the test stays fast.
+    monkeypatch.chdir(tmp_path)
+    prompts = [f"Question {i}?" for i in range(6)]
+    (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
+    args = [
+        "many",
+        "q.txt",
+        "--mock",
+        "--ledger",
+        "runs.db",
+        "--max-calls",
+        "6",
+        "--out",
+        "a.jsonl",
+    ]
+    assert main(args) == 0
+    out = tmp_path / "a.jsonl"
+    lines = out.read_text().splitlines()
+    out.write_text("".join(f"{x}\n" for x in lines if json.loads(x)["index"] not in (1, 4)))
+    capsys.readouterr()
+    assert main(args) == 0
+    stderr = capsys.readouterr().err
+    assert "6 of 6 answered (4 earlier)" in stderr
+    assert "spent nothing; avoided steps=2 " in stderr
+    assert "run total steps=6 " in stderr  # 6 prompts, exactly 6 charged steps
+    assert sorted(json.loads(x)["index"] for x in out.read_text().splitlines()) == [*range(6)]
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        (root,) = store.roots()
+        children = store.children(root.id)
+    assert [n.kind.value for n in children] == ["model_call"] * 6  # no call_repeated note
 
 
 def test_a_token_budget_refuses_before_the_call(tmp_path: Path, emu: Emulator) -> None:
