@@ -17,6 +17,7 @@ twice); a repeated dispatch of an existing node in record mode is charged and re
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Generator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from pollard._core._store import Store
 
 __all__ = ["ARGS", "PAYLOAD", "RunState"]
+
+_SPENT_LOCK = threading.Lock()
 
 PAYLOAD: Any = object()
 """``arg`` sentinel for `RunState.step`: call ``fn`` with the payload the caller passed."""
@@ -143,10 +146,14 @@ class RunState:
         return self._scope_ids
 
     def add_spent(self, charges: Mapping[str, Decimal]) -> None:
-        """Count settled charges as spent by this run object."""
-        spent = self.spent
-        for name, amount in charges.items():
-            spent[name] = spent.get(name, ZERO) + amount
+        """Count settled charges as spent by this run object.
+
+        Locked: a cancelled step's finished commit is counted from a worker thread.
+        """
+        with _SPENT_LOCK:
+            spent = self.spent
+            for name, amount in charges.items():
+                spent[name] = spent.get(name, ZERO) + amount
 
     # -- primitives ----------------------------------------------------------------------------
 
