@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -261,3 +262,26 @@ def test_replay_from_a_missing_postgresql_store_says_what_is_missing(
         assert "never creates" in result.stderr
     finally:
         drop_store(pg_dsn, known)
+
+
+@pytest.mark.parametrize("command", ["many", "ask"])
+def test_a_tampered_ledger_is_one_integrity_line_on_replay(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.txt").write_text("Who are the twins?\n")
+    ledger = ["--mock", "--ledger", "runs.db", "--label", "twins"]
+    what = ["q.txt"] if command == "many" else ["Who are the twins?"]
+    assert main([command, *what, *ledger]) == 0
+    with sqlite3.connect(tmp_path / "runs.db") as conn:  # an answer changed behind pollard
+        conn.execute("UPDATE nodes SET result = replace(result, 'Mock', 'Evil') WHERE kind = 1")
+    capsys.readouterr()
+    assert main([command, *what, *ledger, "--replay"]) == 2
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if "integrity" in line]
+    assert len(errors) == 1 and errors[0].startswith("pollux: ledger integrity error: node ")
+    assert "hint: run 'pollard verify runs.db'" in captured.err
+    assert "Evil" not in captured.out

@@ -18,7 +18,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, MissingRecording, PollardError
+from pollard import (
+    AsyncRun,
+    AsyncRuntime,
+    Budget,
+    BudgetExceeded,
+    IntegrityError,
+    MissingRecording,
+    PollardError,
+)
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
     governed_collect,
@@ -141,6 +149,31 @@ class Ledger:
         self._runs.append(run)
         return run
 
+    def _hidden(self, text: str) -> str:
+        """``text`` with the store's DSN (which may hold a password) replaced by its display."""
+        dsn = self.options.store.rpartition("#")[0] or self.options.store
+        return text.replace(dsn, self.options.display)
+
+    def _integrity(self, exc: IntegrityError) -> CLIError:
+        """A ledger changed outside pollard: one line and the command that lists the damage."""
+        return CLIError(
+            f"ledger integrity error: {self._hidden(str(exc))}",
+            hint=f"run 'pollard verify {self.options.display}' to see every finding; the "
+            "ledger was changed outside pollard, so nothing is served from it",
+        )
+
+    def _store_failed(self, exc: PollardError) -> CLIError:
+        """The store failed (a lost connection, a full disk): one line, exit 1."""
+        return CLIError(
+            f"ledger {self.options.display}: {self._hidden(str(exc))}",
+            hint=self._hidden(
+                exc.hint
+                or "check that the ledger is reachable, then run the "
+                "same command again: what the ledger recorded is not asked again"
+            ),
+            code=EXIT_FAILED,
+        )
+
     def _give_back(self, run: AsyncRun) -> None:
         if run.cursor_id != run.root_id:
             run.checkout(run.root_id)
@@ -183,6 +216,10 @@ class Ledger:
                 hint="record it first: run the same command without --replay",
                 code=EXIT_FAILED,
             ) from None
+        except IntegrityError as exc:
+            raise self._integrity(exc) from None
+        except PollardError as exc:
+            raise self._store_failed(exc) from None
 
     async def one(
         self, index: int, prompt: str, attempt: int, *, environment: Environment, output: Any
@@ -206,6 +243,16 @@ class Ledger:
         except MissingRecording as exc:
             error = _error(exc) | {"hint": "record it first: run without --replay"}
             record = Record(index, "missing", prompt=prompt, error=error)
+        except IntegrityError as exc:  # every later prompt would meet it: stop the command
+            raise self._integrity(exc) from None
+        except PollardError as exc:
+            # The store failed for this prompt (a lost connection): it is reported as failed,
+            # and the others go on; a resume asks again only what the ledger has not recorded.
+            error = _error(exc)
+            error["message"] = self._hidden(error["message"])
+            if "hint" in error:
+                error["hint"] = self._hidden(error["hint"])
+            record = Record(index, "failed", prompt=prompt, error=error)
         except PolluxError as exc:
             record = Record(index, "failed", prompt=prompt, error=_error(exc))
         else:
@@ -293,7 +340,15 @@ class Ledger:
             ]
             return " ".join(shown) if shown else "nothing"
 
-        spent, avoided, total = self._charges()
+        try:
+            spent, avoided, total = self._charges()
+        except PollardError as exc:  # the store is unreachable: say so, never raise again here
+            return (
+                f"ledger {self.options.display} run {self.options.label!r}: the cost report "
+                f"could not be read ({type(exc).__name__}: {self._hidden(str(exc))}); "
+                f"'pollard report {self.options.display} {self.options.label!r}' shows it "
+                "once the ledger is reachable"
+            )
         price = "" if self.priced else f" (no usd price for {self.config.model})"
         mock = (
             " (mock prices the mock's estimated tokens)"
