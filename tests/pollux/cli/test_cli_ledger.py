@@ -6,6 +6,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -285,3 +286,83 @@ def test_a_tampered_ledger_is_one_integrity_line_on_replay(
     assert len(errors) == 1 and errors[0].startswith("pollux: ledger integrity error: node ")
     assert "hint: run 'pollard verify runs.db'" in captured.err
     assert "Evil" not in captured.out
+
+
+@pytest.mark.postgres
+def test_a_postgresql_connection_loss_mid_many_is_reported_and_resumed(
+    tmp_path: Path,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The server ends the store's sessions (pg_terminate_backend, as a restart would) while
+    # the fan-out commits: no traceback, every prompt is accounted for, and the resume after a
+    # kill asks nothing the ledger already has.
+    psycopg = pytest.importorskip("psycopg")
+    from pollard import PostgresStore
+    from pollux._cli.ledger import Ledger
+
+    store_id = fresh_store_id("pollux-cli")
+
+    def lose(store: PostgresStore) -> None:
+        # Only this store's connections: others share the server.
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            for _, conn in list(store._connections):
+                if not conn.closed:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+
+    def losing(method: Any, at: int) -> Any:
+        calls = 0
+
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == at and isinstance(self, PostgresStore):
+                lose(self)
+            elif calls == at:  # the store went away for good (a server that stays down)
+                self.runtime.store.close()
+            return method(self, *args, **kwargs)
+
+        return call
+
+    # Connections lost before a reservation and before a commit; no store for the cost line.
+    for owner, name, at in (
+        (PostgresStore, "reserve", 5),
+        (PostgresStore, "commit", 7),
+        (Ledger, "report_line", 1),
+    ):
+        monkeypatch.setattr(owner, name, losing(getattr(owner, name), at))
+    monkeypatch.chdir(tmp_path)
+    prompts = [f"Question {i}?" for i in range(10)]
+    (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
+    spec = f"{pg_dsn}#{store_id}"
+    args = ["many", "q.txt", "--mock", "--ledger", spec, "--max-calls", "10", "--out", "a.jsonl"]
+    try:
+        code = main(args)  # in process: a traceback would be this call raising
+        stderr = capsys.readouterr().err
+        assert code in (0, 1), stderr
+        out = tmp_path / "a.jsonl"
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert sorted(r["index"] for r in records) == [*range(10)]  # not abandoned
+        failed = [r for r in records if r["status"] == "failed"]
+        assert failed and all("lost the connection" in r["error"]["message"] for r in failed)
+        assert f"{10 - len(failed)} of 10 answered" in stderr
+        assert f"ledger postgresql#{store_id} run" in stderr and pg_dsn not in stderr
+        assert "the cost report could not be read (PollardError: the PostgreSQL store" in stderr
+        # Killed before it wrote some lines: the resume serves those from the ledger.
+        monkeypatch.undo()
+        monkeypatch.chdir(tmp_path)
+        ok = [r for r in records if r["status"] == "ok"]
+        out.write_text("".join(json.dumps(r) + "\n" for r in ok[2:]))
+        assert main(args) == 0
+        stderr = capsys.readouterr().err
+        assert "10 of 10 answered" in stderr
+        assert "avoided steps=2 " in stderr
+        with PostgresStore(pg_dsn, store_id=store_id) as store:
+            (root,) = store.roots()
+            children = store.children(root.id)
+        answers = [n for n in children if n.kind.value == "model_call"]
+        assert len(answers) == 10
+        assert not any(n.payload.get("event") == "call_repeated" for n in children)
+    finally:
+        drop_store(pg_dsn, store_id)

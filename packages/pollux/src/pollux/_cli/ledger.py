@@ -63,10 +63,10 @@ class Ledger:
     runtime: AsyncRuntime
     budget: Budget | None
     priced: bool
-    # Run objects on the label's root, one per call in flight (each has its own cursor): every
-    # step is a child of the root, so a run is put back on the root and reused.
+    # The label's run, opened on its root by the first call. Every step is a child of the root,
+    # through a fork of it (its own cursor, no store I/O, charges counted into this run), so
+    # concurrent steps never share a cursor and one report counts them all.
     _runs: list[AsyncRun] = field(default_factory=list)
-    _idle: list[AsyncRun] = field(default_factory=list)
 
     @classmethod
     def open(cls, options: LedgerOptions, config: Config, *, resume: bool = False) -> Ledger:
@@ -137,8 +137,8 @@ class Ledger:
         self.runtime.close()
 
     def _take(self) -> AsyncRun:
-        if self._idle:
-            return self._idle.pop()
+        if self._runs:
+            return self._runs[0].fork()
         try:
             run = self.runtime.run(self.options.label, budget=self.budget)
         except PollardError as exc:
@@ -147,7 +147,7 @@ class Ledger:
                 hint="in --replay, use the --label the calls were recorded under",
             ) from None
         self._runs.append(run)
-        return run
+        return run.fork()
 
     def _hidden(self, text: str) -> str:
         """``text`` with the store's DSN (which may hold a password) replaced by its display."""
@@ -173,11 +173,6 @@ class Ledger:
             ),
             code=EXIT_FAILED,
         )
-
-    def _give_back(self, run: AsyncRun) -> None:
-        if run.cursor_id != run.root_id:
-            run.checkout(run.root_id)
-        self._idle.append(run)
 
     def _charges(self) -> tuple[dict[str, Decimal], dict[str, Decimal], dict[str, str]]:
         """Spent and avoided by this command's steps, and the label's ledger totals."""
@@ -258,8 +253,6 @@ class Ledger:
         else:
             record = record_for(index, answer, prompt=prompt)
             record.node = run.cursor_id
-        # Not reached when the step was cancelled: that run object is not reused.
-        self._give_back(run)
         return record
 
     async def defer(
