@@ -186,12 +186,12 @@ class RunState:
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
-        elif resume:
-            found = yield from _resume.answered(self, node)
+        credit = None
+        if self.rt.mode == "record" and resume:
+            found, credit = yield from _resume.lookup(self, node)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
-        credit = None
-        if resume or self.rt.mode == "hybrid":
+        elif self.rt.mode == "hybrid":
             credit = yield from _resume.credit(self, node)
         estimates, reservation = yield from admission.admit(self, node, credit)
         try:

@@ -30,25 +30,37 @@ from pollard._core._node import Node, NodeKind
 from pollard._step._effects import Step, io
 
 if TYPE_CHECKING:
+    from pollard._core._store import Store
     from pollard._step._cursor import RunState
 
-__all__ = ["CANCELLED_ERRORS", "answered", "credit", "net_charges"]
+__all__ = ["CANCELLED_ERRORS", "credit", "lookup", "net_charges"]
 
 CANCELLED_ERRORS = ("CancelledError", "KeyboardInterrupt")
 """The error types a ``call_cancelled`` note names for a cancelled task and a Ctrl-C."""
 
 
-def answered(state: RunState, node: Node) -> Step:
-    """The stored answer of ``node`` (a node at its id with a result), else None."""
-    found: Node | None = yield io(state.rt.store.find, node.id)
-    if found is not None and found.result is not None:
-        return found
-    return None
+def lookup(state: RunState, node: Node) -> Step:
+    """``(answer, credit)`` of a resumed step, in one store effect (one hop to the I/O thread).
+
+    ``answer`` is the stored answer of ``node`` (a node at its id with a result) or None; when
+    there is none, ``credit`` holds the charges of its earlier cancelled dispatches.
+    """
+    return (yield io(_lookup, state.rt.store, node))
 
 
 def credit(state: RunState, node: Node) -> Step:
     """The charges of ``node``'s earlier cancelled dispatches, by meter (empty: none)."""
-    store = state.rt.store
+    return (yield io(_credit, state.rt.store, node))
+
+
+def _lookup(store: Store, node: Node) -> tuple[Node | None, dict[str, Decimal]]:
+    found = store.find(node.id)
+    if found is not None and found.result is not None:
+        return found, {}
+    return None, _credit(store, node)
+
+
+def _credit(store: Store, node: Node) -> dict[str, Decimal]:
     digest = hashlib.sha256(node.canonical_payload or b"").hexdigest()
     total: dict[str, Decimal] = {}
     for error in CANCELLED_ERRORS:
@@ -61,11 +73,10 @@ def credit(state: RunState, node: Node) -> Step:
         }
         attempt = 0
         while True:
-            note = Node.create(NodeKind.NOTE, node.parent, payload, attempt=attempt)
-            found: Node | None = yield io(store.find, note.id)
-            if found is None:
+            note = store.find(Node.create(NodeKind.NOTE, node.parent, payload, attempt=attempt).id)
+            if note is None:
                 break
-            for name, amount in read_charges(found.meta).items():
+            for name, amount in read_charges(note.meta).items():
                 total[name] = total.get(name, ZERO) + amount
             attempt += 1
     return {name: amount for name, amount in total.items() if amount > 0}
