@@ -30,18 +30,37 @@ from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 if TYPE_CHECKING:
     from pollard._step._cursor import RunState
 
-__all__ = ["Estimates", "admit", "check_depth", "precheck", "refuse", "refuse_budget"]
+__all__ = [
+    "Estimates",
+    "admit",
+    "check_depth",
+    "net_estimates",
+    "precheck",
+    "refuse",
+    "refuse_budget",
+]
 
 Estimates = dict[str, tuple[Decimal | None, bool]]
 """Precheck estimates by meter: ``(amount or None, whether approximate)``."""
 
 
-def admit(state: RunState, node: Node) -> Step:
-    """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``."""
+def admit(state: RunState, node: Node, credit: Mapping[str, Decimal] | None = None) -> Step:
+    """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``.
+
+    ``credit`` (a resumed step, see `pollard._step._resume`) is what the call's cancelled
+    dispatches were already charged: only the estimate beyond it is held, and a meter it covers
+    is not claimed at all (so a budget those dispatches exhausted still admits their resume).
+    """
     rt = state.rt
     yield from check_depth(state, node)
     estimates = _estimates(state, node.kind.value, node.payload)
-    claims, windows = _claims(state, estimates)
+    if credit:
+        net = net_estimates(estimates, credit)
+        claims, windows = _claims(state, net)
+        covered = {name for name in credit if net.get(name, (None, False))[0] == 0}
+        claims = [claim for claim in claims if claim.meter not in covered]
+    else:
+        claims, windows = _claims(state, estimates)
     if not (claims or windows):
         return estimates, None
     # If the step is cancelled while an offloaded reserve runs, the driver waits for it and
@@ -83,6 +102,16 @@ def check_depth(state: RunState, node: Node) -> Step:
                 Decimal(state.depth),
             )
             yield from refuse_budget(state, short, node)
+
+
+def net_estimates(estimates: Estimates, credit: Mapping[str, Decimal]) -> Estimates:
+    """What a resumed dispatch may cost beyond its credit, by meter (never below zero)."""
+    out = dict(estimates)
+    for name, amount in credit.items():
+        estimate, approximate = out.get(name, (None, False))
+        if estimate is not None:
+            out[name] = (max(estimate - amount, ZERO), approximate)
+    return out
 
 
 def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:

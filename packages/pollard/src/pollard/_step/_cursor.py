@@ -17,6 +17,7 @@ twice); a repeated dispatch of an existing node in record mode is charged and re
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -27,6 +28,7 @@ from pollard._core._node import Node, NodeKind
 from pollard._step import _admission as admission
 from pollard._step import _execute as execute
 from pollard._step import _replay as replay
+from pollard._step import _resume
 from pollard._step import _settle as settle
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Effect, Step, io
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from pollard._core._store import Store
 
 __all__ = ["ARGS", "PAYLOAD", "RunState"]
+
+_SPENT_LOCK = threading.Lock()
 
 PAYLOAD: Any = object()
 """``arg`` sentinel for `RunState.step`: call ``fn`` with the payload the caller passed."""
@@ -142,10 +146,14 @@ class RunState:
         return self._scope_ids
 
     def add_spent(self, charges: Mapping[str, Decimal]) -> None:
-        """Count settled charges as spent by this run object."""
-        spent = self.spent
-        for name, amount in charges.items():
-            spent[name] = spent.get(name, ZERO) + amount
+        """Count settled charges as spent by this run object.
+
+        Locked: a cancelled step's finished commit is counted from a worker thread.
+        """
+        with _SPENT_LOCK:
+            spent = self.spent
+            for name, amount in charges.items():
+                spent[name] = spent.get(name, ZERO) + amount
 
     # -- primitives ----------------------------------------------------------------------------
 
@@ -160,8 +168,13 @@ class RunState:
         on_delta: Callable[[Any], Any] | None = None,
         keep_chunks: bool = False,
         meta: Mapping[str, Any] | None = None,
+        resume: bool = False,
     ) -> Step:
-        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node."""
+        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node.
+
+        ``resume`` (always on in hybrid mode): a stored answer of this call is served, and
+        the charges of its cancelled dispatches count toward this one (`_resume`).
+        """
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
         # the caller does to it later can change the recorded payload.
@@ -173,11 +186,18 @@ class RunState:
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
-        estimates, reservation = yield from admission.admit(self, node)
+        credit = None
+        if self.rt.mode == "record" and resume:
+            found, credit = yield from _resume.lookup(self, node)
+            if found is not None:
+                return (yield from replay.serve(self, found, on_delta))
+        elif self.rt.mode == "hybrid":
+            credit = yield from _resume.credit(self, node)
+        estimates, reservation = yield from admission.admit(self, node, credit)
         try:
             return (
                 yield from execute.execute(
-                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
+                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta, credit
                 )
             )
         finally:

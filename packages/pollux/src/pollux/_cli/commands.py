@@ -81,7 +81,9 @@ def _prompt_text(text: str) -> str:
 # -- ask ----------------------------------------------------------------------------------------
 
 
-def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None:
+def _open_ledger(
+    options: LedgerOptions | None, config: Config, *, resume: bool = False
+) -> Ledger | None:
     """The ledger of ``--ledger`` (pollard is imported only then)."""
     if options is None:
         return None
@@ -91,7 +93,7 @@ def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None
         raise CLIError(
             f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux[cli]"'
         ) from None
-    return Ledger.open(options, config)
+    return Ledger.open(options, config, resume=resume)
 
 
 def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
@@ -161,7 +163,7 @@ def _many(args: argparse.Namespace) -> int:
         return EXIT_OK
     sink = RecordSink(out)
     try:
-        ledger = _open_ledger(options, config)
+        ledger = _open_ledger(options, config, resume=True)
     except CLIError:
         sink.close()
         raise
