@@ -28,7 +28,7 @@ from pollard.adapters.pollux import (
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import Config, Environment, Output, OutputCollection, PolluxError, Source
 
-from .errors import EXIT_FAILED, CLIError
+from .errors import EXIT_FAILED, CLIError, shell_hint
 from .options import LedgerOptions
 from .records import Record, record_for
 
@@ -42,7 +42,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
     detail: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     hint = getattr(exc, "hint", None)
     if hint:
-        detail["hint"] = hint
+        detail["hint"] = shell_hint(hint)
     return detail
 
 
@@ -80,9 +80,15 @@ class Ledger:
         if usd is not None:
             meters.append(usd)
         elif options.max_usd is not None:
+            if not _prices_installed():  # the package is missing, not the model's price
+                raise CLIError(
+                    "--max-usd needs the price package genai-prices, which is not installed",
+                    hint='pip install "pollard[prices]" (or "pollux-ai[cli]"), or use '
+                    "--max-tokens / --max-calls",
+                )
             raise CLIError(
                 f"--max-usd: no price is known for model {config.model!r}",
-                hint='install the prices (pip install "pollard[prices]") or use --max-tokens',
+                hint="use --max-tokens or --max-calls for this model",
             )
         budget = None
         if any(v is not None for v in (options.max_usd, options.max_tokens, options.max_calls)):
@@ -298,6 +304,14 @@ class Ledger:
             f"ledger {self.options.display} run {self.options.label!r}: spent {amounts(spent)}; "
             f"avoided {amounts(avoided)}; run total {amounts(total)}{price}{mock}"
         )
+
+
+def _prices_installed() -> bool:
+    try:  # only on the error path: which of the two things is missing decides the message
+        import genai_prices  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _cost_meter(config: Config) -> Any:

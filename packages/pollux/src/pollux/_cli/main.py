@@ -210,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between polls with --wait (default: 30)",
     )
     p.add_argument(
+        "--timeout",
+        metavar="N",
+        help="with --wait: give up after N seconds (exit 1; the job keeps running and can be "
+        "collected later); default: wait until the job is terminal",
+    )
+    p.add_argument(
         "--schema",
         metavar="FILE.json",
         help="the JSON Schema given to 'pollux defer', to rebuild the structured answers",

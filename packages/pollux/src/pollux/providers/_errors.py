@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pollux.config import API_KEY_ENV_VARS, LOCAL_BASE_URL_ENV_VAR
+from pollux.config import API_KEY_ENV_VARS, LOCAL_API_KEY_ENV_VAR, LOCAL_BASE_URL_ENV_VAR
 from pollux.errors import APIError, ContextOverflowError, RateLimitError
 
 __all__ = [
@@ -217,7 +217,8 @@ def _hint(provider: str, category: str | None, status: int | None, message: str)
         if env_var:
             return f"Check the API key: set {env_var} (or pass api_key=...) to a valid key."
         return (
-            "The server rejected the credentials: pass Config(api_key=...) with a key it accepts."
+            f"The server rejected the credentials: set {LOCAL_API_KEY_ENV_VAR} (or pass "
+            "Config(api_key=...)) to a key it accepts."
         )
     if category == "rate_limit":
         return (
