@@ -71,7 +71,7 @@ def _top_level_imports(package: str) -> dict[Path, set[str]]:
 
 def test_pollux_never_imports_pollard() -> None:
     # The one exception is the command line's --ledger module: the `pollux` command is an
-    # application over both libraries (pollux[cli] installs pollard), loaded only by the command.
+    # application over both libraries (pollux-ai[cli] installs pollard), loaded only by the command.
     allowed = SRC["pollux"] / "_cli" / "ledger.py"
     offenders = [
         path

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The console script of pollux[cli], installed next to the interpreter.
+#: The console script of pollux-ai[cli], installed next to the interpreter.
 POLLUX = Path(sys.executable).with_name("pollux")
 POLLARD = Path(sys.executable).with_name("pollard")
 

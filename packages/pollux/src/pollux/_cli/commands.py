@@ -95,7 +95,7 @@ def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None
         from .ledger import Ledger
     except ImportError as exc:
         raise CLIError(
-            f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux[cli]"'
+            f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux-ai[cli]"'
         ) from None
     return Ledger.open(options, config)
 

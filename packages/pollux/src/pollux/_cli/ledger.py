@@ -1,6 +1,6 @@
 """``--ledger``: every call as a governed pollard step, through the bridge.
 
-This is the one module of pollux that imports pollard (``pollux[cli]`` installs it): the command
+This is the one module of pollux that imports pollard (``pollux-ai[cli]`` installs it): the command
 line is an application on top of both libraries, and ``import pollux`` never loads it. It uses
 only pollard's public API and the bridge, ``pollard.adapters.pollux``.
 

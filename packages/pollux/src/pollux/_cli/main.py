@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(
             CLIError(
                 f"the pollux command needs its extra ({exc.name} is missing)",
-                hint='pip install "pollux[cli]"',
+                hint='pip install "pollux-ai[cli]"',
             )
         )
     try:
