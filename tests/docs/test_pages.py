@@ -75,6 +75,8 @@ NO_CODE = {
     "reference/pollard.md",
     "reference/pollard-stores.md",
     "reference/pollard-adapters-pollux.md",
+    "reference/pollard-modules.md",
+    "reference/pollux-modules.md",
     "reference/errors.md",
     "contributing/docs.md",
     "reliability.md",  # from the pollard branch (an optional page in hooks/docs.py)

@@ -16,7 +16,17 @@ from pollux.errors import ConfigurationError
 __all__ = ["check_schema"]
 
 _TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
-_ONE_SCHEMA = ("not", "if", "then", "else", "contains", "propertyNames", "additionalItems")
+_ONE_SCHEMA = (
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "additionalItems",
+    "additionalProperties",
+    "unevaluatedProperties",
+)
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 _HINT = "Use JSON Schema's types and keywords (the path names the spot), or pass a Pydantic model."
@@ -52,14 +62,18 @@ def _problem(node: Any, path: str, depth: int) -> str | None:
         return f"{path}.required must be a list of property names"
     if "enum" in node and not isinstance(node["enum"], list):
         return f"{path}.enum must be a list"
-    for key in _ONE_SCHEMA + ("additionalProperties", "unevaluatedProperties"):
+    for key in _ONE_SCHEMA:
         if key in node and (found := _problem(node[key], f"{path}.{key}", depth + 1)):
             return found
     items = node.get("items")
     if items is not None:
         found = (
             next(
-                (p for i, s in enumerate(items) if (p := _problem(s, f"{path}.items[{i}]", depth + 1))),
+                (
+                    p
+                    for i, s in enumerate(items)
+                    if (p := _problem(s, f"{path}.items[{i}]", depth + 1))
+                ),
                 None,
             )
             if isinstance(items, list)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Union
 from pollux.config import PROVIDER_NAMES
 from pollux.errors import ConfigurationError
 
-from ._schema_check import check_schema
 from ._json import canonical_dumps, is_finite_number, json_copy
+from ._schema_check import check_schema
 from .tools import ToolChoice, validate_tool_choice
 
 if TYPE_CHECKING:

@@ -211,6 +211,12 @@ def is_unknown_model(status: int | None, message: str) -> bool:
     return status in (None, 400, 404, 422) and bool(_UNKNOWN_MODEL_RE.search(message))
 
 
+_MODEL_MISSING_RE = re.compile(
+    r"(missing|required|must provide|no)\b[^.]{0,40}\bmodel\b|\bmodel\b[^.]{0,20}\b(is )?required",
+    re.IGNORECASE,
+)
+
+
 def _hint(provider: str, category: str | None, status: int | None, message: str) -> str:
     if category == "auth_refreshable":
         env_var = API_KEY_ENV_VARS.get(provider)
@@ -235,6 +241,12 @@ def _hint(provider: str, category: str | None, status: int | None, message: str)
         if provider == "local":
             return "The local server failed; check its logs."
         return "The provider is overloaded or failing; retry later or raise RetryPolicy limits."
+    if category == "invalid_request" and _MODEL_MISSING_RE.search(message):
+        # A server that needs a model name got none (vLLM, a LiteLLM gateway): say where it goes.
+        return (
+            "This server needs a model name: pass Config(model='...') (the pollux command and "
+            "make demo read POLLUX_MODEL)."
+        )
     if category == "invalid_request":
         return "The provider rejected the request; read the message for the offending field."
     return "See the provider message above."

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
