@@ -221,3 +221,50 @@ def test_demo_with_only_the_local_base_url_says_which_variable_to_set(emu: Emula
     assert named.returncode == 0, named.stdout + named.stderr
     assert "Emulated reply to:" in named.stdout
     assert {r.json["model"] for r in emu.requests_for("local.chat")} == {"emulator-model"}
+
+
+# -- replay and check ---------------------------------------------------------------------------
+
+
+def test_a_replay_is_byte_identical_to_the_recording(tmp_path: Path) -> None:
+    # Properties out of alphabetical order: a store keeps results with sorted keys.
+    schema = {
+        "type": "object",
+        "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}},
+        "required": ["zeta", "alpha"],
+    }
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    (tmp_path / "q.txt").write_text("One?\nTwo?\n")
+    common = ["q.txt", "--schema", "s.json", "--mock", "--ledger", "r.db"]
+    recorded = pollux("many", *common, "--out", "a.jsonl", cwd=tmp_path)
+    replayed = pollux("many", *common, "--replay", "--out", "b.jsonl", cwd=tmp_path)
+    assert recorded.code == replayed.code == 0, replayed.stderr
+    first = (tmp_path / "a.jsonl").read_bytes()
+    assert b'"structured": {"zeta": "mock", "alpha": 0}' in first
+    assert (tmp_path / "b.jsonl").read_bytes() == first
+    asked = pollux("ask", "One?", "--schema", "s.json", "--mock", "--ledger", "r.db", cwd=tmp_path)
+    again = pollux(
+        "ask", "One?", "--schema", "s.json", "--mock", "--ledger", "r.db", "--replay", cwd=tmp_path
+    )
+    assert asked.code == again.code == 0
+    assert again.stdout == asked.stdout and asked.stdout.index("zeta") < asked.stdout.index("alpha")
+
+
+def test_check_answers_an_unknown_model_with_the_real_apis_404(tmp_path: Path) -> None:
+    with Emulator(models=["gpt-5-mini"]) as emu:
+        env = clean_env(OPENAI_BASE_URL=emu.base_url("openai"), OPENAI_API_KEY="sk-x")
+        unknown = pollux(
+            "check", "--provider", "openai", "--model", "gpt-9", "--json", cwd=tmp_path, env=env
+        )
+        assert unknown.code == 1
+        readiness = json.loads(unknown.stdout)
+        assert readiness["status_code"] == 404 and "gpt-9" in readiness["message"]
+        known = pollux(
+            "check", "--provider", "openai", "--model", "gpt-5-mini", cwd=tmp_path, env=env
+        )
+        assert known.code == 0, known.stderr
+    with Emulator() as emu:  # no catalog: every model answers, so check agrees with ask
+        env = clean_env(OPENAI_BASE_URL=emu.base_url("openai"), OPENAI_API_KEY="sk-x")
+        args = ["--provider", "openai", "--model", "gpt-5-nano"]
+        assert pollux("check", *args, cwd=tmp_path, env=env).code == 0
+        assert pollux("ask", "Hi?", *args, cwd=tmp_path, env=env).code == 0
