@@ -33,6 +33,7 @@ from ._emulator._faults import ErrorResponse as ErrorResponse
 from ._emulator._faults import Fault as Fault
 from ._emulator._faults import Latency as Latency
 from ._emulator._faults import MalformedBody as MalformedBody
+from ._emulator._faults import RawResponse as RawResponse
 from ._emulator._faults import StreamError as StreamError
 from ._emulator._log import RecordedRequest as RecordedRequest
 from ._emulator._script import Reply as Reply
@@ -78,6 +79,7 @@ __all__ = [
     "GeminiReply",
     "Latency",
     "MalformedBody",
+    "RawResponse",
     "RecordedRequest",
     "Reply",
     "StreamError",
