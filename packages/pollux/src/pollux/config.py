@@ -160,7 +160,9 @@ class Config:
     OpenAI-compatible servers may omit ``model`` when the server does not need one. API keys
     are resolved from ``GEMINI_API_KEY``, ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` or
     ``OPENROUTER_API_KEY`` (or a ``.env`` file) when not passed. ``repr``/``str`` never show
-    the key.
+    the key. Gemini's endpoint comes from the SDK's variables: ``GOOGLE_GEMINI_BASE_URL`` (a
+    gateway, a proxy, the emulator) and ``GOOGLE_GENAI_API_VERSION`` (``v1`` by default;
+    ``v1beta`` for a gateway that serves only that, such as LiteLLM's Gemini route).
 
     Args:
         provider: ``"gemini"``, ``"openai"``, ``"anthropic"``, ``"openrouter"`` or ``"local"``.
