@@ -288,8 +288,11 @@ class Ledger:
         """The one-line cost report of this command."""
 
         def amounts(values: dict[str, Any]) -> str:
+            # report() lists every meter, zeros too; the line names only what was charged
             shown = [
-                f"{name}={Decimal(value).normalize():f}" for name, value in sorted(values.items())
+                f"{name}={Decimal(value).normalize():f}"
+                for name, value in sorted(values.items())
+                if Decimal(value)
             ]
             return " ".join(shown) if shown else "nothing"
 
