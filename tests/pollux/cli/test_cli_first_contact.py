@@ -31,8 +31,9 @@ def _local(emu: Emulator) -> list[str]:
     return ["--provider", "local", "--model", "m", "--base-url", emu.base_url("local")]
 
 
-@pytest.mark.parametrize("answer", ["not json at all", '{"n": "seven"}'])
-@pytest.mark.parametrize("as_json", [False, True])
+@pytest.mark.parametrize(
+    ("answer", "as_json"), [("not json at all", False), ('{"n": "seven"}', True)]
+)
 def test_ask_schema_with_an_answer_that_does_not_validate_exits_1(
     tmp_path: Path, emu: Emulator, answer: str, as_json: bool
 ) -> None:

@@ -24,6 +24,7 @@ from ._deferred_api import cancel_deferred as cancel_deferred
 from ._deferred_api import collect_deferred as collect_deferred
 from ._deferred_api import defer as defer
 from ._deferred_api import inspect_deferred as inspect_deferred
+from ._local_reasoning import local_reasoning as local_reasoning
 from ._session import Session as Session
 from ._version import __version__ as __version__
 from .config import Config as Config
@@ -120,6 +121,7 @@ __all__ = [
     "inspect_deferred",
     "interact",
     "intercept_calls",
+    "local_reasoning",
     "prepare_environment",
     "run",
     "run_many",
