@@ -67,6 +67,8 @@ from .interaction import ToolResult as ToolResult
 from .interaction import Usage as Usage
 from .interaction import intercept_calls as intercept_calls
 from .providers.base import ProviderReadiness as ProviderReadiness
+from .quota import CallQuota as CallQuota
+from .quota import LocalQuota as LocalQuota
 from .retry import RetryPolicy as RetryPolicy
 from .source import Source as Source
 
@@ -76,6 +78,7 @@ __all__ = [
     "CachePolicy",
     "CacheSetting",
     "CallInterceptor",
+    "CallQuota",
     "Config",
     "ConfigurationError",
     "ContextOverflowError",
@@ -88,6 +91,7 @@ __all__ = [
     "Event",
     "Input",
     "InternalError",
+    "LocalQuota",
     "Message",
     "MessageRole",
     "Metrics",
