@@ -296,11 +296,14 @@ class RunState:
     def report(self, *, exact: bool = False) -> dict[str, dict[str, Any]]:
         """Spent and avoided charges of this run object, plus the root scope's ledger totals.
 
-        Plain numbers by default; ``exact=True`` gives exact decimal strings.
+        Plain numbers by default; ``exact=True`` gives exact decimal strings. Every meter of
+        the runtime is listed, at zero when nothing was charged to it, so a report reads the
+        same whether or not this run object spent anything (a replay, a refused step).
         """
         form = exact_map if exact else plain_map
+        zeros = dict.fromkeys(self.rt.meter_names, Decimal(0))
         return {
-            "spent": form(self.spent),
-            "avoided": form(self.avoided),
-            "total": form(self.rt.store.totals(self.root_id)),
+            "spent": form(zeros | dict(self.spent)),
+            "avoided": form(zeros | dict(self.avoided)),
+            "total": form(zeros | dict(self.rt.store.totals(self.root_id))),
         }

@@ -1,6 +1,6 @@
 """``--ledger``: every call as a governed pollard step, through the bridge.
 
-This is the one module of pollux that imports pollard (``pollux[cli]`` installs it): the command
+This is the one module of pollux that imports pollard (``pollux-ai[cli]`` installs it): the command
 line is an application on top of both libraries, and ``import pollux`` never loads it. It uses
 only pollard's public API and the bridge, ``pollard.adapters.pollux``.
 
@@ -37,7 +37,7 @@ from pollard.adapters.pollux import (
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import Config, Environment, Output, OutputCollection, PolluxError, Source
 
-from .errors import EXIT_FAILED, CLIError
+from .errors import EXIT_FAILED, CLIError, shell_hint
 from .options import LedgerOptions
 from .records import Record, record_for
 
@@ -51,7 +51,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
     detail: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     hint = getattr(exc, "hint", None)
     if hint:
-        detail["hint"] = hint
+        detail["hint"] = shell_hint(hint)
     return detail
 
 
@@ -93,9 +93,15 @@ class Ledger:
         if usd is not None:
             meters.append(usd)
         elif options.max_usd is not None:
+            if not _prices_installed():  # the package is missing, not the model's price
+                raise CLIError(
+                    "--max-usd needs the price package genai-prices, which is not installed",
+                    hint='pip install "pollard[prices]" (or "pollux-ai[cli]"), or use '
+                    "--max-tokens / --max-calls",
+                )
             raise CLIError(
                 f"--max-usd: no price is known for model {config.model!r}",
-                hint='install the prices (pip install "pollard[prices]") or use --max-tokens',
+                hint="use --max-tokens or --max-calls for this model",
             )
         budget = None
         if any(v is not None for v in (options.max_usd, options.max_tokens, options.max_calls)):
@@ -329,8 +335,11 @@ class Ledger:
         """The one-line cost report of this command."""
 
         def amounts(values: dict[str, Any]) -> str:
+            # report() lists every meter, zeros too; the line names only what was charged
             shown = [
-                f"{name}={Decimal(value).normalize():f}" for name, value in sorted(values.items())
+                f"{name}={Decimal(value).normalize():f}"
+                for name, value in sorted(values.items())
+                if Decimal(value)
             ]
             return " ".join(shown) if shown else "nothing"
 
@@ -353,6 +362,14 @@ class Ledger:
             f"ledger {self.options.display} run {self.options.label!r}: spent {amounts(spent)}; "
             f"avoided {amounts(avoided)}; run total {amounts(total)}{price}{mock}"
         )
+
+
+def _prices_installed() -> bool:
+    try:  # only on the error path: which of the two things is missing decides the message
+        import genai_prices  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _cost_meter(config: Config) -> Any:
