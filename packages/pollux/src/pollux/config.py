@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from ._scrub import register_secret
 from .errors import ConfigurationError
@@ -319,6 +320,14 @@ use_mock=False)
                 f"base_url must be an http(s) URL, got {self.base_url!r}",
                 hint="Pass base_url='http://localhost:11434/v1', for example.",
             )
+        if self.base_url is not None:
+            try:
+                urlsplit(self.base_url).port  # noqa: B018 - parses the host and port
+            except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 bracket), a bad port
+                raise ConfigurationError(
+                    f"base_url is not a valid URL ({exc}): {self.base_url!r}",
+                    hint="Pass base_url='http://localhost:11434/v1', for example.",
+                ) from None
         if not self.use_mock and not self.base_url:
             raise ConfigurationError(
                 "base_url required for provider='local'",

@@ -45,6 +45,7 @@ from pollard._core._ledger import (
     WindowEvent,
     active_totals,
     admit,
+    in_range,
     held_amounts,
 )
 from pollard._core._node import Node, NodeKind, trusted_node
@@ -315,9 +316,9 @@ def stored_amount(text: object, where: str) -> Decimal:
         amount = Decimal(text)  # type: ignore[arg-type]
     except (InvalidOperation, TypeError, ValueError):
         amount = None
-    if amount is None or not amount.is_finite():
+    if amount is None or not amount.is_finite() or not in_range(amount):
         raise IntegrityError(
-            f"{where} holds {text!r}, which is not a decimal amount", hint=LEDGER_HINT
+            f"{where} holds {text!r:.80}, which is not a decimal amount", hint=LEDGER_HINT
         )
     return amount
 
