@@ -217,7 +217,7 @@ use_mock=False)
             )
         # The key (given now, or resolved below) is scrubbed from every error, hint and
         # diagnostic pollux builds, wherever a server echoes it.
-        register_secret(self.api_key)
+        register_secret(self.api_key, self)
         self._validate_limits()
         self._validate_capabilities()
 
@@ -237,7 +237,7 @@ use_mock=False)
             )
         if self.api_key is None and not self.use_mock:
             object.__setattr__(self, "api_key", resolve_api_key(self.provider))
-            register_secret(self.api_key)
+            register_secret(self.api_key, self)
         if not self.use_mock and not self.api_key:
             env_var = API_KEY_ENV_VARS[self.provider]
             raise ConfigurationError(

@@ -537,12 +537,21 @@ class SqlStore:
             payload = fast_loads(payload_text)
             result = None if r_text is None else fast_loads(r_text)
             meta_value = fast_loads(meta)
-        except json.JSONDecodeError as exc:
-            # pollard never writes such a row: name it, so `pollard verify` says where to look.
+        except (ValueError, RecursionError) as exc:
+            # pollard never writes such a row (invalid JSON, an integer of over 4,300 digits,
+            # nesting deeper than the parser goes): name it, so `pollard verify` says where.
+            at = bytes(node_id).hex()
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError):
+                why = "a number too long to read"
+            raise IntegrityError(f"a stored node holds invalid JSON ({why}): node {at}", at) from None
+        if not isinstance(meta_value, dict):
             at = bytes(node_id).hex()
             raise IntegrityError(
-                f"a stored node holds invalid JSON ({exc.msg}): node {at}", at
-            ) from None
+                f"a stored node's meta is not a JSON object ({type(meta_value).__name__}): "
+                f"node {at}",
+                at,
+            )
         if interned:
             if cache is None:
                 cache = {}
