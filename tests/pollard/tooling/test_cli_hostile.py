@@ -55,7 +55,8 @@ def _damage(path: Path, sql: str, *params: object) -> None:
 READERS = [
     ["runs", "{s}"], ["show", "{s}", "fixture"], ["report", "{s}", "fixture"],
     ["report", "--json", "{s}", "fixture"], ["verify", "{s}"], ["seal", "{s}", "fixture"],
-    ["gc", "{s}", "compact"], ["merge", "{d}/out.db", "{s}"], ["export", "{s}", "fixture", "{d}/x.json"],
+    ["gc", "{s}", "compact"], ["merge", "{d}/out.db", "{s}"],
+    ["export", "{s}", "fixture", "{d}/x.json"],
 ]  # fmt: skip
 
 
@@ -63,7 +64,10 @@ READERS = [
     ("sql", "params"),
     [
         ("UPDATE nodes SET meta = ?", ("[1, 2]",)),
-        ("UPDATE nodes SET payload = ? WHERE kind != 0", ('{"a": ' + "[" * 5000 + "]" * 5000 + "}",)),
+        (
+            "UPDATE nodes SET payload = ? WHERE kind != 0",
+            ('{"a": ' + "[" * 5000 + "]" * 5000 + "}",),
+        ),
         ("UPDATE ledger SET total = ?", ("1e999999999",)),
     ],
 )
@@ -123,7 +127,11 @@ def test_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
     _store(good)
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
-    for argv in (["merge", str(tmp_path / "o.db"), str(tmp_path / "a")], ["merge", str(tmp_path / "a"), str(good)], ["runs", str(tmp_path / "a")]):
+    for argv in (
+        ["merge", str(tmp_path / "o.db"), str(tmp_path / "a")],
+        ["merge", str(tmp_path / "a"), str(good)],
+        ["runs", str(tmp_path / "a")],
+    ):
         code, _, err = _cli(*argv)
         assert code == 2 and "unexpected" not in err and len(err.splitlines()) == 1, (argv, err)
     assert not (tmp_path / "o.db").exists()
@@ -141,7 +149,7 @@ def test_reading_a_wal_without_shm_creates_nothing_beside_it(tmp_path: Path) -> 
         shutil.copyfile(live, copy)
         shutil.copyfile(f"{live}-wal", f"{copy}-wal")
     for argv in (["runs", str(copy)], ["verify", str(copy)], ["report", str(copy), "fixture"]):
-        code, out, err = _cli(*argv)
+        code, _, err = _cli(*argv)
         assert code == 0, err
     assert "verified 2 node(s)" in _cli("verify", str(copy))[1]  # the -wal's note was read
     assert sorted(p.name for p in copy.parent.iterdir()) == ["runs.db", "runs.db-wal"]

@@ -58,10 +58,14 @@ def _one_line(code: object, err: str) -> None:
 def hostile(tmp_path: Path) -> Path:
     (tmp_path / "q.txt").write_text("a\nb\n")
     (tmp_path / "big.jsonl").write_text('{"prompt": "x", "n": ' + "9" * 5000 + "}\n")
-    (tmp_path / "deep.jsonl").write_text('{"prompt": "x", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    (tmp_path / "deep.jsonl").write_text(
+        '{"prompt": "x", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+    )
     (tmp_path / "deep.json").write_text('{"a": ' + "[" * 3000 + "]" * 3000 + "}")
     (tmp_path / "big.json").write_text('{"type": "object", "maxLength": ' + "9" * 5000 + "}")
-    (tmp_path / "ref.json").write_text('{"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}')
+    (tmp_path / "ref.json").write_text(
+        '{"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}'
+    )
     os.mkfifo(tmp_path / "fifo")
     return tmp_path
 
@@ -109,7 +113,10 @@ def test_collect_out_fifo_is_refused(hostile: Path) -> None:
 
 
 def test_invalid_utf8_on_stdin_or_in_argv_is_one_line(tmp_path: Path) -> None:
-    for args, data in ((["ask", "-", "--mock"], b"\xff\xfe hi\n"), (["many", "-", "--mock"], b"\xff\n")):
+    for args, data in (
+        (["ask", "-", "--mock"], b"\xff\xfe hi\n"),
+        (["many", "-", "--mock"], b"\xff\n"),
+    ):
         done = subprocess.run(
             [str(POLLUX), *args], input=data, capture_output=True, cwd=tmp_path, env=clean_env(),
             timeout=120, check=False,
@@ -120,7 +127,9 @@ def test_invalid_utf8_on_stdin_or_in_argv_is_one_line(tmp_path: Path) -> None:
 
 
 def _damaged_ledger(tmp_path: Path, sql: str, params: tuple[object, ...]) -> None:
-    code, err = _in_process(["ask", "hi", "--mock", "--ledger", "runs.db", "--max-calls", "5"], tmp_path)
+    code, err = _in_process(
+        ["ask", "hi", "--mock", "--ledger", "runs.db", "--max-calls", "5"], tmp_path
+    )
     assert code == 0, err
     with contextlib.closing(sqlite3.connect(tmp_path / "runs.db")) as db:
         db.execute(sql, params)
@@ -134,9 +143,13 @@ def _damaged_ledger(tmp_path: Path, sql: str, params: tuple[object, ...]) -> Non
         ("UPDATE ledger SET total = ? WHERE meter = 'steps'", ("1e999999999",)),
     ],
 )
-def test_a_damaged_ledger_row_is_one_line(tmp_path: Path, sql: str, params: tuple[object, ...]) -> None:
+def test_a_damaged_ledger_row_is_one_line(
+    tmp_path: Path, sql: str, params: tuple[object, ...]
+) -> None:
     _damaged_ledger(tmp_path, sql, params)
-    code, err = _in_process(["ask", "hi", "--mock", "--ledger", "runs.db", "--max-calls", "5"], tmp_path)
+    code, err = _in_process(
+        ["ask", "hi", "--mock", "--ledger", "runs.db", "--max-calls", "5"], tmp_path
+    )
     assert code == 2 and "Traceback" not in err and "Error:" not in err, err
     assert err.startswith("pollux: --ledger runs.db: ") and "\nhint: " in err, err
 

@@ -213,7 +213,10 @@ def install_log_filter() -> None:
     exceptions it raises, not those a handler formats.
     """
     manager = logging.Logger.manager
-    names = [*_KNOWN_LOGGERS, *(n for n in list(manager.loggerDict) if n.startswith(LOGGER_PREFIXES))]
+    names = [
+        *_KNOWN_LOGGERS,
+        *(n for n in list(manager.loggerDict) if n.startswith(LOGGER_PREFIXES)),
+    ]
     with _lock:
         for name in names:
             if name in _filtered:

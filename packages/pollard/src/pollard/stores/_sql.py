@@ -45,8 +45,8 @@ from pollard._core._ledger import (
     WindowEvent,
     active_totals,
     admit,
-    in_range,
     held_amounts,
+    in_range,
 )
 from pollard._core._node import Node, NodeKind, trusted_node
 from pollard.errors import IntegrityError
@@ -544,7 +544,9 @@ class SqlStore:
             why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
             if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError):
                 why = "a number too long to read"
-            raise IntegrityError(f"a stored node holds invalid JSON ({why}): node {at}", at) from None
+            raise IntegrityError(
+                f"a stored node holds invalid JSON ({why}): node {at}", at
+            ) from None
         if not isinstance(meta_value, dict):
             at = bytes(node_id).hex()
             raise IntegrityError(

@@ -170,7 +170,9 @@ def parse_sources(items: list[str]) -> list[Source]:
         try:
             scheme = urlsplit(item).scheme
         except ValueError as exc:  # 'http://[::1': an unclosed IPv6 bracket
-            raise CLIError(f"--source {item}: not a valid URL ({exc})", hint="check the URL") from None
+            raise CLIError(
+                f"--source {item}: not a valid URL ({exc})", hint="check the URL"
+            ) from None
         try:
             if scheme in {"http", "https"}:
                 sources.append(_url_source(item))

@@ -126,7 +126,7 @@ class Ledger:
         self.runtime.close()
 
     def store_error(self, exc: BaseException) -> CLIError | None:
-        """pollard's own error (a damaged ledger row, a lost store) as one line, else None."""
+        """Pollard's own error (a damaged ledger row, a lost store) as one line, else None."""
         if not isinstance(exc, PollardError):
             return None
         dsn = self.options.store.rpartition("#")[0] or self.options.store
