@@ -14,7 +14,19 @@ from collections.abc import Callable
 
 from stress._report import Outcome, table
 
-CAMPAIGNS = ["faults", "crash", "contention", "cli", "loaders", "secrets"]
+CAMPAIGNS = [
+    "faults",
+    "crash",
+    "contention",
+    "cli",
+    "loaders",
+    "secrets",
+    # issue 31: the pollux command, all five wires, damaged stores and FIFOs, many tenants
+    "pollux_cli",
+    "wires",
+    "stores",
+    "tenants",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,9 +104,11 @@ def test_keys_in_sdk_and_httpcore_debug_records_are_scrubbed(
             "receive_response_headers.complete return_value=%r",
             (b"HTTP/1.1", 302, [(b"location", f"https://x/?token={key}".encode())]),
         )
+        logging.getLogger("httpcore2.http11").debug("headers %r", [(b"x-echo", key.encode())])
         logging.getLogger("openai._base_client").debug("HTTP Response: headers %s", {"x": key})
     text = "\n".join(record.getMessage() for record in caplog.records)
     assert "receive_response_headers" in text and "HTTP Response" in text
+    assert len(caplog.records) == 3
     assert key not in text
     assert config_alive.api_key == key
 

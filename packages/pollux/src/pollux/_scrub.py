@@ -163,13 +163,13 @@ LOGGER_PREFIXES = ("httpx", "httpcore", "openai", "anthropic", "google_genai", "
 #: Loggers created lazily (on first use), so they may not exist yet when pollux installs its
 #: filter; creating them early is harmless (a logger without handlers propagates as before).
 _KNOWN_LOGGERS = (
+    *(
+        f"{base}{suffix}"
+        for base in ("httpcore", "httpcore2")  # httpcore2/httpx2: the copy Anthropic's SDK uses
+        for suffix in ("", ".connection", ".http11", ".http2", ".proxy", ".socks")
+    ),
     "httpx",
-    "httpcore",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-    "httpcore.socks",
+    "httpx2",
     "openai",
     "openai._base_client",
     "anthropic",

@@ -322,12 +322,16 @@ use_mock=False)
             )
         if self.base_url is not None:
             try:
-                urlsplit(self.base_url).port  # noqa: B018 - parses the host and port
+                parts = urlsplit(self.base_url)
+                parts.port  # noqa: B018 - parses the port
+                problem = None if parts.hostname else "no host"
             except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 bracket), a bad port
+                problem = str(exc)
+            if problem is not None:
                 raise ConfigurationError(
-                    f"base_url is not a valid URL ({exc}): {self.base_url!r}",
+                    f"base_url is not a valid URL ({problem}): {self.base_url!r}",
                     hint="Pass base_url='http://localhost:11434/v1', for example.",
-                ) from None
+                )
         if not self.use_mock and not self.base_url:
             raise ConfigurationError(
                 "base_url required for provider='local'",
