@@ -21,6 +21,7 @@ CAMPAIGNS = [
     "cli",
     "loaders",
     "secrets",
+    "quota",
     # issue 31: the pollux command, all five wires, damaged stores and FIFOs, many tenants
     "pollux_cli",
     "wires",
