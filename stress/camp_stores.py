@@ -165,6 +165,7 @@ def _fifo_commands(tmp: Path, good: Path) -> list[tuple[str, list[str]]]:
             ("pollux", ["ask", "hi", "--mock", "--source", bad]),
             ("pollux", ["status", bad]), ("pollux", ["collect", bad]), ("pollux", ["cancel", bad]),
             ("pollux", ["collect", str(tmp / "h0.json"), "--out", bad]),
+            ("pollux", ["many", q, "--mock", "--quota-rpm", "9", "--quota-store", bad]),
         ]  # fmt: skip
     return out
 

@@ -98,6 +98,8 @@ def hostile(tmp_path: Path) -> Path:
         ["collect", "fifo"],
         ["cancel", "fifo"],
         ["ask", "hi", "--mock", "--ledger", "/dev/null"],
+        ["many", "q.txt", "--mock", "--quota-rpm", "100", "--quota-store", "fifo"],
+        ["many", "q.txt", "--mock", "--quota-rpm", "100", "--quota-store", "/dev/null"],
     ],
 )
 def test_hostile_input_is_one_line_and_exit_2(hostile: Path, args: list[str]) -> None:
