@@ -14,7 +14,21 @@ from collections.abc import Callable
 
 from stress._report import Outcome, table
 
-CAMPAIGNS = ["faults", "crash", "contention", "cli", "loaders", "secrets", "quota", "once"]
+CAMPAIGNS = [
+    "faults",
+    "crash",
+    "contention",
+    "cli",
+    "loaders",
+    "secrets",
+    "quota",
+    "once",
+    # issue 31: the pollux command, all five wires, damaged stores and FIFOs, many tenants
+    "pollux_cli",
+    "wires",
+    "stores",
+    "tenants",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

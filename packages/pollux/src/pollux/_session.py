@@ -19,6 +19,7 @@ from pollux._engine.execute import (
 from pollux._engine.plan import plan_calls
 from pollux._engine.prepared import KeptSourcesProvider, PreparedEnvironments
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
+from pollux._scrub import install_log_filter
 from pollux.config import Config
 from pollux.errors import ConfigurationError
 from pollux.interaction.call import describe_call
@@ -147,6 +148,7 @@ class Session:
             if self._transport is None:
                 self._transport = Transport()
             self._provider = build_provider(self.config, self._transport)
+            install_log_filter()  # the SDK's and HTTP stack's DEBUG records quote headers
             self._limiter = asyncio.Semaphore(self.config.request_concurrency)
             self._loop = loop
         elif loop is not self._loop and loop is not None and self._loop is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from ._scrub import register_secret
 from .errors import ConfigurationError
@@ -227,7 +228,7 @@ use_mock=False)
             )
         # The key (given now, or resolved below) is scrubbed from every error, hint and
         # diagnostic pollux builds, wherever a server echoes it.
-        register_secret(self.api_key)
+        register_secret(self.api_key, self)
         self._validate_limits()
         self._validate_capabilities()
         self._validate_quota()
@@ -248,7 +249,7 @@ use_mock=False)
             )
         if self.api_key is None and not self.use_mock:
             object.__setattr__(self, "api_key", resolve_api_key(self.provider))
-            register_secret(self.api_key)
+            register_secret(self.api_key, self)
         if not self.use_mock and not self.api_key:
             env_var = API_KEY_ENV_VARS[self.provider]
             raise ConfigurationError(
@@ -351,6 +352,18 @@ use_mock=False)
                 f"base_url must be an http(s) URL, got {self.base_url!r}",
                 hint="Pass base_url='http://localhost:11434/v1', for example.",
             )
+        if self.base_url is not None:
+            try:
+                parts = urlsplit(self.base_url)
+                parts.port  # noqa: B018 - parses the port
+                problem = None if parts.hostname else "no host"
+            except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 bracket), a bad port
+                problem = str(exc)
+            if problem is not None:
+                raise ConfigurationError(
+                    f"base_url is not a valid URL ({problem}): {self.base_url!r}",
+                    hint="Pass base_url='http://localhost:11434/v1', for example.",
+                )
         if not self.use_mock and not self.base_url:
             raise ConfigurationError(
                 "base_url required for provider='local'",

@@ -30,7 +30,14 @@ from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 from pollard.stores._sql import SqlStore
 
-from .specs import CLIError, StoreSpec, open_store, parse_store_spec, sqlite_read_only
+from .specs import (
+    CLIError,
+    StoreSpec,
+    open_store,
+    parse_store_spec,
+    regular_or_missing,
+    sqlite_read_only,
+)
 from .text import amounts, render_table, render_tree
 
 Handler = Callable[[argparse.Namespace, ExitStack], int]
@@ -90,6 +97,7 @@ def _output_path(text: str, option: str, reading: StoreSpec) -> Path:
     path = Path(text)
     if path.is_dir():
         raise CLIError(f"cannot write {text}: it is a directory")
+    regular_or_missing(path, text)
     if not path.parent.is_dir():
         raise CLIError(f"cannot write {text}: directory does not exist: {path.parent}")
     if reading.path is not None:
@@ -361,7 +369,9 @@ def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
 
 def _same_store(a: StoreSpec, b: StoreSpec) -> bool:
     if a.path is not None and b.path is not None:
-        return a.path.resolve() == b.path.resolve()
+        # realpath, not Path.resolve: a symlink loop is refused when the store opens, not here
+        # as a RuntimeError.
+        return os.path.realpath(a.path) == os.path.realpath(b.path)
     return a.kind == b.kind and a.label == b.label
 
 
@@ -444,6 +454,7 @@ def cmd_export(args: argparse.Namespace, stack: ExitStack) -> int:
 
 def cmd_import(args: argparse.Namespace, stack: ExitStack) -> int:
     path = Path(args.file)
+    regular_or_missing(path, args.file)
     if not path.is_file():
         raise CLIError(f"no such file: {args.file}")
     # Verify the whole file before the target store is opened (or created). A file that does

@@ -14,8 +14,10 @@ A DSN is never printed: every spec has a display ``label`` that omits credential
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -24,7 +26,14 @@ from pollard.errors import IntegrityError, PollardError
 from pollard.stores._spec import StoreSpec
 from pollard.stores._spec import parse_store_spec as _parse
 
-__all__ = ["CLIError", "StoreSpec", "open_store", "parse_store_spec", "sqlite_read_only"]
+__all__ = [
+    "CLIError",
+    "StoreSpec",
+    "open_store",
+    "parse_store_spec",
+    "regular_or_missing",
+    "sqlite_read_only",
+]
 
 _PG_MODULE = "pollard.stores.postgres"
 
@@ -102,6 +111,28 @@ def sqlite_read_only(path: Path) -> sqlite3.Connection:
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def regular_or_missing(path: Path, label: str) -> None:
+    """Refuse a path that exists but is not a regular file (before anything opens it).
+
+    Opening a FIFO blocks until another process opens its other end, and a device never ends
+    (``/dev/zero``) or swallows writes (``/dev/null``): every file argument is checked first.
+
+    Raises:
+        CLIError: A FIFO, socket, device or directory, or a path that cannot be looked up (a
+            symlink loop).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot open {label}: {getattr(exc, 'strerror', None) or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise CLIError(f"{label} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        raise CLIError(f"{label} is not a regular file (a FIFO, socket or device)")
+
+
 def _require_pollard_file(spec: StoreSpec) -> None:
     """Refuse a SQLite file that is not a pollard store before the store opens it.
 
@@ -170,6 +201,7 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
     path = spec.path
     if path.is_dir():
         raise CLIError(f"{spec.label} is a directory, not a store file")
+    regular_or_missing(path, spec.label)
     if not create and not path.exists():
         raise CLIError(f"no such store: {spec.label} (reading never creates a store)")
     if create and not path.parent.exists():

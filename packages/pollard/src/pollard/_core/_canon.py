@@ -146,23 +146,34 @@ def float_text(value: float) -> str:
     return "-" + text if sign else text
 
 
-def _validate(value: object, path: str) -> bool:
+#: How deep a recorded value may nest. Every reader (the store's JSON parser, the canonical
+#: encoder, verify) recurses once per level, and Python stops near 1,000 levels, so a deeper
+#: value would be written and then unreadable; it is refused when it is recorded instead.
+MAX_DEPTH = 512
+
+
+def _validate(value: object, path: str, depth: int = 0) -> bool:
     """Check that ``value`` is canonicalisable; return True when it contains a float."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return False
+    if depth >= MAX_DEPTH:
+        raise TypeError(
+            f"{path[:40]}...: nested deeper than {MAX_DEPTH} levels, more than pollard records "
+            "(flatten the value, or record a digest of it)"
+        )
     if kind is dict:
         found = False
         for key, item in value.items():  # type: ignore[attr-defined]
             if type(key) is not str:
                 raise TypeError(f"{path}: dict keys must be str, not {type(key).__name__}")
-            if _validate(item, f"{path}.{key}"):
+            if _validate(item, f"{path}.{key}", depth + 1):
                 found = True
         return found
     if kind is list:
         found = False
         for index, item in enumerate(value):  # type: ignore[arg-type]
-            if _validate(item, f"{path}[{index}]"):
+            if _validate(item, f"{path}[{index}]", depth + 1):
                 found = True
         return found
     if kind is float:
@@ -315,10 +326,16 @@ def result_text(result: object) -> str:
     the stored result are computed from this text.
 
     Raises:
-        TypeError: If the result holds a value JSON cannot encode.
+        TypeError: If the result holds a value JSON cannot encode, or nests too deeply.
         ValueError: If the result contains NaN or an infinity.
     """
-    return _result_dumps(result)
+    try:
+        return _result_dumps(result)
+    except RecursionError:
+        raise TypeError(
+            f"the result is nested deeper than pollard records (about {MAX_DEPTH} levels is "
+            "the most every reader can read back): flatten it, or record a digest of it"
+        ) from None
 
 
 def result_digest(text: str) -> str:

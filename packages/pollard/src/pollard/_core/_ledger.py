@@ -36,6 +36,7 @@ __all__ = [
     "admit",
     "decimal_text",
     "held_amounts",
+    "in_range",
     "judge",
     "to_decimal",
     "utc_now_iso",
@@ -44,36 +45,64 @@ __all__ = [
 ZERO = Decimal(0)
 
 
+#: Amounts pollard keeps: below 10**31 in magnitude, and (when not zero) at least 10**-60. A
+#: stored or configured ``1e999999999`` is finite, yet adding to it raises ``decimal.Overflow``
+#: and turning it into an int (every report does) computes a billion-digit number.
+MAX_ADJUSTED = 30
+MIN_ADJUSTED = -60
+_INT_BOUND = 10 ** (MAX_ADJUSTED + 1)
+
+
+def in_range(amount: Decimal) -> bool:
+    """Whether a finite Decimal is within the amounts pollard keeps (see `MAX_ADJUSTED`)."""
+    return not amount or MIN_ADJUSTED <= amount.adjusted() <= MAX_ADJUSTED
+
+
 def to_decimal(value: object) -> Decimal:
     """Convert a charge, limit or stored amount to an exact Decimal.
 
     ints and Decimals are exact; floats go through ``repr`` (``0.1`` becomes ``Decimal("0.1")``, not
-    its binary expansion); numeric strings are parsed. bools, NaN and infinities are rejected.
+    its binary expansion); numeric strings are parsed. bools, NaN and infinities are rejected,
+    and so are amounts of 10**31 or more in magnitude or nonzero below 10**-60.
 
     Raises:
         TypeError: For bools and non-numeric types.
-        ValueError: For NaN, infinities or unparsable strings.
+        ValueError: For NaN, infinities, amounts out of range or unparsable strings.
     """
     if type(value) is int:
-        return Decimal(value)
+        if -_INT_BOUND < value < _INT_BOUND:
+            return Decimal(value)
+        raise ValueError(f"{_short(value)} is too large an amount (the most is below 1e31)")
     if isinstance(value, bool):
         raise TypeError("a bool is not an amount")
     if isinstance(value, Decimal):
         result = value
     elif isinstance(value, int):
-        return Decimal(value)
+        result = Decimal(value)
     elif isinstance(value, float):
         result = Decimal(repr(value))
     elif isinstance(value, str):
         try:
             result = Decimal(value)
         except InvalidOperation:
-            raise ValueError(f"{value!r} is not a decimal amount") from None
+            raise ValueError(f"{value!r:.80} is not a decimal amount") from None
     else:
         raise TypeError(f"{type(value).__name__} is not an amount")
     if not result.is_finite():
         raise ValueError(f"{value!r} is not a finite amount")
+    if not in_range(result):
+        raise ValueError(
+            f"{_short(value)} is out of range for an amount (below 1e31, and not below 1e-60 "
+            "unless zero)"
+        )
     return result
+
+
+def _short(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT_BOUND:
+        # str() of an int over 4,300 digits raises; its size is what matters here.
+        return f"an integer of about {value.bit_length() * 0.30103:,.0f} digits"
+    return f"{value!r:.80}"
 
 
 def decimal_text(value: Decimal) -> str:

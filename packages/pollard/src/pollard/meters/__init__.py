@@ -311,6 +311,11 @@ class CostMeter:
         prices: Prices per model.
         default: Prices for models not in ``prices``.
         name: The meter name.
+
+    Raises:
+        ValueError: Unknown or missing price keys, or a price that is negative, not finite or
+            out of range.
+        TypeError: A price that is not a number.
     """
 
     precheck_is_estimate = False
@@ -334,7 +339,17 @@ class CostMeter:
             raise ValueError(f"unknown price keys for {model!r}: {sorted(unknown)}")
         if "input_per_1m" not in table or "output_per_1m" not in table:
             raise ValueError(f"prices for {model!r} need input_per_1m and output_per_1m")
-        return {key: to_decimal(value) for key, value in table.items()}
+        prices: dict[str, Decimal] = {}
+        for key, value in table.items():
+            try:
+                price = to_decimal(value)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"price {key} for {model!r}: {exc}") from None
+            if price < 0:
+                # A negative price would credit the budget with every call it charges.
+                raise ValueError(f"price {key} for {model!r} must be >= 0, got {value!r}")
+            prices[key] = price
+        return prices
 
     @staticmethod
     def from_genai_prices(*, provider_id: str | None = None, name: str = "usd") -> Meter:

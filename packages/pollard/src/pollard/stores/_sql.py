@@ -46,6 +46,7 @@ from pollard._core._ledger import (
     active_totals,
     admit,
     held_amounts,
+    in_range,
 )
 from pollard._core._node import Node, NodeKind, trusted_node
 from pollard._core._noderef import NodeRef, node_refs
@@ -316,9 +317,9 @@ def stored_amount(text: object, where: str) -> Decimal:
         amount = Decimal(text)  # type: ignore[arg-type]
     except (InvalidOperation, TypeError, ValueError):
         amount = None
-    if amount is None or not amount.is_finite():
+    if amount is None or not amount.is_finite() or not in_range(amount):
         raise IntegrityError(
-            f"{where} holds {text!r}, which is not a decimal amount", hint=LEDGER_HINT
+            f"{where} holds {text!r:.80}, which is not a decimal amount", hint=LEDGER_HINT
         )
     return amount
 
@@ -537,12 +538,23 @@ class SqlStore:
             payload = fast_loads(payload_text)
             result = None if r_text is None else fast_loads(r_text)
             meta_value = fast_loads(meta)
-        except json.JSONDecodeError as exc:
-            # pollard never writes such a row: name it, so `pollard verify` says where to look.
+        except (ValueError, RecursionError) as exc:
+            # pollard never writes such a row (invalid JSON, an integer of over 4,300 digits,
+            # nesting deeper than the parser goes): name it, so `pollard verify` says where.
+            at = bytes(node_id).hex()
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError):
+                why = "a number too long to read"
+            raise IntegrityError(
+                f"a stored node holds invalid JSON ({why}): node {at}", at
+            ) from None
+        if not isinstance(meta_value, dict):
             at = bytes(node_id).hex()
             raise IntegrityError(
-                f"a stored node holds invalid JSON ({exc.msg}): node {at}", at
-            ) from None
+                f"a stored node's meta is not a JSON object ({type(meta_value).__name__}): "
+                f"node {at}",
+                at,
+            )
         if interned:
             if cache is None:
                 cache = {}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -42,13 +44,55 @@ def read_only_uri(path: Path) -> str:
     leaves empty side files next to a store that was only read. When no log or journal exists,
     every committed write is in the main file and no writer is attached, so the file is opened
     ``immutable`` (no side files, no locks); otherwise a writer is (or was) there and its log
-    must be read, so the usual ``mode=ro`` is used.
+    must be read, so the usual ``mode=ro`` is used. A ``-wal`` without its ``-shm`` (a copy or a
+    backup of a store, never a live writer, which keeps both) would get a ``-shm`` created
+    beside it: such a store is read from a private snapshot instead (see `_snapshot`).
     """
     base = path.resolve()
+    wal, shm = Path(f"{base}-wal"), Path(f"{base}-shm")
+    if wal.exists() and not shm.exists():
+        base = _snapshot(base, wal)
     uri = f"{base.as_uri()}?mode=ro"
     if not any(Path(f"{base}{suffix}").exists() for suffix in ("-wal", "-journal")):
         uri += "&immutable=1"
     return uri
+
+
+_snapshots: dict[tuple[Path, int, int, int, int], Path] = {}
+_snapshots_lock = threading.Lock()
+
+
+def _snapshot(base: Path, wal: Path) -> Path:
+    """The database and its ``-wal`` linked (or copied) into a private folder, read from there.
+
+    The ``-shm`` a read-only open creates then lands in that folder, which is removed at exit;
+    nothing is written beside the store. Hard links cost nothing; across file systems the two
+    files are copied. A changed file gets a new snapshot.
+    """
+    db_stat, wal_stat = base.stat(), wal.stat()
+    key = (base, db_stat.st_size, db_stat.st_mtime_ns, wal_stat.st_size, wal_stat.st_mtime_ns)
+    with _snapshots_lock:
+        found = _snapshots.get(key)
+        if found is not None:
+            return found
+        folder = Path(tempfile.mkdtemp(prefix="pollard-read-"))
+        if not _snapshots:
+            atexit.register(_remove_snapshots)
+        target = folder / base.name
+        for source, copy in ((base, target), (wal, Path(f"{target}-wal"))):
+            try:
+                os.link(source, copy)
+            except OSError:
+                shutil.copyfile(source, copy)
+        _snapshots[key] = target
+        return target
+
+
+def _remove_snapshots() -> None:
+    with _snapshots_lock:
+        for target in _snapshots.values():
+            shutil.rmtree(target.parent, ignore_errors=True)
+        _snapshots.clear()
 
 
 def has_pollard_tables(path: Path) -> bool:
@@ -63,6 +107,27 @@ def has_pollard_tables(path: Path) -> bool:
         return connection.execute(query).fetchone() is not None
     finally:
         connection.close()
+
+
+def _refuse_special(path: Path) -> None:
+    """Refuse a path that exists but is not a regular file, before SQLite opens it.
+
+    SQLite would block forever reading a FIFO, and on a device (``/dev/null``) it writes its
+    ``-journal`` file beside it. A missing path is left to the caller (created, or refused by
+    a read-only open).
+
+    Raises:
+        sqlite3.OperationalError: A FIFO, socket, device or directory, or a symlink loop.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # a symlink loop, a name too long, a component that is a file
+        raise sqlite3.OperationalError(f"cannot open {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+        raise sqlite3.OperationalError(f"{path} is not a regular file ({kind})")
 
 
 _LEGACY_NODE_COLUMNS = frozenset(
@@ -161,7 +226,8 @@ class SQLiteStore(SqlStore):
 
     Raises:
         sqlite3.OperationalError: Not ``read_only`` and the file exists but is not writable
-            (refused before SQLite opens it, so no ``-wal``/``-shm`` files are left beside it).
+            (refused before SQLite opens it, so no ``-wal``/``-shm`` files are left beside it),
+            or the path is not a regular file (a FIFO would block, a device gets a journal).
         FileNotFoundError: ``read_only`` and there is no file.
 
     Example:
@@ -203,6 +269,7 @@ class SQLiteStore(SqlStore):
         self._closed = False
         self._io: IoThread | None = None
         self._io_conn: sqlite3.Connection | None = None  # the I/O thread's one connection
+        _refuse_special(self.path)
         # What connections open: the file itself, or for a read-only open of a pollard 0.8
         # store a migrated copy in a temporary folder (reading never writes the store).
         self._data_path = self.path

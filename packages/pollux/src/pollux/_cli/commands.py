@@ -34,6 +34,8 @@ from .inputs import (
     read_handle,
     read_job,
     read_prompts,
+    read_stdin,
+    regular_file,
     write_handle,
 )
 from .options import LedgerOptions, collect_ledger_options, ledger_options
@@ -72,7 +74,7 @@ def _run(coroutine: Coroutine[Any, Any, int]) -> int:
 
 
 def _prompt_text(text: str) -> str:
-    prompt = sys.stdin.read() if text == "-" else text
+    prompt = read_stdin("the prompt") if text == "-" else text
     if not prompt.strip():
         raise CLIError("the prompt is empty", hint="pass the question as PROMPT")
     return prompt.strip() if text == "-" else prompt
@@ -110,10 +112,20 @@ def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
         if ledger is None:
             raise
         code = report(exc)
+    except Exception as exc:
+        damage = None if ledger is None else ledger.store_error(exc)
+        if damage is None:
+            raise
+        code = report(damage)
     finally:
         if ledger is not None:
-            _err(f"pollux: {ledger.report_line()}")
-            ledger.close()
+            try:
+                _err(f"pollux: {ledger.report_line()}")
+            except Exception as exc:  # a damaged ledger row: reported above, not a traceback
+                if ledger.store_error(exc) is None:
+                    raise
+            finally:
+                ledger.close()
     return code
 
 
@@ -172,6 +184,8 @@ def _many(args: argparse.Namespace) -> int:
     sources = parse_sources(args.source)
     schema = load_schema(args.schema)
     out = Path(args.out) if args.out else None
+    if out is not None:
+        regular_file(args.out, "--out", missing_ok=True)  # a FIFO would block the command
     done = set() if out is None else answered_indexes(out, prompts)
     todo = [index for index in range(len(prompts)) if index not in done]
     if not todo:
@@ -337,6 +351,8 @@ def _collect(args: argparse.Namespace) -> int:
         collect_ledger_options(args, "")  # raises: --replay needs --ledger
     schema = load_schema(args.schema)
     out = Path(args.out) if args.out else None
+    if out is not None:
+        regular_file(args.out, "--out", missing_ok=True)  # a FIFO would block the command
 
     async def collect() -> int:
         if args.wait and not (ledger is not None and ledger.options.replay):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -33,6 +34,7 @@ __all__ = [
     "read_handle",
     "read_job",
     "read_prompts",
+    "regular_file",
     "write_handle",
 ]
 
@@ -173,7 +175,13 @@ def parse_sources(items: list[str]) -> list[Source]:
     sources: list[Source] = []
     for item in items:
         try:
-            if urlsplit(item).scheme in {"http", "https"}:
+            scheme = urlsplit(item).scheme
+        except ValueError as exc:  # 'http://[::1': an unclosed IPv6 bracket
+            raise CLIError(
+                f"--source {item}: not a valid URL ({exc})", hint="check the URL"
+            ) from None
+        try:
+            if scheme in {"http", "https"}:
                 sources.append(_url_source(item))
             else:
                 sources.append(Source.from_file(item))
@@ -182,9 +190,76 @@ def parse_sources(items: list[str]) -> list[Source]:
     return sources
 
 
+def regular_file(
+    path: str, what: str, *, missing_ok: bool = False, hint: str = "pass a regular file"
+) -> None:
+    """Refuse a path that exists but is not a regular file before it is opened.
+
+    A FIFO blocks ``open`` until a writer (or reader) arrives, and ``/dev/zero`` never ends:
+    either would hang the command. Sockets and devices are refused the same way.
+
+    Raises:
+        CLIError: The path is missing (unless ``missing_ok``), a directory, or not a regular file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise CLIError(f"{what} not found: {path}", hint="check the path") from None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise CLIError(f"cannot read {what} {path}: {reason}", hint="check the path") from None
+    if stat.S_ISDIR(mode):
+        raise CLIError(f"{what} is a directory: {path}", hint="pass a file")
+    if not stat.S_ISREG(mode):
+        raise CLIError(
+            f"{what} is not a regular file: {path} (a FIFO, socket or device)", hint=hint
+        )
+
+
+def read_stdin(what: str) -> str:
+    """Standard input as UTF-8 text (invalid bytes are refused, as they are in a file).
+
+    Raises:
+        CLIError: The bytes are not UTF-8.
+    """
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream (tests, embedding): already decoded
+        return sys.stdin.read()
+    try:
+        return bytes(buffer.read()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CLIError(f"{what} on stdin is not UTF-8 text", hint="send UTF-8 text") from None
+
+
+def parse_json(text: str, where: str, hint: str) -> Any:
+    """``json.loads(text)``, every failure one CLIError naming ``where``.
+
+    Besides malformed JSON, the parser raises ``ValueError`` for an integer of more than 4,300
+    digits and ``RecursionError`` for nesting about 1,000 deep: neither may reach the user as a
+    traceback.
+
+    Raises:
+        CLIError: The text is not JSON, holds a huge integer, or nests too deeply.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})", hint=hint) from None
+    except ValueError:  # an integer too long to convert
+        raise CLIError(
+            f"{where}: holds an integer of more than {sys.get_int_max_str_digits():,} digits",
+            hint=hint,
+        ) from None
+    except RecursionError:
+        raise CLIError(f"{where}: JSON nested too deeply", hint=hint) from None
+
+
 def _read_text(path: str, what: str) -> str:
     if path == "-":
-        return sys.stdin.read()
+        return read_stdin(what)
+    regular_file(path, what, hint="pass a regular file, or '-' to read stdin")
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -221,13 +296,9 @@ def read_prompts(path: str) -> list[str]:
         return [line for _, line in lines]
     prompts: list[str] = []
     for number, line in lines:
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CLIError(
-                f"{path}:{number}: not a JSON line ({exc.msg})",
-                hint="a JSONL prompts file has one JSON object a line",
-            ) from None
+        item = parse_json(
+            line, f"{path}:{number}", hint="a JSONL prompts file has one JSON object a line"
+        )
         prompt = item.get("prompt") if isinstance(item, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
             raise CLIError(
@@ -247,13 +318,7 @@ def load_schema(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     text = _read_text(path, "schema file")
-    try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CLIError(
-            f"--schema {path}: not JSON ({exc.msg} at line {exc.lineno})",
-            hint="pass a JSON Schema object",
-        ) from None
+    schema = parse_json(text, f"--schema {path}", hint="pass a JSON Schema object")
     if not isinstance(schema, dict):
         raise CLIError(f"--schema {path}: not a JSON object", hint="pass a JSON Schema object")
     try:  # before any call: a misspelt type would otherwise come back as a silent null
@@ -270,12 +335,7 @@ def read_job(path: str) -> dict[str, Any]:
         CLIError: The file is missing or is not a JSON object.
     """
     text = _read_text(path, "handle file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CLIError(
-            f"{path}: not JSON ({exc.msg})", hint="pass the file 'pollux defer --handle' wrote"
-        ) from None
+    data = parse_json(text, path, hint="pass the file 'pollux defer --handle' wrote")
     if not isinstance(data, dict):
         raise CLIError(f"{path}: not a saved handle", hint="pass the file 'pollux defer' wrote")
     return data
@@ -288,15 +348,11 @@ def read_handle(path: str) -> DeferredHandle:
         CLIError: The file is missing or is not a saved handle.
     """
     text = _read_text(path, "handle file")
+    data = parse_json(text, path, hint="pass the file 'pollux defer --handle' wrote")
     try:
-        data = json.loads(text)
         if isinstance(data, dict) and "governed_job" in data:  # written by defer --ledger
             data = data.get("handle")
         return DeferredHandle.from_dict(data)
-    except json.JSONDecodeError as exc:
-        raise CLIError(
-            f"{path}: not JSON ({exc.msg})", hint="pass the file 'pollux defer --handle' wrote"
-        ) from None
     except ConfigurationError as exc:
         raise CLIError(f"{path}: {exc.message}", hint=exc.hint) from None
 

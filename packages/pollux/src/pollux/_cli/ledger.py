@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pollard import (
     AsyncRun,
@@ -128,8 +129,10 @@ class Ledger:
                 ),
             ) from None
         except (ValueError, OSError) as exc:
+            dsn = options.store.rpartition("#")[0] or options.store
+            reason = _without_dsn(str(exc), dsn, options.display) or type(exc).__name__
             raise CLIError(
-                f"--ledger {options.display}: cannot open the store ({type(exc).__name__})",
+                f"--ledger {options.display}: cannot open the store: {reason}",
                 hint="pass a SQLite file or postgresql://...#store_id",
             ) from None
         except Exception as exc:  # a database driver's connection error
@@ -142,6 +145,16 @@ class Ledger:
     def close(self) -> None:
         """Close the store."""
         self.runtime.close()
+
+    def store_error(self, exc: BaseException) -> CLIError | None:
+        """Pollard's own error (a damaged ledger row, a lost store) as one line, else None."""
+        if not isinstance(exc, PollardError):
+            return None
+        dsn = self.options.store.rpartition("#")[0] or self.options.store
+        return CLIError(
+            f"--ledger {self.options.display}: {_without_dsn(str(exc), dsn, self.options.display)}",
+            hint=_without_dsn(exc.hint or "run 'pollard verify' on the store", dsn, "the store"),
+        )
 
     def _take(self) -> AsyncRun:
         if self._runs:
@@ -370,6 +383,19 @@ def _prices_installed() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _without_dsn(text: str, dsn: str, display: str) -> str:
+    """``text`` with the DSN (and its password, which a driver may quote alone) replaced."""
+    text = text.replace(dsn, display)
+    if "://" in dsn:
+        try:
+            password = urlsplit(dsn).password
+        except ValueError:
+            password = None
+        if password:
+            text = text.replace(password, "***")
+    return " ".join(text.split())
 
 
 def _cost_meter(config: Config) -> Any:

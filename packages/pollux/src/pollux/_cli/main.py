@@ -305,6 +305,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(exc)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
+    for name in ("prompt", "instructions", "label", "provider", "model", "base_url"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8, kept as surrogates
+                option = "PROMPT" if name == "prompt" else f"--{name.replace('_', '-')}"
+                return report(CLIError(f"{option} is not UTF-8 text", hint="pass UTF-8 text"))
     try:
         from .commands import run_command
     except ImportError as exc:  # the cli extra is not installed

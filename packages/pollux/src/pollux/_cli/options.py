@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from .errors import CLIError
-from .inputs import decimal_option
+from .inputs import decimal_option, regular_file
 
 if TYPE_CHECKING:
     from pollux.quota import CallQuota
@@ -191,6 +191,8 @@ def quota_from(args: argparse.Namespace) -> CallQuota | None:
 
         return LocalQuota(rpm, tpm, window_s=window)
     target, _display = _store_target(store)
+    if "://" not in target:  # a SQLite file: a FIFO or device would block or write beside it
+        regular_file(target, "--quota-store", missing_ok=True, hint="pass a SQLite file")
     try:
         from .ledger import shared_quota
     except ImportError:

@@ -71,6 +71,11 @@ class Failure:
 
 
 async def _preflight(rt: Runtime, request: ProviderRequest) -> None:
+    # The SDK a first call needs is imported before RetryPolicy.max_elapsed_s starts, in a
+    # thread: imported inside the attempt, it blocked the loop and spent the deadline.
+    warm = getattr(rt.provider, "warm", None)
+    if warm is not None:
+        await warm()
     # Metadata reads (the OpenRouter catalog) have no side effect, so they retry like calls.
     try:
         await with_retries(

@@ -27,19 +27,51 @@ def is_finite_number(value: object) -> bool:
         return False
 
 
-def json_copy(value: Any, *, what: str = "value") -> Any:
+#: How deep a JSON Schema may nest. Providers accept far less (OpenAI's strict mode 10 levels,
+#: Gemini 64); deeper ones would only make schema walkers (strict mode, the mock's fake answers,
+#: validation) recurse to Python's limit.
+SCHEMA_MAX_DEPTH = 100
+
+
+def json_copy(value: Any, *, what: str = "value", max_depth: int | None = None) -> Any:
     """Return a deep copy of a JSON-compatible value, with tuples turned into lists.
+
+    Args:
+        value: The value.
+        what: Its name in error messages.
+        max_depth: Refuse containers nested deeper than this (None: Python's own limit).
 
     Raises:
         ConfigurationError: The value holds something JSON cannot represent (a non-string
             key, NaN/infinity, or a non-JSON object), or is nested too deeply.
     """
     try:
-        return _json_copy(value, what)
+        copied = _json_copy(value, what)
     except RecursionError:
         raise ConfigurationError(
             f"{what} is nested too deeply", hint="Flatten the data structure."
         ) from None
+    if max_depth is not None and _depth(copied) > max_depth:
+        raise ConfigurationError(
+            f"{what} nests deeper than {max_depth} levels", hint="Flatten the data structure."
+        )
+    return copied
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and dicts nest in ``value`` (iterative: no recursion limit)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _json_copy(value: Any, what: str) -> Any:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pollux.config import PROVIDER_NAMES
 from pollux.errors import ConfigurationError
 
-from ._json import canonical_dumps, is_finite_number, json_copy
+from ._json import SCHEMA_MAX_DEPTH, canonical_dumps, is_finite_number, json_copy
 from ._schema_check import check_schema
 from .tools import ToolChoice, validate_tool_choice
 
@@ -46,7 +46,7 @@ def response_schema_json(schema: ResponseSchemaInput | None) -> dict[str, Any] |
     if schema is None:
         return None
     if isinstance(schema, dict):
-        return dict(json_copy(schema, what="output_schema"))
+        return dict(json_copy(schema, what="output_schema", max_depth=SCHEMA_MAX_DEPTH))
     return dict(schema.model_json_schema())
 
 
@@ -107,7 +107,7 @@ class OutputRequirements:
         schema = self.output_schema
         if schema is not None:
             if isinstance(schema, dict):
-                json_copy(schema, what="output_schema")
+                json_copy(schema, what="output_schema", max_depth=SCHEMA_MAX_DEPTH)
                 check_schema(schema)
             elif not is_pydantic_model_class(schema):
                 raise ConfigurationError(

@@ -379,6 +379,12 @@ class ProviderBase:
     async def preflight(self, request: ProviderRequest) -> None:
         """No pre-flight by default."""
 
+    async def warm(self) -> None:
+        """Load what the first call needs (an SDK) off the event loop; nothing by default.
+
+        The engine awaits it before a call's deadline starts (see ``providers/_warm.py``).
+        """
+
     def needs_sources(self, request: ProviderRequest) -> bool:
         """Every call sends the sources by default."""
         return True

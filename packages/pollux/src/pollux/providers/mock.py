@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pollux.errors import ConfigurationError
 from pollux.interaction.output import Usage
 from pollux.interaction.tools import ToolCall, ToolCallDelta
 from pollux.providers._mock_deferred import MockDeferredJobs
@@ -121,6 +122,23 @@ def fake_from_schema(schema: Mapping[str, Any], *, root: Mapping[str, Any] | Non
     if kind == "boolean":
         return False
     return None
+
+
+def _fake_answer(schema: Mapping[str, Any]) -> Any:
+    """The mock's structured answer; a schema with no finite instance is a ConfigurationError.
+
+    A ``$ref`` that leads back to itself (directly, or through required properties) makes
+    :func:`fake_from_schema` recurse without end.
+    """
+    try:
+        return fake_from_schema(schema)
+    except RecursionError:
+        raise ConfigurationError(
+            "the mock provider cannot build an answer for output_schema: its $ref chain "
+            "leads back to itself without end (the mock fills every property)",
+            hint="Break the $ref cycle for mock runs, or test a recursive schema against a "
+            "real provider or the emulator.",
+        ) from None
 
 
 def _fake_object(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
@@ -369,7 +387,7 @@ class MockProvider(ProviderBase):
         else:
             schema = req.output_schema_json()
             if schema is not None:
-                structured = fake_from_schema(schema)
+                structured = _fake_answer(schema)
                 text = json.dumps(structured, separators=(",", ":"))
             elif request.input.tool_results:
                 summary = "; ".join(r.content[:60] for r in request.input.tool_results)

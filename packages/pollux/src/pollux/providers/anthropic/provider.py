@@ -30,6 +30,7 @@ from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.environment import CachePolicy
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
+from pollux.providers._warm import import_off_loop
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -150,6 +151,11 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
                 status_error=stainless_status_error(client),
             )
         return self._direct
+
+    async def warm(self) -> None:
+        """Import the anthropic SDK in a thread before the first call's deadline starts."""
+        if self._client is None:
+            await import_off_loop("anthropic")
 
     async def aclose(self) -> None:
         """Delete the Session's uploads, then close the SDK client (idempotent)."""

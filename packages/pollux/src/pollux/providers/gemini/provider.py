@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pollux.errors import ConfigurationError
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers
+from pollux.providers._warm import import_off_loop
 from pollux.providers.base import (
     CacheUse,
     Capabilities,
@@ -278,6 +279,11 @@ class GeminiProvider(BatchDelegation, ProviderBase):
                 hint="Pass Config(provider='gemini', model='gemini-2.5-flash'), for example.",
             )
         return model
+
+    async def warm(self) -> None:
+        """Import the google-genai SDK in a thread before the first call's deadline starts."""
+        if self._client is None:
+            await import_off_loop("google.genai", "google.genai.types")
 
     async def aclose(self) -> None:
         """Delete this Session's uploads (best effort) and close the SDK client (idempotent)."""

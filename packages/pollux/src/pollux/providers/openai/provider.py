@@ -26,6 +26,7 @@ from pollux._scrub import scrub
 from pollux.errors import APIError, ConfigurationError
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
+from pollux.providers._warm import import_off_loop
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
@@ -139,6 +140,11 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
                 status_error=stainless_status_error(client),
             )
         return self._direct
+
+    async def warm(self) -> None:
+        """Import the openai SDK in a thread before the first call's deadline starts."""
+        if self._client is None:
+            await import_off_loop("openai")
 
     async def aclose(self) -> None:
         """Close the SDK client (idempotent)."""

@@ -214,13 +214,19 @@ class ChatCompletionsProvider(ProviderBase):
         try:
             data = json.loads(response.body)
         except ValueError as exc:
+            # As on the SDK wires: a cut or garbled body (often a proxy) is retried; a server
+            # that is not OpenAI-compatible fails every attempt with the same message.
             raise APIError(
-                f"{self.name} generate returned a body that is not JSON",
-                hint="Check that base_url points at an OpenAI-compatible /v1 endpoint.",
+                f"{self.name} generate failed: the response could not be decoded (a "
+                f"{response.status} whose body is not JSON)",
+                hint="The body was cut or garbled on the way (often a proxy); retrying usually "
+                "helps. If it persists, check that base_url points at an OpenAI-compatible /v1 "
+                "endpoint.",
                 provider=self.name,
                 phase="generate",
                 status_code=response.status,
-                retryable=False,
+                retryable=True,
+                error_category="malformed_response",
             ) from exc
         if isinstance(data, Mapping) and "error" in data and "choices" not in data:
             status = _embedded_status(data, response.status)

@@ -51,6 +51,7 @@ class Emulator:
         latency: Seconds added before every answer.
         stream_delay: Seconds between streamed events.
         models: When set, the model catalog; other model names get the provider's not-found error.
+            Empty or None: every model name is served.
         record: Keep a log of requests in :attr:`requests`.
         start_time: The virtual clock's start (seconds since the epoch).
         cache_min_tokens: The shortest prompt prefix reported as a cache hit.
@@ -78,7 +79,7 @@ class Emulator:
         api_key: str | None = None,
         latency: float = 0.0,
         stream_delay: float = 0.0,
-        models: tuple[str, ...] | list[str] = (),
+        models: tuple[str, ...] | list[str] | None = (),
         record: bool = True,
         start_time: float = DEFAULT_START,
         cache_min_tokens: int = 1024,
@@ -91,6 +92,9 @@ class Emulator:
     ) -> None:
         if latency < 0 or stream_delay < 0:
             raise ValueError("latency and stream_delay must be >= 0 seconds")
+        if isinstance(models, str):
+            raise ValueError(f"models must be a list of model names, got the string {models!r}")
+        models = tuple(models or ())
         durations = {"validating": 1.0, "in_progress": 10.0, "finalizing": 1.0, "cancelling": 1.0}
         for key, value in (batch_durations or {}).items():
             if key not in durations:
