@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pollux._pricing import call_cost
 from pollux._scrub import scrub
 from pollux.interaction.continuation import Continuation
 from pollux.interaction.output import (
@@ -172,13 +173,17 @@ def assemble(
         # A persistent cache (CachePolicy): a hit is a cache that existed before this call.
         cache_mode = "persistent"
         cache_hit = cache_used and not cache.created
+    if usage is None:
+        # No usage at all: zeros that mean "unknown", marked so nothing prices them as free.
+        usage = Usage(reported=False)
+    cost, saved = call_cost(provider.name, model or "", usage)
     return Output(
         text=response.text,
         structured=structured,
         reasoning=response.reasoning,
         tool_calls=response.tool_calls,
         continuation=continuation,
-        usage=usage if usage is not None else Usage(),
+        usage=usage,
         metrics=Metrics(
             duration_s=duration_s,
             cache_used=cache_used,
@@ -186,6 +191,13 @@ def assemble(
             cache_hit=cache_hit,
             finish_reason=response.finish_reason,
             completion_status=status,
+            cache_hit_ratio=(
+                (usage.cached_tokens or 0) / usage.input_tokens
+                if usage.reported and usage.input_tokens
+                else None
+            ),
+            cost_usd=None if cost is None else float(cost),
+            cache_savings_usd=None if saved is None else float(saved),
         ),
         diagnostics=Diagnostics(raw=raw),
     )
