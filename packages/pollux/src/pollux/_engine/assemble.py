@@ -173,6 +173,14 @@ def assemble(
         # A persistent cache (CachePolicy): a hit is a cache that existed before this call.
         cache_mode = "persistent"
         cache_hit = cache_used and not cache.created
+        # What the bill needs about the cache itself: a created one is paid for (creation and
+        # storage for its TTL), and pollard's bridge charges it to the run that created it.
+        facts: dict[str, Any] = {"name": cache.name, "created": cache.created}
+        if cache.tokens is not None:
+            facts["tokens"] = cache.tokens
+        if cache.ttl_seconds is not None:
+            facts["ttl_seconds"] = cache.ttl_seconds
+        raw["cache"] = facts
     if usage is None:
         # No usage at all: zeros that mean "unknown", marked so nothing prices them as free.
         usage = Usage(reported=False)
