@@ -244,13 +244,20 @@ def _compile_format(request: ModelRequest, body: Mapping[str, Any]) -> None:
 
 # OpenRouter's per-token prices (US dollars, its models page and ``/models`` ``pricing``) for
 # the models the emulator bills; ``usage.cost`` is computed from them, as OpenRouter reports what
-# it charged. Other models get no ``cost``.
+# it charged. Other models get no ``cost``. A model with a long-context tier bills every token of
+# a prompt above the threshold at the tier's rates (as its provider does).
 OPENROUTER_PRICES: dict[str, dict[str, str]] = {
     "anthropic/claude-sonnet-4.5": {
         "prompt": "0.000003",
         "completion": "0.000015",
         "input_cache_read": "0.0000003",
         "input_cache_write": "0.00000375",
+    },
+    "anthropic/claude-sonnet-4.5>200000": {
+        "prompt": "0.000006",
+        "completion": "0.0000225",
+        "input_cache_read": "0.0000006",
+        "input_cache_write": "0.0000075",
     },
     "openai/gpt-5-nano": {
         "prompt": "0.00000005",
@@ -271,6 +278,10 @@ def openrouter_cost(model: str, out: ModelOutput) -> Decimal | None:
     prices = OPENROUTER_PRICES.get(model)
     if prices is None:
         return None
+    for key, tier in OPENROUTER_PRICES.items():
+        base, _, threshold = key.partition(">")
+        if base == model and threshold and out.input_tokens > int(threshold):
+            prices = tier
     uncached = out.input_tokens - out.cached_tokens - out.cache_write_tokens
     prompt = Decimal(prices["prompt"])
     return (
