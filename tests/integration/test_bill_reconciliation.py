@@ -123,7 +123,9 @@ async def test_openai_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
         long = await governed_run(run, "Summarise the archive", config=cfg)
         batched = await batch(run, emu, cfg, ["B1", "B2"])
 
-        assert not first.usage.cached_tokens and all((h.usage.cached_tokens or 0) > 2000 for h in hits)
+        assert not first.usage.cached_tokens and all(
+            (h.usage.cached_tokens or 0) > 2000 for h in hits
+        )
         assert long.usage.input_tokens > 272_000
         bill = sum(
             (tiered(o.usage, GPT, GPT_LONG, 272_000).bill(o.usage) for o in [first, *hits, long]),
@@ -139,9 +141,7 @@ async def test_openai_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
 # input $3, 5-minute cache write $3.75, 1-hour cache write $6, cache hit $0.30, output $15;
 # prompts above 200K input tokens: input $6, writes $7.50 / $12, hit $0.60, output $22.50.
 # Message Batches: 50% of those prices.
-SONNET = Sheet(
-    input="3", cache_read="0.30", cache_write_5m="3.75", cache_write_1h="6", output="15"
-)
+SONNET = Sheet(input="3", cache_read="0.30", cache_write_5m="3.75", cache_write_1h="6", output="15")
 SONNET_LONG = Sheet(
     input="6", cache_read="0.60", cache_write_5m="7.50", cache_write_1h="12", output="22.50"
 )
@@ -197,8 +197,7 @@ async def test_gemini_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
     async with runtime() as rt:
         run = rt.run("gemini", budget=Budget(usd=100))
         over_cache = [
-            await governed_run(run, q, config=cfg, environment=env)
-            for q in ("Q1", "Q2", "Q3")
+            await governed_run(run, q, config=cfg, environment=env) for q in ("Q1", "Q2", "Q3")
         ]
         emu.script("gemini", Reply(input_tokens=210_000))  # a prompt above the 200K tier
         long = await governed_run(run, "Summarise the archive", config=cfg)
@@ -220,7 +219,9 @@ async def test_gemini_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
         bill += creation + storage
         assert ledger_usd(run) == bill
         assert ledger_usd(run).quantize(CENT) == bill.quantize(CENT) > 0
-        notes = [n for n in rt.store.walk(run.root_id) if n.payload.get("pollux") == "cache_storage"]
+        notes = [
+            n for n in rt.store.walk(run.root_id) if n.payload.get("pollux") == "cache_storage"
+        ]
         assert len(notes) == 1 and notes[0].meta["cache"]["storage_usd"] == str(storage)
 
 
@@ -250,9 +251,7 @@ async def _openrouter_session(emu: Emulator, cfg: Config, policy: str) -> None:
     async with runtime() as rt:
         run = rt.run("openrouter", budget=Budget(usd=100))
         written = await governed_run(run, "Q1", config=cfg, instructions=policy)
-        hits = [
-            await governed_run(run, q, config=cfg, instructions=policy) for q in ("Q2", "Q3")
-        ]
+        hits = [await governed_run(run, q, config=cfg, instructions=policy) for q in ("Q2", "Q3")]
         emu.script("openrouter", Reply(input_tokens=210_000))  # above the 200K tier
         long = await governed_run(run, "Summarise the archive", config=cfg)
 
@@ -269,7 +268,9 @@ async def _openrouter_session(emu: Emulator, cfg: Config, policy: str) -> None:
         assert ledger_usd(run).quantize(CENT) == bill.quantize(CENT) > 0
         # Both figures are kept: the provider's in the result, the computed one in the meta.
         node = next(
-            n for n in rt.store.walk(run.root_id) if n.kind.value == "model_call" and "Q1" in str(n.payload)
+            n
+            for n in rt.store.walk(run.root_id)
+            if n.kind.value == "model_call" and "Q1" in str(n.payload)
         )
         assert node.result["usage"]["provider_cost_usd"] == str(written.usage.provider_cost_usd)
         assert "usd_computed" in node.meta

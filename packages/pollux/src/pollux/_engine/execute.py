@@ -17,6 +17,7 @@ from pollux._engine.assemble import StreamAccumulator, assemble
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
+from pollux._telemetry import start_call_span
 from pollux.errors import APIError, ConfigurationError, InternalError, ToolCallParseError
 from pollux.interaction.environment import CachePolicy
 from pollux.interaction.events import Event
@@ -248,6 +249,19 @@ async def _fan_out(
 
 
 async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuable: bool) -> Output:
+    span = start_call_span(rt.provider.name, request)
+    try:
+        output = await _call_provider(rt, request, index, continuable)
+    except BaseException as exc:
+        span.fail(exc)
+        raise
+    span.succeed(output)
+    return output
+
+
+async def _call_provider(
+    rt: Runtime, request: ProviderRequest, index: int, continuable: bool
+) -> Output:
     provider = rt.provider
     async with rt.limiter:
         start = time.perf_counter()
@@ -427,65 +441,74 @@ async def _stream_provider(
     prepared = await _prepare(rt, environment, plan.requests)
     try:
         request = replace(plan.requests[0], sources=prepared)
-        compiled = provider.compile(request)
-        yield Event(type="start")
-        accumulator = StreamAccumulator()
-        async with rt.limiter:
-            start = time.perf_counter()
-            attempts = 0
+        span = start_call_span(provider.name, request)
+        try:
+            compiled = provider.compile(request)
+            yield Event(type="start")
+            accumulator = StreamAccumulator()
+            async with rt.limiter:
+                start = time.perf_counter()
+                attempts = 0
 
-            def open_stream() -> Awaitable[tuple[AsyncIterator[StreamChunk], StreamChunk | None]]:
-                # Counted like interact's attempts, so done.output carries the same diagnostics.
-                nonlocal attempts
-                attempts += 1
-                return _open_stream(provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s)
+                def open_stream() -> Awaitable[
+                    tuple[AsyncIterator[StreamChunk], StreamChunk | None]
+                ]:
+                    # Counted like interact's attempts, so done.output carries the same diagnostics.
+                    nonlocal attempts
+                    attempts += 1
+                    return _open_stream(provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s)
 
-            try:
-                # The deadline bounds opening the stream (up to its first chunk), where a
-                # retry is still possible; after that each chunk wait is bounded by
-                # Config.request_timeout_s (see docs/pollux/engine.md).
-                iterator, first = await with_retries(
-                    open_stream, rt.config.retry, deadline_for=f"{provider.name} stream"
-                )
-            except Exception as exc:
-                raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
-            try:
-                if first is not None:
-                    accumulator.add(first)
-                    for event in _events(first):
-                        yield event
-                    add = accumulator.add
-                    async for chunk in iterator:
-                        add(chunk)
-                        # Inlined _events() for the common one-text-delta chunk: this loop
-                        # runs once per streamed token.
-                        if chunk.reasoning:
-                            yield Event(type="reasoning_delta", text=chunk.reasoning)
-                        if chunk.text:
-                            yield Event(type="text_delta", text=chunk.text)
-                        for delta in chunk.tool_call_deltas:
-                            yield Event(type="tool_call_delta", delta=delta)
-                        if chunk.usage is not None:
-                            yield Event(type="usage", usage=chunk.usage)
-            except Exception as exc:
-                raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
-            finally:
-                await close_async_iterator(iterator)
-            duration = time.perf_counter() - start
-        response = accumulator.response()
-        for call in response.tool_calls:
-            yield Event(type="tool_call", tool_call=call)
-        if response.finish_reason is not None:
-            yield Event(type="finish", finish_reason=response.finish_reason)
-        output = assemble(
-            provider,
-            request,
-            response,
-            model=rt.config.model,
-            duration_s=duration,
-            attempts=attempts,
-            continuable=plan.capabilities.conversation,
-        )
-        yield Event(type="done", output=output)
+                try:
+                    # The deadline bounds opening the stream (up to its first chunk), where a
+                    # retry is still possible; after that each chunk wait is bounded by
+                    # Config.request_timeout_s (see docs/pollux/engine.md).
+                    iterator, first = await with_retries(
+                        open_stream, rt.config.retry, deadline_for=f"{provider.name} stream"
+                    )
+                except Exception as exc:
+                    raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+                try:
+                    if first is not None:
+                        span.first_token()
+                        accumulator.add(first)
+                        for event in _events(first):
+                            yield event
+                        add = accumulator.add
+                        async for chunk in iterator:
+                            add(chunk)
+                            # Inlined _events() for the common one-text-delta chunk: this loop
+                            # runs once per streamed token.
+                            if chunk.reasoning:
+                                yield Event(type="reasoning_delta", text=chunk.reasoning)
+                            if chunk.text:
+                                yield Event(type="text_delta", text=chunk.text)
+                            for delta in chunk.tool_call_deltas:
+                                yield Event(type="tool_call_delta", delta=delta)
+                            if chunk.usage is not None:
+                                yield Event(type="usage", usage=chunk.usage)
+                except Exception as exc:
+                    raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+                finally:
+                    await close_async_iterator(iterator)
+                duration = time.perf_counter() - start
+            response = accumulator.response()
+            for call in response.tool_calls:
+                yield Event(type="tool_call", tool_call=call)
+            if response.finish_reason is not None:
+                yield Event(type="finish", finish_reason=response.finish_reason)
+            output = assemble(
+                provider,
+                request,
+                response,
+                model=rt.config.model,
+                duration_s=duration,
+                attempts=attempts,
+                continuable=plan.capabilities.conversation,
+            )
+            span.succeed(output)
+            yield Event(type="done", output=output)
+        except BaseException as exc:
+            span.fail(exc)
+            raise
     finally:
         await provider.release_sources(prepared)
