@@ -17,7 +17,7 @@ from decimal import Decimal
 
 import pytest
 
-from pollard import AsyncRuntime, AsyncRun, Budget
+from pollard import AsyncRun, AsyncRuntime, Budget
 from pollard.adapters.pollux import governed_collect, governed_defer, governed_run
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import CachePolicy, Config, Environment, Output, RetryPolicy, Source, Usage
