@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pollux._engine.assemble import StreamAccumulator, assemble
+from pollux._engine.cache_miss import PREFIXES, prefix_parts
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
@@ -22,7 +23,7 @@ from pollux.errors import APIError, ConfigurationError, InternalError, ToolCallP
 from pollux.interaction.environment import CachePolicy
 from pollux.interaction.events import Event
 from pollux.interaction.intercept import ProviderCall, active_interceptors
-from pollux.interaction.output import Output, error_output
+from pollux.interaction.output import Diagnostics, Output, error_output
 from pollux.providers.base import PreparedSources
 
 if TYPE_CHECKING:
@@ -251,12 +252,28 @@ async def _fan_out(
 async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuable: bool) -> Output:
     span = start_call_span(rt.provider.name, request)
     try:
-        output = await _call_provider(rt, request, index, continuable)
+        output = explain_miss(
+            rt.provider.name, request, await _call_provider(rt, request, index, continuable)
+        )
     except BaseException as exc:
         span.fail(exc)
         raise
     span.succeed(output)
     return output
+
+
+def explain_miss(provider: str, request: ProviderRequest, output: Output) -> Output:
+    """``output`` with ``diagnostics.raw["cache_miss"]`` when a cache hit was expected.
+
+    See :mod:`pollux._engine.cache_miss`.
+    """
+    policy = request.cache
+    ttl = policy.ttl_seconds if isinstance(policy, CachePolicy) else None
+    miss = PREFIXES.observe(provider, lambda: prefix_parts(provider, request), output.usage, ttl)
+    if miss is None:
+        return output
+    raw = {**output.diagnostics.raw, "cache_miss": miss}
+    return replace(output, diagnostics=Diagnostics(raw=raw))
 
 
 async def _call_provider(
@@ -505,6 +522,7 @@ async def _stream_provider(
                 attempts=attempts,
                 continuable=plan.capabilities.conversation,
             )
+            output = explain_miss(provider.name, request, output)
             span.succeed(output)
             yield Event(type="done", output=output)
         except BaseException as exc:

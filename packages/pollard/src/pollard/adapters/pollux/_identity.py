@@ -162,6 +162,8 @@ def result_of(output: Output, *, batch: bool = False) -> dict[str, Any]:
     """
     data = output.to_jsonable()  # fresh dicts: editing them leaves the Output alone
     del data["metrics"]["duration_s"]
+    # Why a prompt cache missed depends on what ran before in this process, not on the answer.
+    data.get("diagnostics", {}).pop("cache_miss", None)
     response = data.get("diagnostics", {}).get("response")
     if not batch and isinstance(response, dict):
         response.pop("response_id", None)
