@@ -76,6 +76,7 @@ NO_CODE = {
     "reference/pollard-stores.md",
     "reference/pollard-adapters-pollux.md",
     "reference/errors.md",
+    "reference/telemetry.md",
     "contributing/docs.md",
     "reliability.md",  # from the pollard branch (an optional page in hooks/docs.py)
 }
