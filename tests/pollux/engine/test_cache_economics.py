@@ -81,3 +81,50 @@ def test_the_cache_write_split_is_part_of_the_total() -> None:
     assert Usage.from_jsonable(usage.to_jsonable()) == usage
     with pytest.raises(Exception, match="exceeds cache_write_tokens"):
         Usage(input_tokens=100, cache_write_tokens=10, cache_write_1h_tokens=20)
+
+
+@pytest.mark.parametrize(
+    ("provider", "price_provider", "model"),
+    [
+        ("anthropic", "anthropic", "claude-sonnet-4-5"),
+        ("openai", "openai", "gpt-5.4"),
+        ("gemini", "google", "gemini-2.5-pro"),
+        ("openrouter", "openrouter", "google/gemini-2.5-flash"),
+    ],
+)
+def test_pollux_prices_every_field_as_genai_prices_does(
+    provider: str, price_provider: str, model: str
+) -> None:
+    # pollux resolves a model's rates once and does the arithmetic itself (genai-prices' own
+    # calculation is too slow for every call of a fan-out): the two must agree exactly, long
+    # context tiers, 1-hour writes and the batch variant included.
+    from decimal import Decimal
+
+    import genai_prices
+
+    from pollux._pricing import list_price
+
+    for total, read, write, long, batch in [
+        (1000, 0, 0, 0, False),
+        (150_000, 500, 300, 100, False),
+        (250_000, 500, 300, 0, False),
+        (300_000, 0, 300, 300, True),
+    ]:
+        usage = Usage(
+            input_tokens=total,
+            output_tokens=777,
+            cached_tokens=read,
+            cache_write_tokens=write,
+            cache_write_1h_tokens=long or None,
+        )
+        fields = {"input_tokens": total, "output_tokens": 777, "cache_read_tokens": read}
+        fields["cache_write_tokens"] = write
+        if long:
+            fields["cache_write_1h_tokens"] = long
+        expected = genai_prices.calc_price(
+            genai_prices.Usage(**fields),
+            model_ref=model,
+            provider_id=price_provider,
+            price_context={"processing": "batch"} if batch else None,
+        ).total_price
+        assert list_price(provider, model, usage, batch=batch) == Decimal(str(expected))

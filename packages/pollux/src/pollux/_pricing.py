@@ -15,6 +15,7 @@ every prompt token at the uncached input rate.
 from __future__ import annotations
 
 import importlib
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -50,6 +51,12 @@ def list_price(
 ) -> Decimal | None:
     """The computed list price of ``usage`` in US dollars, or None when it cannot be priced.
 
+    The model's genai-prices rates are resolved once per process and hour (genai-prices' own
+    calculation costs a fraction of a millisecond, too much on every call of a fan-out); the
+    arithmetic is genai-prices' own: a missing cache rate falls back to the input rate (a
+    missing 1-hour write rate to the write rate), and a tiered rate applies to every token once
+    the whole prompt is above the tier's start.
+
     Args:
         provider: The pollux provider name.
         model: The model name.
@@ -60,31 +67,85 @@ def list_price(
     Returns:
         The price, or None (no genai-prices, an unknown model, or usage not reported).
     """
-    prices = _prices()
     provider_id = PRICE_PROVIDERS.get(provider)
-    if prices is None or provider_id is None or not model or not usage.reported:
+    if provider_id is None or not model or not usage.reported:
+        return None  # checked first: the mock and local servers never load the price tables
+    rates = _rates(provider_id, model, batch)
+    if rates is None:
         return None
-    fields: dict[str, int] = {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-    }
-    if cached:
-        if usage.cached_tokens:
-            fields["cache_read_tokens"] = usage.cached_tokens
-        if usage.cache_write_tokens:
-            fields["cache_write_tokens"] = usage.cache_write_tokens
-            if usage.cache_write_1h_tokens:
-                fields["cache_write_1h_tokens"] = usage.cache_write_1h_tokens
-    try:
-        calc = prices.calc_price(
-            prices.Usage(**fields),
-            model_ref=model,
-            provider_id=provider_id,
-            price_context=_BATCH if batch else None,
-        )
-    except (LookupError, ValueError):
-        return None
-    return Decimal(str(calc.total_price))
+    total = usage.input_tokens
+
+    def rate(*keys: str) -> Decimal:
+        for key in keys:
+            value = rates.get(key)
+            if value is not None:
+                return _tier(value, total)
+        return Decimal(0)
+
+    read = (usage.cached_tokens or 0) if cached else 0
+    write = (usage.cache_write_tokens or 0) if cached else 0
+    long = min(usage.cache_write_1h_tokens or 0, write) if cached else 0
+    uncached = max(total - read - write, 0)
+    amount = (
+        uncached * rate("input_mtok")
+        + read * rate("cache_read_mtok", "input_mtok")
+        + (write - long) * rate("cache_write_5m_mtok", "cache_write_mtok", "input_mtok")
+        + long * rate("cache_write_1h_mtok", "cache_write_mtok", "input_mtok")
+        + usage.output_tokens * rate("output_mtok")
+    )
+    return amount / _MILLION
+
+
+_MILLION = Decimal(1_000_000)
+_RATE_KEYS = (
+    "input_mtok",
+    "output_mtok",
+    "cache_read_mtok",
+    "cache_write_mtok",
+    "cache_write_5m_mtok",
+    "cache_write_1h_mtok",
+)
+_RESOLVE_EVERY_S = 3600.0
+_resolved: dict[tuple[str, str, bool], tuple[float, dict[str, Any] | None]] = {}
+
+
+def _tier(value: Any, total_input: int) -> Decimal:
+    tiers = getattr(value, "tiers", None)
+    if tiers is None:
+        return Decimal(value)
+    price = value.base
+    for tier in sorted(tiers, key=lambda t: t.start, reverse=True):
+        if total_input > tier.start:
+            price = tier.price
+            break
+    return Decimal(price)
+
+
+def _rates(provider_id: str, model: str, batch: bool) -> dict[str, Any] | None:
+    key = (provider_id, model, batch)
+    now = time.monotonic()
+    cached = _resolved.get(key)
+    if cached is not None and now - cached[0] < _RESOLVE_EVERY_S:
+        return cached[1]
+    prices = _prices()
+    rates: dict[str, Any] | None = None
+    if prices is not None:
+        try:
+            calc = prices.calc_price(
+                prices.Usage(input_tokens=0, output_tokens=0),
+                model_ref=model,
+                provider_id=provider_id,
+                price_context=_BATCH if batch else None,
+            )
+        except (LookupError, ValueError):
+            calc = None
+        if calc is not None:
+            found = {k: getattr(calc.model_price, k, None) for k in _RATE_KEYS}
+            rates = {k: v for k, v in found.items() if v is not None}
+    if len(_resolved) > 1024:
+        _resolved.clear()
+    _resolved[key] = (now, rates)
+    return rates
 
 
 def call_cost(
