@@ -683,7 +683,8 @@ class OutputCollection:
         source_indexes: For each output, the index of its source (broadcast patterns).
 
     Example:
-        >>> OutputCollection((Output(text="a"), Output(text=""))).status
+        >>> failed = Output(metrics=Metrics(completion_status="error"))
+        >>> OutputCollection((Output(text="a"), failed)).status
         'partial'
     """
 
