@@ -56,7 +56,10 @@ CacheMode = Literal["persistent", "implicit", "none"]
 """Which caching path served an interaction."""
 
 CollectionStatus = Literal["ok", "partial", "error"]
-"""``"ok"``: every output has an answer; ``"partial"``: some do; ``"error"``: none do."""
+"""``"ok"``: no call failed; ``"partial"``: some failed; ``"error"``: every call failed.
+
+A clean but empty answer is not a failure (the status comes from execution failures).
+"""
 
 _COMPLETION_STATUSES = ("clean", "truncated", "cutoff", "error")
 _CACHE_MODES = ("persistent", "implicit", "none")
@@ -683,9 +686,8 @@ class OutputCollection:
         source_indexes: For each output, the index of its source (broadcast patterns).
 
     Example:
-        >>> failed = Output(metrics=Metrics(completion_status="error"))
-        >>> OutputCollection((Output(text="a"), failed)).status
-        'partial'
+        >>> OutputCollection((Output(text="a"), Output(text=""))).status
+        'ok'
     """
 
     outputs: tuple[Output, ...] = ()
