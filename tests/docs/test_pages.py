@@ -78,6 +78,7 @@ NO_CODE = {
     "reference/pollard-modules.md",
     "reference/pollux-modules.md",
     "reference/errors.md",
+    "reference/telemetry.md",
     "contributing/docs.md",
     "reliability.md",  # from the pollard branch (an optional page in hooks/docs.py)
 }

@@ -178,6 +178,15 @@ def test_report_sums_spent_and_avoided(
         "spent": {"steps": 4, "tokens": 135, "usd": 0.0031},
         "avoided": {"tokens": 75},
         "ledger": {},  # the sample was written node by node, outside any budget scope
+        # The model calls' recorded prompt tokens: none read from or written to a cache.
+        "cache": {
+            "prompt_tokens": 40,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "hit_ratio": 0.0,
+            "saved": {},
+            "saved_exact": {},
+        },
         "exact": {  # the audit form: exact decimal texts
             "spent": {"steps": "4", "tokens": "135", "usd": "0.0031"},
             "avoided": {"tokens": "75"},
@@ -186,6 +195,7 @@ def test_report_sums_spent_and_avoided(
     }
     text = pollard("report", path, smp.root).out
     assert "spent     steps=4 tokens=135 usd=0.0031" in text
+    assert "cache     hit ratio 0.0% (0 of 40 prompt tokens read, 0 written)" in text
     recorded, root = recorded_db
     data = pollard("report", recorded, root, "--json").json()
     assert data["spent"]["tokens"] == 5 and data["spent"]["steps"] == 1

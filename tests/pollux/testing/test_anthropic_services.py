@@ -437,3 +437,23 @@ def test_anthropic_reply_usage_overrides(emulator: Emulator) -> None:
         usage = client.messages.create(model=MODEL, max_tokens=8, messages=HI).usage
     assert (usage.input_tokens, usage.cache_read_input_tokens) == (7, 50)
     assert (usage.cache_creation_input_tokens, usage.output_tokens) == (9, 4)
+
+
+def test_each_model_has_its_own_minimum_cacheable_prefix() -> None:
+    # Regression: the emulator once cached any model's prefix from 1024 tokens. Haiku 4.5
+    # and Opus 4.5+ cache from 4096 tokens, as the API documents; Sonnet from 1024.
+    system = [{"type": "text", "text": "w " * 2000, "cache_control": {"type": "ephemeral"}}]
+
+    def usage(client: anthropic.Anthropic, model: str) -> tuple[int, int]:
+        message = client.messages.create(
+            model=model,
+            max_tokens=32,
+            system=system,
+            messages=[{"role": "user", "content": "q"}],
+        )
+        return message.usage.cache_creation_input_tokens or 0, message.usage.input_tokens
+
+    with Emulator() as emu, _client(emu) as client:
+        assert usage(client, "claude-haiku-4-5") == (0, 2001)
+        assert usage(client, "claude-opus-4-6") == (0, 2001)
+        assert usage(client, "claude-sonnet-4-6") == (2000, 1)

@@ -8,7 +8,9 @@ Two entry points, both given a tracer you configured:
 
 Spans follow the OpenTelemetry GenAI semantic conventions: a model call is a ``chat {model}``
 client span with ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
-``gen_ai.response.model`` and ``gen_ai.usage.input_tokens``/``output_tokens``; a tool call is an
+``gen_ai.response.model``, ``gen_ai.usage.input_tokens``/``output_tokens``, the cache token counts
+(``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_creation.input_tokens``) and
+``gen_ai.response.finish_reasons``, the same names pollux's own spans use; a tool call is an
 ``execute_tool {tool}`` span with ``gen_ai.tool.name``; other nodes are ``pollard {kind}`` spans.
 Every span carries ``pollard.node.id``, ``pollard.parent.id``, ``pollard.node.kind``,
 ``pollard.node.attempt``, ``pollard.charge.<meter>`` and the refusal/pruned markers.
@@ -46,7 +48,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["export_spans", "live_span_hook", "node_attributes", "span_name"]
 
-AttributeValue = str | bool | int | float
+AttributeValue = str | bool | int | float | tuple[str, ...]
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _LIVE_PARENTS_MAX = 10_000
@@ -106,6 +108,39 @@ def _usage(node: Any) -> tuple[int | None, int | None]:
             if inp is not None or out is not None:
                 return inp, out
     return None, None
+
+
+def _cache_usage(node: Any) -> dict[str, int]:
+    """The cache token attributes (GenAI conventions) from a node's recorded usage."""
+    out: dict[str, int] = {}
+    for source in (
+        node.meta.get("usage"),
+        (node.result or {}).get("usage") if isinstance(node.result, Mapping) else None,
+    ):
+        if not isinstance(source, Mapping):
+            continue
+        read = _int(source.get("cache_read_tokens", source.get("cache_read_input_tokens")))
+        write = _int(source.get("cache_write_tokens", source.get("cache_creation_input_tokens")))
+        if read is not None:
+            out["gen_ai.usage.cache_read.input_tokens"] = read
+        if write is not None:
+            out["gen_ai.usage.cache_creation.input_tokens"] = write
+        if out:
+            return out
+    return out
+
+
+def _finish_reason(node: Any) -> str | None:
+    result = node.result if isinstance(node.result, Mapping) else {}
+    output = result.get("output")
+    metrics = output.get("metrics") if isinstance(output, Mapping) else None
+    for value in (
+        metrics.get("finish_reason") if isinstance(metrics, Mapping) else None,
+        result.get("finish_reason"),
+    ):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _number(value: Any) -> int | float:
@@ -184,6 +219,11 @@ def node_attributes(node: Any) -> dict[str, AttributeValue]:
             attrs["gen_ai.usage.input_tokens"] = inp
         if out is not None:
             attrs["gen_ai.usage.output_tokens"] = out
+        attrs.update(_cache_usage(node))
+        reason = _finish_reason(node)
+        if reason is not None:
+            # A sequence in the conventions; OpenTelemetry takes a tuple of strings.
+            attrs["gen_ai.response.finish_reasons"] = (reason,)
     elif row.kind == "tool_call":
         attrs["gen_ai.operation.name"] = "execute_tool"
         tool = payload.get("tool")

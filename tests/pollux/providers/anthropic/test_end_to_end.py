@@ -50,7 +50,7 @@ WEATHER = ToolDeclaration(
     parameters={"type": "object", "properties": {"city": {"type": "string"}}},
 )
 
-LONG = "The quick brown fox jumps over the lazy dog. " * 400  # well over the cache minimum
+LONG = "The quick brown fox jumps over the lazy dog. " * 500  # over Haiku 4.5's 4096 minimum
 
 
 @pytest.fixture

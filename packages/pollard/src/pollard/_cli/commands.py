@@ -15,6 +15,7 @@ from typing import Any
 
 from pollard._core._canon import is_hex64
 from pollard._core._store import Store
+from pollard._edge._cache_tally import CacheTally
 from pollard._edge._gc import gc
 from pollard._edge._merge import merge
 from pollard._edge._seal import seal, verify
@@ -214,7 +215,8 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
     spent: dict[str, Decimal] = {}
     avoided: dict[str, Decimal] = {}
     count = refusals = pruned = 0
-    for row in build_view(store.walk(root_id)):
+    cache = CacheTally()
+    for row in build_view(cache.tally(store.walk(root_id))):
         count += 1
         refusals += 1 if row.refusal is not None else 0
         pruned += 1 if row.pruned else 0
@@ -235,6 +237,7 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
                 "spent": decimal_map_json(spent),
                 "avoided": decimal_map_json(avoided),
                 "ledger": decimal_map_json(ledger),
+                "cache": cache.to_json(),
                 # Numbers above are for reading and summing; these exact texts are for audits.
                 "exact": {
                     "spent": decimal_map_exact(spent),
@@ -249,6 +252,7 @@ def cmd_report(args: argparse.Namespace, stack: ExitStack) -> int:
         _out(f"spent     {amounts(spent) or 'nothing'}")
         _out(f"avoided   {amounts(avoided) or 'nothing'}")
         _out(f"ledger    {amounts(ledger) or 'nothing'}")
+        _out(f"cache     {cache.line()}")
     return 0
 
 

@@ -14,6 +14,8 @@ TOKEN_FIELDS = (
     "cache_creation_input_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
     "reasoning_tokens",
 )
 """The usage fields the token and cost meters read."""

@@ -43,7 +43,10 @@ __all__ = [
     "TokenmasterMeter",
     "WallClockMeter",
     "WindowMeter",
+    "cache_economics_meta",
+    "provider_cost",
     "split_usage",
+    "split_writes",
     "token_usage",
 ]
 
@@ -78,6 +81,57 @@ def split_usage(usage: Mapping[str, int]) -> tuple[int, int, int, int]:
         return input_tokens, read, write, output_tokens
     read, write = usage.get("cache_read_tokens", 0), usage.get("cache_write_tokens", 0)
     return max(input_tokens - read - write, 0), read, write, output_tokens
+
+
+def split_writes(usage: Mapping[str, int]) -> tuple[int, int]:
+    """Return the cache writes as ``(5-minute class, 1-hour class)``, counting each token once.
+
+    ``cache_write_1h_tokens`` is the 1-hour part of the total (``cache_write_tokens``, or
+    Anthropic's raw ``cache_creation_input_tokens``); everything else is priced as the 5-minute
+    class, which is every write when no split is reported (the shorter, cheaper TTL is the
+    provider default).
+    """
+    _, _, write, _ = split_usage(usage)
+    long = min(usage.get("cache_write_1h_tokens", 0), write)
+    return write - long, long
+
+
+def provider_cost(result: Any) -> Decimal | None:
+    """The provider's own dollar price of a call (``result["usage"]["provider_cost_usd"]``).
+
+    OpenRouter reports what it billed (``usage.cost``); the pollux bridge records it as exact
+    text. A cost meter charges it instead of its computed price. Anything that is not a finite
+    amount >= 0 is ignored (the computed price stands).
+    """
+    usage = result.get("usage") if isinstance(result, Mapping) else None
+    value = usage.get("provider_cost_usd") if isinstance(usage, Mapping) else None
+    if value is None or isinstance(value, bool) or not isinstance(value, (str, int, Decimal)):
+        return None
+    try:
+        amount = Decimal(value)
+    except ArithmeticError:
+        return None
+    return amount if amount.is_finite() and amount >= 0 else None
+
+
+def cache_economics_meta(
+    name: str, result: Any, computed: Decimal | None, no_cache: Decimal | None
+) -> dict[str, str] | None:
+    """The node meta a cost meter adds: its computed price and the cache's saving, as text.
+
+    ``"<name>_computed"`` is the computed price when the provider's own price was charged (both
+    are kept); ``"<name>_cache_saved"`` is the same call's price with no cache (every prompt
+    token at the input rate) less the computed price, present when the call read or wrote a
+    cache. ``pollard report`` sums the savings per run.
+    """
+    out: dict[str, str] = {}
+    if computed is not None and provider_cost(result) is not None:
+        out[f"{name}_computed"] = str(computed)
+    usage = token_usage(result) or {}
+    _, read, write, _ = split_usage(usage)
+    if computed is not None and no_cache is not None and (read or write):
+        out[f"{name}_cache_saved"] = str(no_cache - computed)
+    return out or None
 
 
 def token_usage(result: Any) -> dict[str, int] | None:
@@ -304,7 +358,11 @@ class CostMeter:
         CostMeter({"gpt-5.5": {"input_per_1m": "1.25", "output_per_1m": "10"}})
 
     Optional keys ``cache_read_per_1m`` and ``cache_write_per_1m`` price the cache fields (they
-    default to the input price). Amounts are exact Decimals. A model call whose model has no price
+    default to the input price); ``cache_write_1h_per_1m`` prices the 1-hour part of the writes
+    (``cache_write_1h_tokens``, see `split_writes`; it defaults to ``cache_write_per_1m``).
+    When the result carries the provider's own price (`provider_cost`, OpenRouter's
+    ``usage.cost``) that is charged instead, and the computed price is kept in the node meta as
+    ``"<name>_computed"``. Amounts are exact Decimals. A model call whose model has no price
     is refused before it runs (``ValueError`` from the precheck), unless ``default`` prices are set.
 
     Args:
@@ -333,7 +391,13 @@ class CostMeter:
 
     @staticmethod
     def _table(model: str, table: Mapping[str, Amount | str]) -> dict[str, Decimal]:
-        known = {"input_per_1m", "output_per_1m", "cache_read_per_1m", "cache_write_per_1m"}
+        known = {
+            "input_per_1m",
+            "output_per_1m",
+            "cache_read_per_1m",
+            "cache_write_per_1m",
+            "cache_write_1h_per_1m",
+        }
         unknown = set(table) - known
         if unknown:
             raise ValueError(f"unknown price keys for {model!r}: {sorted(unknown)}")
@@ -372,23 +436,55 @@ class CostMeter:
             return self.prices[model]
         return self.default
 
-    def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
-        """Return the dollar cost of a model call's reported usage."""
-        if kind != "model_call":
-            return 0
+    def _computed(self, payload: Any, result: Any) -> Decimal | None:
         prices = self._prices(payload)
         usage = token_usage(result)
         if prices is None or not usage:
-            return 0
+            return None
         per_input = prices["input_per_1m"]
-        uncached, read, write, output = split_usage(usage)
+        per_write = prices.get("cache_write_per_1m", per_input)
+        uncached, read, _, output = split_usage(usage)
+        short, long = split_writes(usage)
         total = (
             uncached * per_input
             + output * prices["output_per_1m"]
             + read * prices.get("cache_read_per_1m", per_input)
-            + write * prices.get("cache_write_per_1m", per_input)
+            + short * per_write
+            + long * prices.get("cache_write_1h_per_1m", per_write)
         )
         return total / Decimal(1_000_000)
+
+    def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
+        """Return the dollar cost of a model call: the provider's own price, else computed."""
+        if kind != "model_call":
+            return 0
+        billed = provider_cost(result)
+        if billed is not None:
+            return billed
+        computed = self._computed(payload, result)
+        return 0 if computed is None else computed
+
+    def _no_cache(self, payload: Any, result: Any) -> Decimal | None:
+        prices = self._prices(payload)
+        usage = token_usage(result)
+        if prices is None or not usage:
+            return None
+        uncached, read, write, output = split_usage(usage)
+        total = (uncached + read + write) * prices["input_per_1m"]
+        return (total + output * prices["output_per_1m"]) / Decimal(1_000_000)
+
+    def settle_meta(
+        self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """Keep the computed price and what the cache saved (see `cache_economics_meta`)."""
+        if kind != "model_call":
+            return None
+        return cache_economics_meta(
+            self.name,
+            result,
+            self._computed(payload, result),
+            self._no_cache(payload, result),
+        )
 
     def precheck_estimate(self, kind: str, payload: Any) -> Amount | None:
         """Check that the model has a price (fail closed); no dollar estimate is made."""

@@ -3,21 +3,90 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["GenAIPricesCostMeter"]
+__all__ = ["PRICE_PROVIDERS", "GenAIPricesCostMeter", "genai_price"]
 
 _INSTALL = 'CostMeter.from_genai_prices needs the prices extra: pip install "pollard[prices]"'
+
+PRICE_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google",
+    "openrouter": "openrouter",
+}
+"""pollux provider name (``payload["provider"]`` of a bridge node) -> genai-prices provider id."""
+
+_BATCH = {"processing": "batch"}
+
+
+def genai_price(
+    prices: Any,
+    model: str,
+    usage: Mapping[str, int],
+    *,
+    provider_id: str | None,
+    batch: bool = False,
+    cached: bool = True,
+) -> tuple[Decimal, bool]:
+    """Price ``usage`` with genai-prices: ``(dollars, batch tier applied)``.
+
+    Every priced field has its rate: uncached input, cache reads, cache writes by TTL class
+    (``cache_write_1h_tokens`` at the 1-hour rate, the rest at the 5-minute one), output, and the
+    long-context tier genai-prices picks from the whole prompt. ``batch`` asks for the model's
+    ``processing=batch`` price variant; the second value says whether the model has one (when it
+    does not, the caller applies its own discount). ``cached=False`` prices the no-cache
+    counterfactual: every prompt token at the input rate.
+
+    Raises:
+        LookupError: genai-prices has no price for the model.
+    """
+    from pollard.meters import split_usage, split_writes
+
+    uncached, read, write, output = split_usage(usage)
+    fields: dict[str, int] = {"input_tokens": uncached + read + write, "output_tokens": output}
+    if cached:
+        # genai-prices counts cache tokens inside input_tokens, as pollard's adapters do.
+        fields["cache_read_tokens"] = read
+        fields["cache_write_tokens"] = write
+        _, long = split_writes(usage)
+        if long:
+            fields["cache_write_1h_tokens"] = long
+    tokens = prices.Usage(**fields)
+    context = _BATCH if batch and _takes_context(prices) else None
+    try:
+        calc = prices.calc_price(
+            tokens,
+            model_ref=model,
+            provider_id=provider_id,
+            **({"price_context": context} if context else {}),
+        )
+    except ValueError as exc:  # genai-prices' own "no price" answers for some shapes
+        raise LookupError(str(exc)) from None
+    variants = getattr(calc.model, "price_variants", None) or ()
+    batched = context is not None and any(getattr(v, "when", None) == _BATCH for v in variants)
+    return Decimal(str(calc.total_price)), batched
+
+
+def _takes_context(prices: Any) -> bool:
+    # Older genai-prices (before price variants) has no price_context.
+    return "price_context" in inspect.signature(prices.calc_price).parameters
 
 
 class GenAIPricesCostMeter:
     """Charge US dollars with prices from genai-prices (bundled data, no network at charge time).
 
     Both usage shapes of `pollard.meters.split_usage` are understood, so cached tokens are priced
-    once, at the cache price. A model genai-prices does not know is refused before the call runs
-    (fail closed).
+    once, at the cache price; 1-hour cache writes (``cache_write_1h_tokens``) at the 1-hour rate;
+    long prompts at the model's long-context tier. The provider's own price of a call (OpenRouter's
+    ``usage.cost``, see `pollard.meters.provider_cost`) is charged instead of the computed one,
+    which the node keeps as ``"<name>_computed"``; what a cache saved is kept as
+    ``"<name>_cache_saved"``. A node recorded by the pollux bridge names its provider, which
+    selects the genai-prices provider when ``provider_id`` is not set. A model genai-prices does
+    not know is refused before the call runs (fail closed).
     """
 
     precheck_is_estimate = False
@@ -30,28 +99,59 @@ class GenAIPricesCostMeter:
         self.name = name
         self.provider_id = provider_id
 
-    def _price(self, model: str, usage: Mapping[str, int]) -> Decimal:
-        from pollard.meters import split_usage
+    def _provider(self, payload: Any) -> str | None:
+        if self.provider_id is not None:
+            return self.provider_id
+        provider = payload.get("provider") if isinstance(payload, Mapping) else None
+        return PRICE_PROVIDERS.get(provider) if isinstance(provider, str) else None
 
-        uncached, read, write, output = split_usage(usage)
-        tokens = self._prices.Usage(
-            input_tokens=uncached + read + write,  # genai-prices counts cached tokens as input
-            output_tokens=output,
-            cache_read_tokens=read,
-            cache_write_tokens=write,
+    def _price(
+        self, model: str, usage: Mapping[str, int], payload: Any = None, *, cached: bool = True
+    ) -> Decimal:
+        price, _ = genai_price(
+            self._prices, model, usage, provider_id=self._provider(payload), cached=cached
         )
-        calc = self._prices.calc_price(tokens, model_ref=model, provider_id=self.provider_id)
-        return Decimal(str(calc.total_price))
+        return price
+
+    def _computed(self, payload: Any, result: Any, *, cached: bool = True) -> Decimal | None:
+        from pollard.meters import token_usage
+
+        model = payload.get("model") if isinstance(payload, Mapping) else None
+        usage = token_usage(result)
+        if not isinstance(model, str) or not usage:
+            return None
+        try:
+            return self._price(model, usage, payload, cached=cached)
+        except LookupError:
+            return None
 
     def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Decimal:
-        """Return the dollar price of a model call's reported usage."""
-        from pollard.meters import token_usage
+        """Return the provider's own price of a model call, else its computed dollar price."""
+        from pollard.meters import provider_cost, token_usage
 
         model = payload.get("model") if isinstance(payload, Mapping) else None
         usage = token_usage(result)
         if kind != "model_call" or not isinstance(model, str) or not usage:
             return Decimal(0)
-        return self._price(model, usage)
+        billed = provider_cost(result)
+        if billed is not None:
+            return billed
+        return self._price(model, usage, payload)
+
+    def settle_meta(
+        self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """Keep the computed price and the cache saving (`pollard.meters.cache_economics_meta`)."""
+        from pollard.meters import cache_economics_meta
+
+        if kind != "model_call":
+            return None
+        return cache_economics_meta(
+            self.name,
+            result,
+            self._computed(payload, result),
+            self._computed(payload, result, cached=False),
+        )
 
     def precheck_estimate(self, kind: str, payload: Any) -> None:
         """Check that genai-prices knows the model (fail closed); no dollar estimate is made."""
@@ -61,7 +161,7 @@ class GenAIPricesCostMeter:
         try:
             if not isinstance(model, str):
                 raise LookupError("no model in the payload")
-            self._price(model, {})
+            self._price(model, {}, payload)
         except LookupError as exc:
             raise ValueError(f"genai-prices has no price for model {model!r}: {exc}") from None
         return None

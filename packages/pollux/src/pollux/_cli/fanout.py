@@ -161,6 +161,9 @@ def _summary(total: int, ran: int, skipped: int, sink: RecordSink, interrupted: 
     # Refusals and misses only happen with --ledger: named when there are any.
     parts += [f"{counts[s]} {s}" for s in ("refused", "missing") if counts[s]]
     parts.append(f"{sink.tokens:,} tokens")
+    cache = sink.cache_summary()
+    if cache is not None:
+        parts.append(cache)
     where = f"; records in {sink.path}" if sink.path is not None else ""
     sys.stderr.write(f"pollux: {', '.join(parts)}{where}\n")
     if interrupted:

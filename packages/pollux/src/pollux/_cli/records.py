@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
@@ -137,6 +138,11 @@ class RecordSink:
         self.path = path
         self.counts = dict.fromkeys(STATUSES, 0)
         self.tokens = 0
+        # Cache economics for the summary: prompt tokens, those read from a cache, and the
+        # dollars the cache saved (None once an answer could not be priced).
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.saved: Decimal | None = Decimal(0)
         self._file: IO[str]
         if path is None:
             self._file = sys.stdout
@@ -155,6 +161,24 @@ class RecordSink:
         self._file.flush()
         self.counts[record.status] += 1
         self.tokens += record.tokens
+        output = record.output
+        if output is not None and output.usage.reported and not output.failed:
+            self.prompt_tokens += output.usage.input_tokens
+            self.cached_tokens += output.usage.cached_tokens or 0
+            saving = output.metrics.cache_savings_usd
+            if saving is None or self.saved is None:
+                self.saved = None
+            else:
+                self.saved += Decimal(repr(saving))
+
+    def cache_summary(self) -> str | None:
+        """``"cache hit 99.5%, saved $0.0123"``, or None when nothing read a cache."""
+        if not self.cached_tokens or not self.prompt_tokens:
+            return None
+        text = f"cache hit {self.cached_tokens / self.prompt_tokens:.1%}"
+        if self.saved is not None:
+            text += f", saved ${self.saved.normalize():f}"
+        return text
 
     def close(self) -> None:
         """Close the file (stdout stays open)."""

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pollux._pricing import call_cost
 from pollux._scrub import scrub
 from pollux.interaction.continuation import Continuation
 from pollux.interaction.output import (
@@ -172,13 +173,25 @@ def assemble(
         # A persistent cache (CachePolicy): a hit is a cache that existed before this call.
         cache_mode = "persistent"
         cache_hit = cache_used and not cache.created
+        # What the bill needs about the cache itself: a created one is paid for (creation and
+        # storage for its TTL), and pollard's bridge charges it to the run that created it.
+        facts: dict[str, Any] = {"name": cache.name, "created": cache.created}
+        if cache.tokens is not None:
+            facts["tokens"] = cache.tokens
+        if cache.ttl_seconds is not None:
+            facts["ttl_seconds"] = cache.ttl_seconds
+        raw["cache"] = facts
+    if usage is None:
+        # No usage at all: zeros that mean "unknown", marked so nothing prices them as free.
+        usage = Usage(reported=False)
+    cost, saved = call_cost(provider.name, model or "", usage)
     return Output(
         text=response.text,
         structured=structured,
         reasoning=response.reasoning,
         tool_calls=response.tool_calls,
         continuation=continuation,
-        usage=usage if usage is not None else Usage(),
+        usage=usage,
         metrics=Metrics(
             duration_s=duration_s,
             cache_used=cache_used,
@@ -186,6 +199,13 @@ def assemble(
             cache_hit=cache_hit,
             finish_reason=response.finish_reason,
             completion_status=status,
+            cache_hit_ratio=(
+                (usage.cached_tokens or 0) / usage.input_tokens
+                if usage.reported and usage.input_tokens
+                else None
+            ),
+            cost_usd=None if cost is None else float(cost),
+            cache_savings_usd=None if saved is None else float(saved),
         ),
         diagnostics=Diagnostics(raw=raw),
     )

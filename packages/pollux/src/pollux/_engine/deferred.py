@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pollux._engine.assemble import parse_structured, structured_facets
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import raise_stamped, with_retries
+from pollux._pricing import call_cost
 from pollux.config import API_KEY_ENV_VARS, KEY_MISSING, Config, resolve_api_key
 from pollux.errors import APIError, ConfigurationError, DeferredNotReadyError, InternalError
 from pollux.interaction.call import requirements_from
@@ -35,6 +36,7 @@ from pollux.interaction.output import (
     Metrics,
     Output,
     OutputCollection,
+    Usage,
     completion_status_for,
     error_output,
     error_payload,
@@ -360,16 +362,26 @@ def _output(
             )
         )
         status = "error"
+    usage = response.usage if response.usage is not None else Usage(reported=False)
+    # A batch answer is billed at the batch tier.
+    cost, saved = call_cost(handle.provider, handle.model, usage, batch=True)
     return Output(
         text=response.text,
         structured=structured,
         reasoning=response.reasoning,
         tool_calls=response.tool_calls,
-        usage=response.usage if response.usage is not None else Output().usage,
+        usage=usage,
         metrics=Metrics(
             duration_s=0.0,
             finish_reason=response.finish_reason,
             completion_status=status,
+            cache_hit_ratio=(
+                (usage.cached_tokens or 0) / usage.input_tokens
+                if usage.reported and usage.input_tokens
+                else None
+            ),
+            cost_usd=None if cost is None else float(cost),
+            cache_savings_usd=None if saved is None else float(saved),
         ),
         diagnostics=Diagnostics(raw=raw),
     )

@@ -14,15 +14,17 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pollux._engine.assemble import StreamAccumulator, assemble
+from pollux._engine.cache_miss import PREFIXES, prefix_parts
 from pollux._engine.plan import plan_calls
 from pollux._engine.quota import QuotaGate
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
+from pollux._telemetry import start_call_span
 from pollux.errors import APIError, ConfigurationError, InternalError, ToolCallParseError
 from pollux.interaction.environment import CachePolicy
 from pollux.interaction.events import Event
 from pollux.interaction.intercept import ProviderCall, active_interceptors
-from pollux.interaction.output import Output, error_output
+from pollux.interaction.output import Diagnostics, Output, error_output
 from pollux.providers.base import PreparedSources
 
 if TYPE_CHECKING:
@@ -254,6 +256,35 @@ async def _fan_out(
 
 
 async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuable: bool) -> Output:
+    span = start_call_span(rt.provider.name, request)
+    try:
+        output = explain_miss(
+            rt.provider.name, request, await _call_provider(rt, request, index, continuable)
+        )
+    except BaseException as exc:
+        span.fail(exc)
+        raise
+    span.succeed(output)
+    return output
+
+
+def explain_miss(provider: str, request: ProviderRequest, output: Output) -> Output:
+    """``output`` with ``diagnostics.raw["cache_miss"]`` when a cache hit was expected.
+
+    See :mod:`pollux._engine.cache_miss`.
+    """
+    policy = request.cache
+    ttl = policy.ttl_seconds if isinstance(policy, CachePolicy) else None
+    miss = PREFIXES.observe(provider, lambda: prefix_parts(provider, request), output.usage, ttl)
+    if miss is None:
+        return output
+    raw = {**output.diagnostics.raw, "cache_miss": miss}
+    return replace(output, diagnostics=Diagnostics(raw=raw))
+
+
+async def _call_provider(
+    rt: Runtime, request: ProviderRequest, index: int, continuable: bool
+) -> Output:
     provider = rt.provider
     async with rt.limiter:
         start = time.perf_counter()
@@ -454,78 +485,88 @@ async def _stream_provider(
     prepared = await _prepare(rt, environment, plan.requests)
     try:
         request = replace(plan.requests[0], sources=prepared)
-        compiled = provider.compile(request)
-        yield Event(type="start")
-        accumulator = StreamAccumulator()
-        gate = QuotaGate.for_call(rt.config, request)
-        async with rt.limiter:
-            start = time.perf_counter()
-            attempts = 0
+        span = start_call_span(provider.name, request)
+        try:
+            compiled = provider.compile(request)
+            yield Event(type="start")
+            accumulator = StreamAccumulator()
+            gate = QuotaGate.for_call(rt.config, request)
+            async with rt.limiter:
+                start = time.perf_counter()
+                attempts = 0
 
-            def open_stream() -> Awaitable[tuple[AsyncIterator[StreamChunk], StreamChunk | None]]:
-                # Counted like interact's attempts, so done.output carries the same diagnostics.
-                nonlocal attempts
-                attempts += 1
-                return _open_stream(
-                    provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s, gate
-                )
+                def open_stream() -> Awaitable[
+                    tuple[AsyncIterator[StreamChunk], StreamChunk | None]
+                ]:
+                    # Counted like interact's attempts, so done.output carries the same diagnostics.
+                    nonlocal attempts
+                    attempts += 1
+                    return _open_stream(
+                        provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s, gate
+                    )
 
-            try:
-                # The deadline bounds opening the stream (up to its first chunk), where a
-                # retry is still possible; after that each chunk wait is bounded by
-                # Config.request_timeout_s (see docs/pollux/engine.md).
-                iterator, first = await with_retries(
-                    open_stream, rt.config.retry, deadline_for=f"{provider.name} stream"
-                )
-            except Exception as exc:
-                raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
-            try:
-                if first is not None:
-                    accumulator.add(first)
-                    for event in _events(first):
-                        yield event
-                    add = accumulator.add
-                    async for chunk in iterator:
-                        add(chunk)
-                        # Inlined _events() for the common one-text-delta chunk: this loop
-                        # runs once per streamed token.
-                        if chunk.reasoning:
-                            yield Event(type="reasoning_delta", text=chunk.reasoning)
-                        if chunk.text:
-                            yield Event(type="text_delta", text=chunk.text)
-                        for delta in chunk.tool_call_deltas:
-                            yield Event(type="tool_call_delta", delta=delta)
-                        if chunk.usage is not None:
-                            yield Event(type="usage", usage=chunk.usage)
-            except BaseException as exc:
-                if gate is not None:
-                    # Cut mid-body: the provider may have done the work, so the worst case
-                    # stays counted (a 429 cannot come after the first chunk).
-                    await gate.failed(exc)
-                if isinstance(exc, Exception):
+                try:
+                    # The deadline bounds opening the stream (up to its first chunk), where a
+                    # retry is still possible; after that each chunk wait is bounded by
+                    # Config.request_timeout_s (see docs/pollux/engine.md).
+                    iterator, first = await with_retries(
+                        open_stream, rt.config.retry, deadline_for=f"{provider.name} stream"
+                    )
+                except Exception as exc:
                     raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
-                raise
-            finally:
-                await close_async_iterator(iterator)
-            duration = time.perf_counter() - start
-        response = accumulator.response()
-        if gate is not None:
-            await gate.settle(response.usage)
-        for call in response.tool_calls:
-            yield Event(type="tool_call", tool_call=call)
-        if response.finish_reason is not None:
-            yield Event(type="finish", finish_reason=response.finish_reason)
-        output = assemble(
-            provider,
-            request,
-            response,
-            model=rt.config.model,
-            duration_s=duration,
-            attempts=attempts,
-            continuable=plan.capabilities.conversation,
-        )
-        if gate is not None:
-            output.diagnostics.raw["quota"] = gate.diagnostic()
-        yield Event(type="done", output=output)
+                try:
+                    if first is not None:
+                        span.first_token()
+                        accumulator.add(first)
+                        for event in _events(first):
+                            yield event
+                        add = accumulator.add
+                        async for chunk in iterator:
+                            add(chunk)
+                            # Inlined _events() for the common one-text-delta chunk: this loop
+                            # runs once per streamed token.
+                            if chunk.reasoning:
+                                yield Event(type="reasoning_delta", text=chunk.reasoning)
+                            if chunk.text:
+                                yield Event(type="text_delta", text=chunk.text)
+                            for delta in chunk.tool_call_deltas:
+                                yield Event(type="tool_call_delta", delta=delta)
+                            if chunk.usage is not None:
+                                yield Event(type="usage", usage=chunk.usage)
+                except BaseException as exc:
+                    if gate is not None:
+                        # Cut mid-body: the provider may have done the work, so the worst case
+                        # stays counted (a 429 cannot come after the first chunk).
+                        await gate.failed(exc)
+                    if isinstance(exc, Exception):
+                        raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+                    raise
+                finally:
+                    await close_async_iterator(iterator)
+                duration = time.perf_counter() - start
+            response = accumulator.response()
+            if gate is not None:
+                await gate.settle(response.usage)
+            for call in response.tool_calls:
+                yield Event(type="tool_call", tool_call=call)
+            if response.finish_reason is not None:
+                yield Event(type="finish", finish_reason=response.finish_reason)
+            output = assemble(
+                provider,
+                request,
+                response,
+                model=rt.config.model,
+                duration_s=duration,
+                attempts=attempts,
+                continuable=plan.capabilities.conversation,
+            )
+            if gate is not None:
+                output.diagnostics.raw["quota"] = gate.diagnostic()
+            output = explain_miss(provider.name, request, output)
+            span.succeed(output)
+            yield Event(type="done", output=output)
+        except BaseException as exc:
+            span.fail(exc)
+            raise
     finally:
         await provider.release_sources(prepared)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pollux._engine.cache_miss import canonical_tools
 from pollux.errors import ConfigurationError
 from pollux.interaction.environment import CachePolicy, Environment
 from pollux.interaction.input import Input
@@ -177,6 +178,8 @@ def plan_calls(
             hint="Continue one conversation at a time with interact().",
         )
     placeholder = PreparedSources(sources=tuple(environment.sources))
+    # Canonical order and schema form: reordering tools alone never changes a cached prefix.
+    tools = canonical_tools(environment.tools) if environment.tools else ()
     requests: list[ProviderRequest] = []
     for item in inputs:
         state = _check_input(item, caps, name, environment, requirements)
@@ -184,7 +187,7 @@ def plan_calls(
             model=config.model,
             instructions=environment.instructions,
             sources=placeholder,
-            tools=tuple(environment.tools),
+            tools=tools,
             input=item,
             requirements=requirements,
             continuation_state=state,

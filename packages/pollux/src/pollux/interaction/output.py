@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pollux._scrub import scrub
@@ -111,7 +112,29 @@ def completion_status_for(
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage of one interaction (or the sum over a collection).
+    """Token usage of one interaction (or a collection's sum): one contract for every provider.
+
+    Every provider's report is mapped onto these fields, so a bill is computed the same way
+    everywhere. ``input_tokens`` is the whole prompt; the cache fields are *parts* of it, so the
+    uncached rest is :attr:`uncached_input_tokens`. An optional count that is ``None`` was not
+    reported by the provider: it is unknown, never zero, and is never priced as zero.
+
+    ====================== =========================================================================
+    field                  meaning (what each provider reports it from)
+    ====================== =========================================================================
+    input_tokens           every prompt token, cached or not (Anthropic: ``input_tokens`` plus
+                           its cache reads and writes; others: the prompt count)
+    output_tokens          generated tokens, reasoning included
+    reasoning_tokens       the reasoning part of ``output_tokens``
+    cached_tokens          prompt tokens read from a cache (priced at the cache-read rate)
+    cache_write_tokens     prompt tokens written to a cache, every TTL class together
+    cache_write_5m_tokens  the part of ``cache_write_tokens`` written with a 5-minute TTL
+    cache_write_1h_tokens  the part written with a 1-hour TTL (Anthropic prices it higher)
+    provider_cost_usd      the provider's own price of the call (OpenRouter ``usage.cost``); it
+                           wins over a computed price, which pollux and pollard keep beside it
+    reported               False when the provider reported no usage at all (the counts are then
+                           zeros that mean "unknown", and pollard marks the call ``usage_missing``)
+    ====================== =========================================================================
 
     Args:
         input_tokens: Prompt tokens, including cached ones.
@@ -121,7 +144,11 @@ class Usage:
         cached_tokens: Input tokens served from a cache, when the provider reports them.
         cache_write_tokens: Input tokens written to a cache by this call (Anthropic charges a
             premium for them), when the provider reports them. Like ``cached_tokens`` they are
-            part of ``input_tokens``.
+            part of ``input_tokens``. The total of the TTL classes below.
+        cache_write_5m_tokens: The 5-minute-TTL part of ``cache_write_tokens``, when reported.
+        cache_write_1h_tokens: The 1-hour-TTL part of ``cache_write_tokens``, when reported.
+        provider_cost_usd: The provider's own dollar price of the call, when it reports one.
+        reported: False when the provider reported no usage for the call.
     """
 
     input_tokens: int = 0
@@ -130,13 +157,57 @@ class Usage:
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
+    cache_write_5m_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
+    provider_cost_usd: Decimal | None = None
+    reported: bool = True
 
     def __post_init__(self) -> None:
-        """Reject negative or non-integer counts."""
+        """Reject negative or non-integer counts, and a TTL split larger than its total."""
         for name in ("input_tokens", "output_tokens", "total_tokens"):
             _check_count(name, getattr(self, name), optional=False)
-        for name in ("reasoning_tokens", "cached_tokens", "cache_write_tokens"):
+        for name in _OPTIONAL_COUNTS:
             _check_count(name, getattr(self, name), optional=True)
+        short, long = self.cache_write_5m_tokens, self.cache_write_1h_tokens
+        if (short is not None or long is not None) and self.cache_write_tokens is None:
+            # The total is what older readers use: derive it from the split.
+            object.__setattr__(self, "cache_write_tokens", (short or 0) + (long or 0))
+        elif (short or 0) + (long or 0) > (self.cache_write_tokens or 0):
+            raise ConfigurationError(
+                f"Usage cache write split ({short} + {long}) exceeds cache_write_tokens "
+                f"({self.cache_write_tokens})",
+                hint="cache_write_5m_tokens and cache_write_1h_tokens are parts of "
+                "cache_write_tokens.",
+            )
+        cost: object = self.provider_cost_usd
+        if cost is not None:
+            if not isinstance(cost, (Decimal, int, float, str)) or isinstance(cost, bool):
+                raise ConfigurationError(
+                    f"Usage.provider_cost_usd must be a number, got {describe(cost)}",
+                    hint="Pass the provider's cost in US dollars, for example Decimal('0.0012').",
+                )
+            try:
+                exact = Decimal(str(cost))
+            except ArithmeticError:
+                exact = Decimal("NaN")
+            if not exact.is_finite() or exact < 0:
+                raise ConfigurationError(
+                    f"Usage.provider_cost_usd must be a finite amount >= 0, got {cost!r}",
+                    hint="Pass the provider's cost in US dollars, for example Decimal('0.0012').",
+                )
+            object.__setattr__(self, "provider_cost_usd", exact)
+        if not isinstance(self.reported, bool):
+            raise ConfigurationError(
+                f"Usage.reported must be True or False, got {describe(self.reported)}",
+                hint="Leave reported=True unless the provider sent no usage.",
+            )
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        """Prompt tokens neither read from nor written to a cache (priced at the input rate)."""
+        return max(
+            self.input_tokens - (self.cached_tokens or 0) - (self.cache_write_tokens or 0), 0
+        )
 
     def to_jsonable(self) -> dict[str, Any]:
         """Serialize to a JSON-compatible dict (unreported optional counts omitted)."""
@@ -145,12 +216,15 @@ class Usage:
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
-        if self.reasoning_tokens is not None:
-            payload["reasoning_tokens"] = self.reasoning_tokens
-        if self.cached_tokens is not None:
-            payload["cached_tokens"] = self.cached_tokens
-        if self.cache_write_tokens is not None:
-            payload["cache_write_tokens"] = self.cache_write_tokens
+        for name in _OPTIONAL_COUNTS:
+            value = getattr(self, name)
+            if value is not None:
+                payload[name] = value
+        if self.provider_cost_usd is not None:
+            # Text, so the provider's exact figure survives JSON.
+            payload["provider_cost_usd"] = str(self.provider_cost_usd)
+        if not self.reported:
+            payload["reported"] = False
         return payload
 
     @classmethod
@@ -171,12 +245,40 @@ class Usage:
             total_tokens=get_int(
                 data, "total_tokens", "Usage", default=input_tokens + output_tokens
             ),
-            reasoning_tokens=get_opt_int(data, "reasoning_tokens", "Usage"),
-            cached_tokens=get_opt_int(data, "cached_tokens", "Usage"),
-            cache_write_tokens=get_opt_int(data, "cache_write_tokens", "Usage"),
+            **{name: get_opt_int(data, name, "Usage") for name in _OPTIONAL_COUNTS},
+            provider_cost_usd=data.get("provider_cost_usd"),
+            reported=get_bool(data, "reported", "Usage", default=True),
         )
 
     from_jsonable = from_dict
+
+
+_OPTIONAL_COUNTS = (
+    "reasoning_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+)
+
+
+def sum_usage(usages: Sequence[Usage]) -> Usage:
+    """Sum usages field by field; an optional count stays ``None`` when no usage reports it."""
+
+    def total(name: str) -> int | None:
+        values = [getattr(u, name) for u in usages if getattr(u, name) is not None]
+        return sum(values) if values else None
+
+    costs = [u.provider_cost_usd for u in usages if u.provider_cost_usd is not None]
+    return Usage(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        total_tokens=sum(u.total_tokens for u in usages),
+        **{name: total(name) for name in _OPTIONAL_COUNTS},
+        # A partial sum of provider costs would read as the whole bill: only when all report it.
+        provider_cost_usd=sum(costs, Decimal(0)) if costs and len(costs) == len(usages) else None,
+        reported=all(u.reported for u in usages),
+    )
 
 
 def _check_count(name: str, value: object, *, optional: bool) -> None:
@@ -202,6 +304,14 @@ class Metrics:
         finish_reason: The provider's normalized finish reason.
         completion_status: ``"clean"``, ``"truncated"``, ``"cutoff"`` or ``"error"``
             (see :func:`completion_status_for`).
+        cache_hit_ratio: The share of prompt tokens read from a cache (``cached_tokens /
+            input_tokens``, 0.0 to 1.0); ``None`` when the provider reported no usage.
+        cost_usd: What the call cost in US dollars: the provider's own figure when it reports
+            one (OpenRouter), else the list price from genai-prices; ``None`` when unpriced
+            (genai-prices not installed, or a model it does not know).
+        cache_savings_usd: Dollars the cache saved against the same call on the same model with
+            no cache (negative while a cache write's premium is not yet paid back); ``None``
+            when unpriced.
     """
 
     duration_s: float = 0.0
@@ -211,9 +321,19 @@ class Metrics:
     cache_hit: bool = False
     finish_reason: str | None = None
     completion_status: CompletionStatus = "clean"
+    cache_hit_ratio: float | None = None
+    cost_usd: float | None = None
+    cache_savings_usd: float | None = None
 
     def __post_init__(self) -> None:
         """Validate every field, so any Metrics survives a JSON round trip."""
+        for name in ("cache_hit_ratio", "cost_usd", "cache_savings_usd"):
+            value = getattr(self, name)
+            if value is not None and not is_finite_number(value):
+                raise ConfigurationError(
+                    f"Metrics.{name} must be a finite number or None, got {describe(value)}",
+                    hint=f"Pass {name}=None when it is unknown.",
+                )
         duration = self.duration_s
         if not is_finite_number(duration):
             raise ConfigurationError(
@@ -249,7 +369,7 @@ class Metrics:
             )
 
     def to_jsonable(self) -> dict[str, Any]:
-        """Serialize to a JSON-compatible dict (every field)."""
+        """Serialize to a JSON-compatible dict (every field; unknown cost figures omitted)."""
         return {
             "duration_s": self.duration_s,
             "n_calls": self.n_calls,
@@ -258,6 +378,12 @@ class Metrics:
             "cache_hit": self.cache_hit,
             "finish_reason": self.finish_reason,
             "completion_status": self.completion_status,
+            # Omitted when unknown, so outputs without prices serialize as they always did.
+            **{
+                name: value
+                for name in ("cache_hit_ratio", "cost_usd", "cache_savings_usd")
+                if (value := getattr(self, name)) is not None
+            },
         }
 
     @classmethod
@@ -279,7 +405,14 @@ class Metrics:
                 CompletionStatus,
                 get_str(data, "completion_status", "Metrics", default="clean"),
             ),
+            cache_hit_ratio=_opt_float(data, "cache_hit_ratio"),
+            cost_usd=_opt_float(data, "cost_usd"),
+            cache_savings_usd=_opt_float(data, "cache_savings_usd"),
         )
+
+
+def _opt_float(data: Mapping[str, Any], key: str) -> float | None:
+    return None if data.get(key) is None else get_float(data, key, "Metrics")
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,23 +737,36 @@ class OutputCollection:
     @property
     def usage(self) -> Usage:
         """Token usage summed over the outputs (optional counts stay ``None`` if unreported)."""
-        reasoning = [
-            o.usage.reasoning_tokens for o in self.outputs if o.usage.reasoning_tokens is not None
-        ]
-        cached = [o.usage.cached_tokens for o in self.outputs if o.usage.cached_tokens is not None]
-        writes = [
-            o.usage.cache_write_tokens
-            for o in self.outputs
-            if o.usage.cache_write_tokens is not None
-        ]
-        return Usage(
-            input_tokens=sum(o.usage.input_tokens for o in self.outputs),
-            output_tokens=sum(o.usage.output_tokens for o in self.outputs),
-            total_tokens=sum(o.usage.total_tokens for o in self.outputs),
-            reasoning_tokens=sum(reasoning) if reasoning else None,
-            cached_tokens=sum(cached) if cached else None,
-            cache_write_tokens=sum(writes) if writes else None,
-        )
+        return sum_usage([o.usage for o in self.outputs])
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        """Prompt tokens read from a cache over all prompt tokens, across the outputs.
+
+        ``None`` when no output reported usage. :meth:`cache_hit_ratio_after_first` leaves the
+        first output out (the call that wrote the cache the others read).
+        """
+        return _hit_ratio(self.outputs)
+
+    def cache_hit_ratio_after_first(self) -> float | None:
+        """:attr:`cache_hit_ratio` over every output but the first (the one that wrote it)."""
+        return _hit_ratio(self.outputs[1:])
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the outputs cost in US dollars (``Metrics.cost_usd`` summed).
+
+        ``None`` when any answered output is unpriced, so a partial sum never reads as the bill.
+        """
+        return _money_sum(self.outputs, "cost_usd")
+
+    @property
+    def cache_savings_usd(self) -> float | None:
+        """Dollars the cache saved across the outputs (``Metrics.cache_savings_usd`` summed).
+
+        ``None`` when any answered output is unpriced.
+        """
+        return _money_sum(self.outputs, "cache_savings_usd")
 
     @property
     def status(self) -> CollectionStatus:
@@ -674,6 +820,23 @@ class OutputCollection:
             prompt_indexes=_indexes(data, "prompt_indexes"),
             source_indexes=_indexes(data, "source_indexes"),
         )
+
+
+def _hit_ratio(outputs: Sequence[Output]) -> float | None:
+    reported = [o.usage for o in outputs if o.usage.reported and not o.failed]
+    prompt = sum(u.input_tokens for u in reported)
+    if not reported or not prompt:
+        return None
+    return sum(u.cached_tokens or 0 for u in reported) / prompt
+
+
+def _money_sum(outputs: Sequence[Output], name: str) -> float | None:
+    answered = [o for o in outputs if not o.failed]
+    values = [getattr(o.metrics, name) for o in answered]
+    if not answered or any(v is None for v in values):
+        return None
+    # Summed exactly, then read as one plain number.
+    return float(sum((Decimal(repr(v)) for v in values), Decimal(0)))
 
 
 def _indexes(data: Mapping[str, Any], key: str) -> tuple[int, ...] | None:

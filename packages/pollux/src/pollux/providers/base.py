@@ -156,10 +156,14 @@ class CacheUse:
     Attributes:
         name: The provider's cache resource name (``cachedContents/...`` on Gemini).
         created: True when this call created the cache; False when an existing one was found.
+        tokens: The tokens the cache stores (what storage is billed on), when reported.
+        ttl_seconds: The lifetime the cache was created with (a created cache only).
     """
 
     name: str
     created: bool = False
+    tokens: int | None = None
+    ttl_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

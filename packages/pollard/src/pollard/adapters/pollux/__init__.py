@@ -35,6 +35,10 @@ What a node records:
   whole volume; ``cache_read_tokens``, ``cache_write_tokens`` and ``reasoning_tokens`` are
   breakdowns), which `pollard.meters.TokenMeter` and `pollard.meters.CostMeter` charge.
 
+A call that created an explicit (Gemini ``CachePolicy``) cache also records a ``cache_storage``
+note under its node, charged ``usd`` for the cache's creation and its storage for the whole TTL
+(`cache_storage_price`, `CACHE_STORAGE_PRICES`), so the run that created a cache pays for it.
+
 Replay rebuilds the Output with ``Output.from_jsonable`` (validating structured output into the
 pydantic model you pass as ``output=``; its duration is the step's ``meta["duration_s"]``) and
 makes no provider call; a request that was not recorded raises `pollard.MissingRecording`. A
@@ -70,6 +74,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in every
         'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
     ) from exc
 
+from ._cache_charges import CACHE_STORAGE_PRICES, cache_storage_price
 from ._calls import governed_interact, governed_run
 from ._deferred import (
     BATCH_DISCOUNT,
@@ -90,10 +95,12 @@ from ._stream import governed_stream
 __all__ = [
     "BATCH_DISCOUNT",
     "BRIDGE_VERSION",
+    "CACHE_STORAGE_PRICES",
     "GovernedJob",
     "PolluxTokenEstimator",
     "SharedQuota",
     "batch_price",
+    "cache_storage_price",
     "governed_cancel",
     "governed_collect",
     "governed_defer",

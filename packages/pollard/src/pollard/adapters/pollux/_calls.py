@@ -18,6 +18,7 @@ from pollux import (
 )
 from pollux.interaction import GenerationSettings, describe_call, generation_keywords
 
+from ._cache_charges import charge_created_cache
 from ._identity import output_from_node, request_identity, result_of
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ async def step(
 
     node = await run.model_call(payload, fn=fn, attempt=attempt)
     if live:
+        await charge_created_cache(run, node.id, payload["provider"], payload["model"], live[0])
         return live[0]
     return output_from_node(node, output=requirements.output_schema)
 

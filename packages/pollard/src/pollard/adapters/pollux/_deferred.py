@@ -20,6 +20,7 @@ import pollux
 from pollard import Node, NodeKind
 from pollard.errors import MissingRecording, PollardError
 from pollard.meters import split_usage, token_usage
+from pollard.meters._prices import PRICE_PROVIDERS, genai_price
 from pollux import (
     Config,
     ConfigurationError,
@@ -55,16 +56,20 @@ BATCH_DISCOUNT: dict[str, Decimal] = {
     "anthropic": Decimal("0.5"),
     "gemini": Decimal("0.5"),
 }
-"""Batch price as a fraction of the standard price, by pollux provider (genai-prices has no
-batch tier). Providers missing here are priced at the standard tier (never below it)."""
+"""Batch price as a fraction of the standard price, by pollux provider, for models whose
+genai-prices entry has no batch price variant (``processing=batch``; a model that has one is
+priced by it). Providers missing here are priced at the standard tier (never below it)."""
 
-# pollux provider -> genai-prices provider id.
-_PRICE_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
 _JOB_VERSION = 1
 
 
 def batch_price(provider: str, model: str, usage: Mapping[str, int]) -> Decimal | None:
     """The batch-tier dollar price of ``usage``, or None when genai-prices has no price.
+
+    Every priced field has its batch rate (cache reads and writes by TTL class included, and the
+    long-context tier), from genai-prices' batch variant of the model, else the standard price
+    times `BATCH_DISCOUNT`. The provider's own price of an answer (``provider_cost_usd``) is not
+    read here: a batch answer's usage has none.
 
     Args:
         provider: The pollux provider name.
@@ -78,20 +83,13 @@ def batch_price(provider: str, model: str, usage: Mapping[str, int]) -> Decimal 
         import genai_prices
     except ImportError:  # pragma: no cover - the prices extra is installed in the tests
         return None
-    uncached, read, write, output = split_usage(usage)
-    tokens = genai_prices.Usage(
-        input_tokens=uncached + read + write,
-        output_tokens=output,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-    )
     try:
-        calc = genai_prices.calc_price(
-            tokens, model_ref=model, provider_id=_PRICE_PROVIDERS.get(provider)
+        price, batched = genai_price(
+            genai_prices, model, usage, provider_id=PRICE_PROVIDERS.get(provider), batch=True
         )
     except LookupError:
         return None
-    return Decimal(str(calc.total_price)) * BATCH_DISCOUNT.get(provider, Decimal(1))
+    return price if batched else price * BATCH_DISCOUNT.get(provider, Decimal(1))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pollux.interaction import (
     intercept_calls,
 )
 
+from ._cache_charges import charge_created_cache
 from ._calls import check_config, check_run
 from ._identity import canonical, output_from_node, request_identities, result_of
 
@@ -165,6 +166,10 @@ class _FanOut:
             admitted.set()
         self.node_ids[index] = forked.cursor_id
         if live:
+            payload = self.payloads[index]
+            await charge_created_cache(
+                forked, node.id, payload["provider"], payload["model"], live[0]
+            )
             return live[0]
         return output_from_node(node, output=self.requirements.output_schema)
 

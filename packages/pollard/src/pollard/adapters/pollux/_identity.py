@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollard.errors import PollardError
-from pollux import Config, Environment, Input, Output, OutputRequirements, Source
+from pollux import Config, Environment, Input, Output, OutputRequirements, Source, Usage
 from pollux.interaction import requirements_from
 
 if TYPE_CHECKING:
@@ -163,25 +163,42 @@ def result_of(output: Output, *, batch: bool = False) -> dict[str, Any]:
     """
     data = output.to_jsonable()  # fresh dicts: editing them leaves the Output alone
     del data["metrics"]["duration_s"]
+    # Why a prompt cache missed depends on what ran before in this process, not on the answer.
+    data.get("diagnostics", {}).pop("cache_miss", None)
     # How long a quota held the call back is a fact of this dispatch, like its duration.
     data.get("diagnostics", {}).pop("quota", None)
     response = data.get("diagnostics", {}).get("response")
     if not batch and isinstance(response, dict):
         response.pop("response_id", None)
-    usage = output.usage
-    return {
-        "text": output.text,
-        "output": data,
-        # pollux counts cache reads and writes inside input_tokens, as pollard's adapters do, so
-        # the meters price each token once: reads at the read price, writes at the write price.
-        "usage": {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_tokens": usage.cached_tokens or 0,
-            "cache_write_tokens": usage.cache_write_tokens or 0,
-            "reasoning_tokens": usage.reasoning_tokens or 0,
-        },
+    return {"text": output.text, "output": data, "usage": usage_of(output.usage)}
+
+
+def usage_of(usage: Usage) -> dict[str, Any]:
+    """Pollux's `Usage` in the normalized shape every pollard adapter reports.
+
+    pollux counts cache reads and writes inside ``input_tokens``, as pollard's adapters do, so
+    the meters price each token once: reads at the read price, writes at the write price, the
+    1-hour part of the writes (``cache_write_1h_tokens``) at the 1-hour price. The provider's own
+    price (OpenRouter's ``usage.cost``) is kept as exact text in ``provider_cost_usd``, which the
+    cost meters charge instead of their computed price. A call whose provider reported no usage
+    records no counts (``{"reported": false}``), so pollard marks it ``usage_missing`` instead of
+    charging a silent zero.
+    """
+    if not usage.reported:
+        return {"reported": False}
+    out: dict[str, Any] = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cached_tokens or 0,
+        "cache_write_tokens": usage.cache_write_tokens or 0,
+        "reasoning_tokens": usage.reasoning_tokens or 0,
     }
+    if usage.cache_write_1h_tokens:
+        out["cache_write_5m_tokens"] = usage.cache_write_5m_tokens or 0
+        out["cache_write_1h_tokens"] = usage.cache_write_1h_tokens
+    if usage.provider_cost_usd is not None:
+        out["provider_cost_usd"] = str(usage.provider_cost_usd)
+    return out
 
 
 def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -> Output:

@@ -18,6 +18,7 @@ from pollux.interaction import (
     intercept_calls,
 )
 
+from ._cache_charges import charge_created_cache
 from ._calls import check_config, check_run, step
 from ._identity import output_from_node, request_identity, result_of
 
@@ -159,6 +160,10 @@ class _GovernedStream:
                     yield queue.get_nowait()
                 break
             node = task.result()
+            if live:
+                await charge_created_cache(
+                    self.run, node.id, self.payload["provider"], self.payload["model"], live[0]
+                )
             schema = self.requirements.output_schema
             final = live[0] if live else output_from_node(node, output=schema)
             yield Event(type="done", output=final)

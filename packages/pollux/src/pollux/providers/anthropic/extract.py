@@ -15,7 +15,9 @@ Normalization:
   untouched, so a continuation replays them verbatim.
 - ``usage``: Anthropic reports ``input_tokens`` *without* the cache; pollux's ``input_tokens``
   adds ``cache_read_input_tokens`` and ``cache_creation_input_tokens``, and keeps them visible as
-  ``cached_tokens`` (reads) and ``cache_write_tokens`` (writes). ``reasoning_tokens`` comes from
+  ``cached_tokens`` (reads) and ``cache_write_tokens`` (writes), the writes split by TTL class
+  from ``cache_creation`` (``ephemeral_5m_input_tokens`` -> ``cache_write_5m_tokens``,
+  ``ephemeral_1h_input_tokens`` -> ``cache_write_1h_tokens``). ``reasoning_tokens`` comes from
   ``output_tokens_details.thinking_tokens`` when reported.
 - ``finish_reason``: ``end_turn``/``stop_sequence`` -> ``stop``, ``tool_use`` -> ``tool_calls``;
   ``max_tokens``, ``refusal``, ``pause_turn`` and ``model_context_window_exceeded`` are kept
@@ -74,6 +76,13 @@ def extract_usage(raw: Any) -> Usage | None:
     output = _count(field(raw, "output_tokens"))
     thinking = field(field(raw, "output_tokens_details"), "thinking_tokens")
     input_tokens = uncached + _count(reads) + _count(writes)
+    split = field(raw, "cache_creation")
+    short = field(split, "ephemeral_5m_input_tokens")
+    long = field(split, "ephemeral_1h_input_tokens")
+    short = short if isinstance(short, int) and not isinstance(short, bool) else None
+    long = long if isinstance(long, int) and not isinstance(long, bool) else None
+    if isinstance(writes, int) and (short or 0) + (long or 0) > writes:
+        short = long = None  # an inconsistent split is not trusted; the total still is
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output,
@@ -81,6 +90,8 @@ def extract_usage(raw: Any) -> Usage | None:
         reasoning_tokens=thinking if isinstance(thinking, int) else None,
         cached_tokens=reads if isinstance(reads, int) else None,
         cache_write_tokens=writes if isinstance(writes, int) else None,
+        cache_write_5m_tokens=short if isinstance(writes, int) else None,
+        cache_write_1h_tokens=long if isinstance(writes, int) else None,
     )
 
 

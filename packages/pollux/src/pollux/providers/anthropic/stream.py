@@ -70,6 +70,15 @@ class MessagesStreamMapper:
             value = field(raw, key)
             if isinstance(value, int):
                 self._usage[key] = value
+        split = field(raw, "cache_creation")
+        if split is not None:
+            ttl = {
+                key: value
+                for key in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+                if isinstance(value := field(split, key), int)
+            }
+            if ttl:
+                self._usage["cache_creation"] = ttl
         details = field(raw, "output_tokens_details")
         thinking = field(details, "thinking_tokens")
         if isinstance(thinking, int):

@@ -104,10 +104,11 @@ def display_name(identity: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CacheEntry:
-    """One known cache: resource name and wall-clock expiry."""
+    """One known cache: resource name, wall-clock expiry and the tokens it stores."""
 
     name: str
     expires_at: float | None
+    tokens: int | None = None
 
     def alive(self, now: float, margin: float = EXPIRY_MARGIN_S) -> bool:
         """Whether the cache has more than ``margin`` seconds left."""
@@ -179,9 +180,11 @@ REGISTRY = CacheRegistry()
 
 
 def _entry(cache: Any, now: float) -> CacheEntry:
+    tokens = field(field(cache, "usage_metadata"), "total_token_count")
     return CacheEntry(
         name=str(field(cache, "name")),
         expires_at=local_expiry(cache, "expire_time", ("update_time", "create_time"), now),
+        tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
     )
 
 

@@ -46,7 +46,7 @@ from pollux.providers.base import (
 )
 from pollux.transport import Transport
 
-from .caching import REGISTRY, GeminiCaches, cache_names
+from .caching import DEFAULT_TTL_S, REGISTRY, GeminiCaches, cache_names
 from .compile import (
     build_config,
     payload_contents,
@@ -343,7 +343,12 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         )
         return PreparedSources(
             sources=tuple(request.sources.sources),
-            cache=CacheUse(name=entry.name, created=created),
+            cache=CacheUse(
+                name=entry.name,
+                created=created,
+                tokens=entry.tokens,
+                ttl_seconds=(policy.ttl_seconds or DEFAULT_TTL_S) if created else None,
+            ),
         )
 
     # ------------------------------------------------------------------ calls

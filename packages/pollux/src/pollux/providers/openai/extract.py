@@ -56,12 +56,16 @@ def extract_usage(raw: Any) -> Usage | None:
     output_tokens = _int(field(raw, "output_tokens"))
     total = field(raw, "total_tokens")
     cached = field(field(raw, "input_tokens_details"), "cached_tokens")
+    # Not on OpenAI's own API (its caching has no write charge); gateways that speak the
+    # Responses wire may report it, and a reported count is never dropped.
+    writes = field(field(raw, "input_tokens_details"), "cache_write_tokens")
     reasoning = field(field(raw, "output_tokens_details"), "reasoning_tokens")
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         total_tokens=_int(total) if total is not None else input_tokens + output_tokens,
         cached_tokens=cached if isinstance(cached, int) else None,
+        cache_write_tokens=writes if isinstance(writes, int) and writes > 0 else None,
         reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
     )
 

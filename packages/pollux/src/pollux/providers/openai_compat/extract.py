@@ -9,6 +9,7 @@ usage from :func:`usage_from`. That is what lets ``stream()``'s ``done.output`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pollux.interaction.output import Usage
@@ -39,13 +40,36 @@ def usage_from(data: Any) -> Usage | None:
         if isinstance(completion_details, Mapping)
         else None
     )
+    # Cache writes: OpenRouter reports ``prompt_tokens_details.cache_write_tokens``; gateways
+    # in front of Anthropic models may pass ``cache_creation_input_tokens`` through.
+    writes = (
+        _int(prompt_details.get("cache_write_tokens"))
+        if isinstance(prompt_details, Mapping)
+        else None
+    )
+    if writes is None:
+        writes = _int(data.get("cache_creation_input_tokens"))
     return Usage(
         input_tokens=prompt,
         output_tokens=completion,
         total_tokens=total if total is not None else prompt + completion,
         reasoning_tokens=reasoning,
         cached_tokens=cached,
+        cache_write_tokens=writes,
+        provider_cost_usd=_cost(data.get("cost")),
     )
+
+
+def _cost(value: Any) -> Decimal | None:
+    """OpenRouter's ``usage.cost`` (credits, which are US dollars) as an exact amount."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        amount = Decimal(str(value))
+    except ArithmeticError:
+        return None
+    # A malformed figure is dropped (and the computed price stands), never trusted as the bill.
+    return amount if amount.is_finite() and amount >= 0 else None
 
 
 def _text(content: Any) -> str:

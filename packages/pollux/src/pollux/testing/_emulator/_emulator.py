@@ -54,7 +54,10 @@ class Emulator:
             Empty or None: every model name is served.
         record: Keep a log of requests in :attr:`requests`.
         start_time: The virtual clock's start (seconds since the epoch).
-        cache_min_tokens: The shortest prompt prefix reported as a cache hit.
+        cache_min_tokens: The shortest prompt prefix cached, for every model; ``None`` (the
+            default) applies each model's own minimum as its provider documents it (Anthropic
+            4096 for Opus 4.5+ and Haiku 4.5, 2048 for Claude 3 Haiku, else 1024; Gemini 4096
+            for Pro models, else 1024; OpenAI 1024).
         cache_block_tokens: Cache hits grow in steps of this many tokens.
         cache_ttl: Seconds (virtual) a cached prefix lives after its last use.
         batch_durations: Virtual seconds a batch spends ``validating``, ``in_progress``,
@@ -82,7 +85,7 @@ class Emulator:
         models: tuple[str, ...] | list[str] | None = (),
         record: bool = True,
         start_time: float = DEFAULT_START,
-        cache_min_tokens: int = 1024,
+        cache_min_tokens: int | None = None,
         cache_block_tokens: int = 128,
         cache_ttl: float = 300.0,
         batch_durations: Mapping[str, float] | None = None,

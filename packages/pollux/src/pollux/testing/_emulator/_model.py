@@ -95,6 +95,7 @@ class ModelOutput:
     output_tokens: int
     reasoning_tokens: int
     truncated: bool
+    cache_write_tokens: int = 0
 
 
 def prompt_tokens(prompt: list[str]) -> list[str]:
@@ -109,44 +110,76 @@ def prompt_tokens(prompt: list[str]) -> list[str]:
     return tokens
 
 
+_CLAUDE_MODERN = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d{1,2}))?(?:-\d{8})?(?:$|[-.@])")
+_CLAUDE_LEGACY = re.compile(r"claude-(\d+)(?:-(\d))?-([a-z]+)")
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The shortest prompt prefix ``model``'s provider caches, as each provider documents it.
+
+    Anthropic (prompt caching, "cache limitations"): 4096 tokens for Claude Opus 4.5+ and Haiku
+    4.5+, 2048 for the Claude 3 Haiku models, 1024 for the others. Gemini (context caching): 4096
+    for Pro models, 1024 for the others. OpenAI (prompt caching): 1024 for every model.
+    """
+    name = model.lower().rsplit("/", 1)[-1].replace(".", "-")  # OpenRouter: anthropic/x.y
+    modern, legacy = _CLAUDE_MODERN.search(name), _CLAUDE_LEGACY.search(name)
+    if modern is not None and not modern.group(1).isdigit():
+        tier, version = modern.group(1), (int(modern.group(2)), int(modern.group(3) or 0))
+    elif legacy is not None:
+        tier, version = legacy.group(3), (int(legacy.group(1)), int(legacy.group(2) or 0))
+    else:
+        return 4096 if "gemini" in name and "pro" in name else 1024
+    if tier in ("opus", "haiku") and version >= (4, 5):
+        return 4096
+    return 2048 if tier == "haiku" and version[0] == 3 else 1024
+
+
 class PrefixCache:
     """Remembers prompt prefixes at block boundaries, the way automatic prompt caching does.
 
-    A prefix of at least ``min_tokens`` tokens that was seen within ``ttl`` seconds (virtual) is a
-    hit; hits grow in steps of ``block`` tokens. Touched only from the server thread.
+    A prefix of at least the minimum cacheable size that was seen within ``ttl`` seconds
+    (virtual) is a hit; hits grow in steps of ``block`` tokens. The minimum is ``min_tokens``
+    when set, else each model's own (:func:`min_cacheable_tokens`). Touched only from the
+    server thread.
     """
 
     def __init__(
         self,
         clock: VirtualClock,
-        min_tokens: int = 1024,
+        min_tokens: int | None = None,
         block: int = 128,
         ttl: float = 300.0,
         max_entries: int = 200_000,
     ) -> None:
         self._clock = clock
-        self.min_tokens = max(1, min_tokens)
+        self.min_tokens = None if min_tokens is None else max(1, min_tokens)
         self.block = max(1, block)
         self.ttl = ttl
         self._max = max_entries
         self._seen: dict[bytes, float] = {}
 
+    def minimum(self, model: str) -> int:
+        """The minimum cacheable prefix for ``model`` (the emulator-wide setting wins)."""
+        return self.min_tokens if self.min_tokens is not None else min_cacheable_tokens(model)
+
     def lookup_and_store(self, model: str, tokens: list[str]) -> int:
         """Return the cached prefix length for ``tokens`` and remember all of its prefixes."""
-        if len(tokens) < self.min_tokens:
+        minimum = self.minimum(model)
+        if len(tokens) < minimum:
             return 0
         now = self._clock.now()
         running = hashlib.blake2b(model.encode(), digest_size=16)
         hit = 0
         position = 0
-        boundary = self.min_tokens
+        boundary = minimum
         while boundary <= len(tokens):
             running.update("\x1f".join(tokens[position:boundary]).encode())
             running.update(b"\x1e")
             position = boundary
             key = running.copy().digest()
             seen = self._seen.get(key)
-            if seen is not None and now - seen <= self.ttl and hit == boundary - self._step(hit):
+            step = minimum if hit == 0 else self.block
+            if seen is not None and now - seen <= self.ttl and hit == boundary - step:
                 hit = boundary
             self._seen[key] = now
             boundary += self.block
@@ -155,9 +188,6 @@ class PrefixCache:
             for key in list(self._seen)[: self._max // 2]:
                 del self._seen[key]
         return hit
-
-    def _step(self, hit: int) -> int:
-        return self.min_tokens if hit == 0 else self.block
 
 
 def _default_tool_call(request: ModelRequest) -> FunctionSpec | None:
@@ -256,6 +286,9 @@ def generate(
         output_tokens=output_tokens,
         reasoning_tokens=reasoning_tokens,
         truncated=truncated,
+        cache_write_tokens=min(
+            reply.cache_write_tokens or 0, input_tokens - min(cached, input_tokens)
+        ),
     )
 
 

@@ -54,6 +54,10 @@ class Reply:
         output_tokens: Override the counted output tokens.
         cached_tokens: Override the prefix-cache hit count.
         reasoning_tokens: Override the reasoning token count.
+        cache_write_tokens: Prompt tokens to report as written to a cache, where the wire has
+            such a count (Chat Completions' ``prompt_tokens_details.cache_write_tokens``, as
+            OpenRouter reports for Anthropic and Gemini models; Anthropic's
+            ``cache_creation_input_tokens`` is set with ``AnthropicReply``).
 
     Example:
         >>> Reply(tool_calls=[ToolCall("get_weather", {"city": "Paris"})]).tool_calls[0].name
@@ -69,6 +73,7 @@ class Reply:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))

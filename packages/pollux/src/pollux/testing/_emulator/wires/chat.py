@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pollux.testing._emulator._core import ApiError, Call, Core, Route, WireSpec
@@ -241,13 +242,68 @@ def _compile_format(request: ModelRequest, body: Mapping[str, Any]) -> None:
         )
 
 
-def usage_body(out: ModelOutput) -> dict[str, Any]:
-    """Chat Completions usage with cached and reasoning token details."""
-    return {
+# OpenRouter's per-token prices (US dollars, its models page and ``/models`` ``pricing``) for
+# the models the emulator bills; ``usage.cost`` is computed from them, as OpenRouter reports what
+# it charged. Other models get no ``cost``. A model with a long-context tier bills every token of
+# a prompt above the threshold at the tier's rates (as its provider does).
+OPENROUTER_PRICES: dict[str, dict[str, str]] = {
+    "anthropic/claude-sonnet-4.5": {
+        "prompt": "0.000003",
+        "completion": "0.000015",
+        "input_cache_read": "0.0000003",
+        "input_cache_write": "0.00000375",
+    },
+    "anthropic/claude-sonnet-4.5>200000": {
+        "prompt": "0.000006",
+        "completion": "0.0000225",
+        "input_cache_read": "0.0000006",
+        "input_cache_write": "0.0000075",
+    },
+    "openai/gpt-5-nano": {
+        "prompt": "0.00000005",
+        "completion": "0.0000004",
+        "input_cache_read": "0.000000005",
+    },
+    "google/gemini-2.5-flash": {
+        "prompt": "0.0000003",
+        "completion": "0.0000025",
+        "input_cache_read": "0.00000003",
+        "input_cache_write": "0.0000000833",
+    },
+}
+
+
+def openrouter_cost(model: str, out: ModelOutput) -> Decimal | None:
+    """What OpenRouter bills for ``out`` on ``model`` (None for a model without prices)."""
+    prices = OPENROUTER_PRICES.get(model)
+    if prices is None:
+        return None
+    for key, tier in OPENROUTER_PRICES.items():
+        base, _, threshold = key.partition(">")
+        if base == model and threshold and out.input_tokens > int(threshold):
+            prices = tier
+    uncached = out.input_tokens - out.cached_tokens - out.cache_write_tokens
+    prompt = Decimal(prices["prompt"])
+    return (
+        uncached * prompt
+        + out.cached_tokens * Decimal(prices.get("input_cache_read", prices["prompt"]))
+        + out.cache_write_tokens * Decimal(prices.get("input_cache_write", prices["prompt"]))
+        + out.output_tokens * Decimal(prices["completion"])
+    )
+
+
+def usage_body(out: ModelOutput, model: str | None = None) -> dict[str, Any]:
+    """Chat Completions usage with cached and reasoning token details.
+
+    With ``model`` (the OpenRouter surface), usage also carries OpenRouter's ``cost`` and
+    ``prompt_tokens_details.cache_write_tokens``.
+    """
+    details: dict[str, Any] = {"cached_tokens": out.cached_tokens, "audio_tokens": 0}
+    usage: dict[str, Any] = {
         "prompt_tokens": out.input_tokens,
         "completion_tokens": out.output_tokens,
         "total_tokens": out.input_tokens + out.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": out.cached_tokens, "audio_tokens": 0},
+        "prompt_tokens_details": details,
         "completion_tokens_details": {
             "reasoning_tokens": out.reasoning_tokens,
             "audio_tokens": 0,
@@ -255,6 +311,13 @@ def usage_body(out: ModelOutput) -> dict[str, Any]:
             "rejected_prediction_tokens": 0,
         },
     }
+    if model is not None:
+        details["cache_write_tokens"] = out.cache_write_tokens
+        cost = openrouter_cost(model, out)
+        if cost is not None:
+            usage["cost"] = float(cost)  # a JSON number, as OpenRouter sends it
+            usage["is_byok"] = False
+    return usage
 
 
 def _finish(out: ModelOutput) -> str:
@@ -318,11 +381,13 @@ def completion(
     *,
     reasoning_field: str = "reasoning_content",
     known_params: frozenset[str] | None = None,
+    billed: bool = False,
 ) -> Outcome:
     """``POST /chat/completions``, plain or streamed.
 
     ``known_params`` makes unknown parameters a 400, as on OpenAI; local servers and OpenRouter
-    accept (and ignore) extra parameters.
+    accept (and ignore) extra parameters. ``billed`` adds OpenRouter's ``usage.cost`` and cache
+    write count.
     """
     body = call.body()
     if known_params is not None:
@@ -334,8 +399,10 @@ def completion(
         include_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
         completion_id = call.core.new_id("chatcmpl-")
         created = int(call.core.clock.now())
-        return _stream(completion_id, created, request.model, out, include_usage, reasoning_field)
-    return json_response(completion_body(call.core, body, call.reply, reasoning_field))
+        return _stream(
+            completion_id, created, request.model, out, include_usage, reasoning_field, billed
+        )
+    return json_response(completion_body(call.core, body, call.reply, reasoning_field, billed))
 
 
 def completion_body(
@@ -343,6 +410,7 @@ def completion_body(
     body: Mapping[str, Any],
     reply: Reply | None,
     reasoning_field: str = "reasoning_content",
+    billed: bool = False,
 ) -> dict[str, Any]:
     """The non-streamed Chat Completions answer to ``body`` (also used for batch lines)."""
     request = compile_request(core, body)
@@ -373,7 +441,7 @@ def completion_body(
         "choices": [
             {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(out)}
         ],
-        "usage": usage_body(out),
+        "usage": usage_body(out, request.model if billed else None),
         "system_fingerprint": "fp_emulator",
     }
 
@@ -385,6 +453,7 @@ def _stream(
     out: ModelOutput,
     include_usage: bool,
     reasoning_field: str,
+    billed: bool = False,
 ) -> StreamResponse:
     base: dict[str, Any] = {
         "id": completion_id,
@@ -417,7 +486,8 @@ def _stream(
         )
     events.append(chunk({}, _finish(out)))
     if include_usage:
-        events.append(sse_event({**base, "choices": [], "usage": usage_body(out)}))
+        usage = usage_body(out, model if billed else None)
+        events.append(sse_event({**base, "choices": [], "usage": usage}))
     events.append(b"data: [DONE]\n\n")
     return StreamResponse(events)
 
@@ -465,7 +535,9 @@ def retrieve_model(call: Call, *, catalog_fields: bool = False) -> Outcome:
 
 
 def _openrouter_fields(model: str) -> dict[str, Any]:
+    prices = OPENROUTER_PRICES.get(model)
     return {
+        **({"pricing": dict(prices)} if prices is not None else {}),
         "name": model,
         "context_length": 128_000,
         "architecture": {
@@ -505,7 +577,7 @@ def _openrouter_routes() -> tuple[Route, ...]:
             "POST",
             "/api/v1/chat/completions",
             "chat.completions",
-            lambda call: completion(call, reasoning_field="reasoning"),
+            lambda call: completion(call, reasoning_field="reasoning", billed=True),
             generates=True,
         ),
         Route(

@@ -163,7 +163,8 @@ def _usage(
     reply: Reply | None,
     extra: AnthropicReply | None,
 ) -> dict[str, Any]:
-    cache = state.cache.account(compiled.request.model, compiled.blocks, core.cache.min_tokens)
+    model = compiled.request.model
+    cache = state.cache.account(model, compiled.blocks, core.cache.minimum(model))
     write_5m, write_1h = cache.write_5m, cache.write_1h
     if extra is not None and extra.cache_write_tokens is not None:
         write_5m, write_1h = extra.cache_write_tokens, 0
