@@ -55,7 +55,8 @@ class BudgetExceeded(PollardError):
     Attributes:
         refusal_id: The id of the recorded refusal node.
         meter: The meter that refused (for example ``"tokens"``), when known.
-        reason: ``"budget"`` or ``"window"``, when known.
+        reason: ``"budget"``, ``"window"`` or ``"unbounded"`` (a hard meter could not bound
+            the step's worst case), when known.
     """
 
     default_hint = (

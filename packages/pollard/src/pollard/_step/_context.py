@@ -69,6 +69,9 @@ class RuntimeCore:
         self.estimating: list[tuple[Meter, bool]] = [
             (m, bool(getattr(m, "precheck_is_estimate", False))) for m in self.meters
         ]
+        # Hard meters bound a call's worst case; their None estimate means "cannot be bounded",
+        # which a budget on that meter refuses rather than admit unreserved.
+        self.hard: dict[str, Meter] = {m.name: m for m in self.meters if getattr(m, "hard", False)}
         self.mode = mode
         self.gate = gate
         self.dry_run = dry_run

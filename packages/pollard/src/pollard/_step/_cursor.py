@@ -174,6 +174,8 @@ class RunState:
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
         estimates, reservation = yield from admission.admit(self, node)
+        flag = admission.holding()
+        token = flag.set(True) if reservation is not None else None
         try:
             return (
                 yield from execute.execute(
@@ -181,6 +183,11 @@ class RunState:
                 )
             )
         finally:
+            if token is not None:
+                try:
+                    flag.reset(token)
+                except ValueError:  # finalized in another context (a closed generator)
+                    flag.set(False)
             if reservation is not None:
                 self.rt.keeper.remove(reservation)
 
