@@ -49,6 +49,8 @@ def holding() -> contextvars.ContextVar[bool]:
 def admit(state: RunState, node: Node) -> Step:
     """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``."""
     rt = state.rt
+    if rt.unrecorded:  # a step that ran is recorded before another is admitted
+        yield io(rt.record_unrecorded)
     yield from check_depth(state, node)
     estimates = _estimates(state, node.kind.value, node.payload)
     if rt.hard:
@@ -147,9 +149,7 @@ def _check_bounded(state: RunState, node: Node, estimates: Estimates) -> Step:
                 "reason": "unbounded",
                 "meter": name,
                 "blocked_kind": kind,
-                "blocked_payload_digest": hashlib.sha256(
-                    node.canonical_payload or b""
-                ).hexdigest(),
+                "blocked_payload_digest": hashlib.sha256(node.canonical_payload or b"").hexdigest(),
             }
             message = (
                 f"{name} budget refused a {kind}: its worst case cannot be bounded "
@@ -157,7 +157,9 @@ def _check_bounded(state: RunState, node: Node, estimates: Estimates) -> Step:
             )
             hint = getattr(meter, "unbounded_hint", None)
 
-            def error(refusal_id: str, name: str = name, hint: Any = hint) -> PollardError:
+            def error(
+                refusal_id: str, name: str = name, hint: Any = hint, message: str = message
+            ) -> PollardError:
                 return BudgetExceeded(
                     message, refusal_id, meter=name, reason="unbounded", hint=hint
                 )

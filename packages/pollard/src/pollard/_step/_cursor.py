@@ -188,7 +188,7 @@ class RunState:
                     flag.reset(token)
                 except ValueError:  # finalized in another context (a closed generator)
                     flag.set(False)
-            if reservation is not None:
+            if reservation is not None and reservation not in self.rt.pinned:
                 self.rt.keeper.remove(reservation)
 
     def refuse(
