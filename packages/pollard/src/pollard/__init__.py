@@ -21,6 +21,7 @@ import typing as _typing
 from ._version import __version__ as __version__
 from .errors import BudgetExceeded as BudgetExceeded
 from .errors import ConfirmationRequired as ConfirmationRequired
+from .errors import EffectAmbiguous as EffectAmbiguous
 from .errors import IntegrityError as IntegrityError
 from .errors import MissingRecording as MissingRecording
 from .errors import PolicyViolation as PolicyViolation
@@ -51,6 +52,7 @@ if _typing.TYPE_CHECKING:
     from pollard._runtime._sync import ReplayMode as ReplayMode
     from pollard._runtime._sync import Run as Run
     from pollard._runtime._sync import Runtime as Runtime
+    from pollard._step._intent import idempotency_key as idempotency_key
 
     from .meters import WindowMeter as WindowMeter
     from .policy import Decision as Decision
@@ -99,6 +101,7 @@ _LAZY: dict[str, str] = {
     "MergeReport": "pollard._edge._merge",
     "export_subtree": "pollard._edge._transfer",
     "gc": "pollard._edge._gc",
+    "idempotency_key": "pollard._step._intent",
     "import_subtree": "pollard._edge._transfer",
     "merge": "pollard._edge._merge",
 }
@@ -111,6 +114,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
     "Decision",
+    "EffectAmbiguous",
     "ExportReport",
     "GCReport",
     "HashRopeStore",
@@ -140,6 +144,7 @@ __all__ = [
     "__version__",
     "export_subtree",
     "gc",
+    "idempotency_key",
     "import_subtree",
     "merge",
     "recompute_charges",

@@ -7,6 +7,7 @@ it records the refusal node first and then raises, so the exception names a node
     ├── BudgetExceeded                  a budget or window refused a step  (refusal_id, meter)
     ├── PolicyViolation                 the registry firewall refused      (refusal_id, detail)
     ├── ConfirmationRequired            a policy asks for confirmation     (resume_token)
+    ├── EffectAmbiguous                 a tool step was in flight at a crash (node_id)
     ├── MissingRecording  (LookupError) replay found no recorded step      (node_id)
     ├── IntegrityError    (ValueError)  stored history does not verify     (node_id)
     └── UnsupportedSchema (ValueError)  a schema outside the subset        (path)
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
+    "EffectAmbiguous",
     "IntegrityError",
     "MissingRecording",
     "PolicyViolation",
@@ -114,6 +116,30 @@ class ConfirmationRequired(PollardError):
     def __init__(self, message: str, resume_token: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.resume_token = resume_token
+
+
+class EffectAmbiguous(PollardError):
+    """A tool step was in flight when its process stopped: its effect may have happened.
+
+    pollard recorded the step's intent before the tool ran and found neither its result nor a
+    recorded failure, so it does not run the tool again on its own.
+
+    Attributes:
+        node_id: The tool step's node id (also the idempotency key the tool was given).
+        intent_id: The id of the recorded ``effect_intent`` note.
+    """
+
+    default_hint = (
+        "check the tool's target for the effect under this idempotency key (the node id); "
+        "then call run.resolve_effect(node_id) to run the step again, or record what happened"
+    )
+
+    def __init__(
+        self, message: str, node_id: str, intent_id: str, *, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.node_id = node_id
+        self.intent_id = intent_id
 
 
 class MissingRecording(PollardError, LookupError):

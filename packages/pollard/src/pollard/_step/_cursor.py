@@ -26,6 +26,7 @@ from pollard._core._ledger import ZERO, utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._step import _admission as admission
 from pollard._step import _execute as execute
+from pollard._step import _intent as intent
 from pollard._step import _replay as replay
 from pollard._step import _settle as settle
 from pollard._step._context import RuntimeCore, Scope
@@ -173,16 +174,40 @@ class RunState:
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
+        effect = node.kind is NodeKind.TOOL_CALL
+        if effect:
+            # A completed effect is served from the ledger, never run twice.
+            done: Node | None = yield io(self.rt.store.find, node.id)
+            if done is not None and done.result is not None:
+                return (yield from replay.serve(self, done, on_delta))
         estimates, reservation = yield from admission.admit(self, node)
         flag = admission.holding()
         token = flag.set(True) if reservation is not None else None
+        key = None
         try:
+            if effect:
+                intent_id = yield from intent.begin(self, node)
+                key = intent.running().set(node.id)
+                try:
+                    return (
+                        yield from execute.execute(
+                            self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
+                        )
+                    )
+                except BaseException:
+                    yield from intent.fail(self, intent_id)  # recorded: it may be retried
+                    raise
             return (
                 yield from execute.execute(
                     self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
                 )
             )
         finally:
+            if key is not None:
+                try:
+                    intent.running().reset(key)
+                except ValueError:
+                    intent.running().set(None)
             if token is not None:
                 try:
                     flag.reset(token)
@@ -204,6 +229,10 @@ class RunState:
         """
         yield from admission.refuse(self, payload, error, meta=meta)
         raise AssertionError("unreachable: refuse() raises")  # pragma: no cover
+
+    def resolve_effect(self, node_id: str) -> Step:
+        """Mark an ambiguous tool step under the cursor resolved, so its next call runs it."""
+        return (yield from intent.resolve(self, node_id))
 
     def lookup(self, kind: str, payload: Any, attempt: int = 0) -> Step:
         """Return the recorded node for a step in hybrid/replay mode, else None (no effects)."""
