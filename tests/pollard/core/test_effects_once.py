@@ -2,7 +2,7 @@
 
 The tool gets a stable idempotency key (its node id, `pollard.idempotency_key()`); a completed
 effect is served from the ledger on the next call; one in flight when its process died is
-`EffectAmbiguous`, never silently run again, until the caller resolves it.
+`EffectAmbiguous`, never silently run again (a deliberate repeat takes another attempt).
 """
 
 from __future__ import annotations
@@ -80,10 +80,9 @@ def test_an_effect_in_flight_at_a_crash_is_ambiguous_not_run_again(tmp_path: Pat
         run = rt.run("mail")
         with pytest.raises(EffectAmbiguous, match="in flight") as info:
             run.tool_call("send", {"to": "a"}, fn=send)
-        assert ran == []
-        assert "resolve_effect" in (info.value.hint or "")
-        intent = rt.store.get(info.value.intent_id)
-        assert intent.payload == {"event": "effect_intent", "node": info.value.node_id}
-        assert run.resolve_effect(info.value.node_id) is True
-        node = run.tool_call("send", {"to": "a"}, fn=send)
-    assert ran == [node.id] == [info.value.node_id]
+        assert ran == [] and info.value.intent_id == f"effect:{info.value.node_id}:0"
+        assert "attempt=" in (info.value.hint or "")
+        with pytest.raises(EffectAmbiguous):  # still ambiguous: never silently re-run
+            run.tool_call("send", {"to": "a"}, fn=send)
+        node = run.tool_call("send", {"to": "a"}, fn=send, attempt=1)  # a deliberate repeat
+    assert ran == [node.id] != [info.value.node_id]

@@ -41,9 +41,7 @@ def reserved(store: Store, scope: str, meter: str) -> Decimal:
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def make(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
-) -> Iterator[Any]:
+def make(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Any]:
     made: list[Store] = []
     pg: tuple[str, str] | None = None
     if request.param == "postgres":

@@ -126,12 +126,12 @@ class EffectAmbiguous(PollardError):
 
     Attributes:
         node_id: The tool step's node id (also the idempotency key the tool was given).
-        intent_id: The id of the recorded ``effect_intent`` note.
+        intent_id: The store claim that recorded the dispatch (``effect:<node id>:<n>``).
     """
 
     default_hint = (
         "check the tool's target for the effect under this idempotency key (the node id); "
-        "then call run.resolve_effect(node_id) to run the step again, or record what happened"
+        "to run the tool again deliberately, call it with the next attempt= (a new step)"
     )
 
     def __init__(

@@ -241,10 +241,6 @@ class AsyncRun(RunView):
         kind, payload, call, _ = tool_step(name, args, fn, version)
         return await self._drive(self._state.step(kind, payload, call, ARGS, attempt=attempt))
 
-    async def resolve_effect(self, node_id: str) -> bool:
-        """Resolve an ambiguous tool step called under the cursor (see `Run.resolve_effect`)."""
-        return bool(await self._drive(self._state.resolve_effect(node_id)))
-
     async def confirm(self, token: str, *, args: Any = None) -> Node:
         """Execute a call held for confirmation; see `Run.confirm` (``args`` as there)."""
         gate = gate_of(self._state, "confirm()")

@@ -569,18 +569,6 @@ class Run(RunView):
             )
         return _drive(self._state.step(*tool_step(name, args, fn, version), attempt=attempt))
 
-    def resolve_effect(self, node_id: str) -> bool:
-        """Resolve an ambiguous tool step (`EffectAmbiguous`) called under the cursor.
-
-        After you checked the tool's target under the step's idempotency key (its node id),
-        this marks the recorded intent resolved, so the next identical ``tool_call`` runs the
-        tool again, with the same key.
-
-        Returns:
-            True when an unresolved intent of ``node_id`` was found and resolved.
-        """
-        return bool(_drive(self._state.resolve_effect(node_id)))
-
     def confirm(self, token: str, *, args: Any = None) -> Node:
         """Execute a tool call a policy held for confirmation (``error.resume_token``).
 

@@ -230,10 +230,6 @@ class RunState:
         yield from admission.refuse(self, payload, error, meta=meta)
         raise AssertionError("unreachable: refuse() raises")  # pragma: no cover
 
-    def resolve_effect(self, node_id: str) -> Step:
-        """Mark an ambiguous tool step under the cursor resolved, so its next call runs it."""
-        return (yield from intent.resolve(self, node_id))
-
     def lookup(self, kind: str, payload: Any, attempt: int = 0) -> Step:
         """Return the recorded node for a step in hybrid/replay mode, else None (no effects)."""
         if self.rt.mode == "record":
