@@ -161,8 +161,13 @@ class RunState:
         on_delta: Callable[[Any], Any] | None = None,
         keep_chunks: bool = False,
         meta: Mapping[str, Any] | None = None,
+        rerun: bool = False,
     ) -> Step:
-        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node."""
+        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node.
+
+        A stored tool step is served, not run again, unless ``rerun`` (a newly confirmed
+        request: a person approved running it once more).
+        """
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
         # the caller does to it later can change the recorded payload.
@@ -178,7 +183,9 @@ class RunState:
         if effect:
             # A completed effect is served from the ledger, never run twice.
             done: Node | None = yield io(self.rt.store.find, node.id)
-            if done is not None and done.result is not None:
+            completed = done is not None and done.result is not None
+            if completed and not rerun:
+                assert done is not None
                 return (yield from replay.serve(self, done, on_delta))
         estimates, reservation = yield from admission.admit(self, node)
         flag = admission.holding()
@@ -186,7 +193,7 @@ class RunState:
         key = None
         try:
             if effect:
-                intent_id = yield from intent.begin(self, node)
+                intent_id = yield from intent.begin(self, node, completed=completed)
                 key = intent.running().set(node.id)
                 try:
                     return (

@@ -58,13 +58,15 @@ def running() -> contextvars.ContextVar[str | None]:
     return _KEY
 
 
-def begin(state: RunState, node: Node) -> Step:
+def begin(state: RunState, node: Node, *, completed: bool = False) -> Step:
     """Check for an ambiguous earlier dispatch, then record this one's intent; return its key.
 
     Dispatch ``n`` of a step claims ``effect:<node id>:<n>`` (a store claim: one winner across
     processes, flushed before it is acknowledged). A taken slot is an earlier dispatch: one
     whose failure was recorded lets the next slot be tried; one with no outcome was in flight
     when its process stopped (or is running elsewhere right now), so the step is ambiguous.
+    ``completed`` (the step's node is stored: a deliberate re-run, such as a newly confirmed
+    request) takes the next free slot without judging the earlier ones.
     """
     store = state.rt.store
     token = uuid.uuid4().hex
@@ -73,6 +75,9 @@ def begin(state: RunState, node: Node) -> Step:
         key = f"effect:{node.id}:{number}"
         if (yield io(store.claim, key, token)) == token:
             return key
+        if completed:
+            number += 1
+            continue
         outcome = yield io(store.claim, f"{key}:outcome", "ambiguous")
         if outcome == "ambiguous":
             raise EffectAmbiguous(

@@ -947,7 +947,8 @@ class PostgresStore(SqlStore):
                     "a commit",
                     hint="the server restarted or the network dropped and did not answer a "
                     "reconnect: the step ran but is not recorded yet. Its reservation stays held "
-                    "(renewed) and the runtime records the step before it admits another one",
+                    "(renewed; after a crash, until its lease ends) "
+                    "and the runtime records the step before it admits another one",
                 ) from None
 
     def _commit(
