@@ -27,6 +27,7 @@ from .errors import MissingRecording as MissingRecording
 from .errors import PolicyViolation as PolicyViolation
 from .errors import PollardError as PollardError
 from .errors import UnsupportedSchema as UnsupportedSchema
+from .errors import WriterConflict as WriterConflict
 
 if _typing.TYPE_CHECKING:
     from pollard._core._budget import Budget as Budget
@@ -141,6 +142,7 @@ __all__ = [
     "VerifyFinding",
     "VerifyReport",
     "WindowMeter",
+    "WriterConflict",
     "__version__",
     "export_subtree",
     "gc",

@@ -8,6 +8,7 @@ it records the refusal node first and then raises, so the exception names a node
     ├── PolicyViolation                 the registry firewall refused      (refusal_id, detail)
     ├── ConfirmationRequired            a policy asks for confirmation     (resume_token)
     ├── EffectAmbiguous                 a tool step was in flight at a crash (node_id)
+    ├── WriterConflict                  another live writer appends at a node (node_id)
     ├── MissingRecording  (LookupError) replay found no recorded step      (node_id)
     ├── IntegrityError    (ValueError)  stored history does not verify     (node_id)
     └── UnsupportedSchema (ValueError)  a schema outside the subset        (path)
@@ -27,6 +28,7 @@ __all__ = [
     "PolicyViolation",
     "PollardError",
     "UnsupportedSchema",
+    "WriterConflict",
 ]
 
 
@@ -140,6 +142,28 @@ class EffectAmbiguous(PollardError):
         super().__init__(message, hint=hint)
         self.node_id = node_id
         self.intent_id = intent_id
+
+
+class WriterConflict(PollardError):
+    """Another live writer (a runtime in another process) is appending under the same node.
+
+    A run has one writer per node: two processes that resumed the same run at the same cursor
+    would fork it unnoticed, so the second is refused before its step runs (or, when its lease
+    lapsed and another writer took the node over, at its commit).
+
+    Attributes:
+        node_id: The node both writers append under.
+    """
+
+    default_hint = (
+        "let one process write this run at a time (another one is appending at this node); "
+        "start your own line with run.branch(...) or another run label, or wait for the other "
+        "writer to finish (its lease ends when its process stops)"
+    )
+
+    def __init__(self, message: str, node_id: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.node_id = node_id
 
 
 class MissingRecording(PollardError, LookupError):

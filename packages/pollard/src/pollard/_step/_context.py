@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -95,6 +97,10 @@ class RuntimeCore:
         # of this runtime is admitted.
         self.unrecorded: list[Unrecorded] = []
         self.pinned: set[str] = set()
+        # This runtime's writer id: stamped on the steps it commits (meta["writer"]) and kept
+        # alive in the store, so another process appending under the same node is refused.
+        self.writer = uuid.uuid4().hex
+        self._writer_live = False
         self._reserving = threading.Condition(threading.Lock())
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it
@@ -123,6 +129,22 @@ class RuntimeCore:
                 self._in_flight -= 1
                 if self._draining:
                     self._reserving.notify_all()
+
+    def register_writer(self) -> None:
+        """Record this runtime's writer as alive (before its first commit), renewed from then."""
+        if not self._writer_live:
+            self.store.lease_writer(self.writer, self.lease_seconds)
+            self._writer_live = True
+            self.keeper.keep_writer(self.writer)
+
+    @property
+    def writer_due(self) -> bool:
+        """Whether the writer must be registered before the next commit."""
+        return not self._writer_live
+
+    def writer_stale(self) -> bool:
+        """Whether this writer's liveness may have lapsed (no renewal within a lease)."""
+        return time.monotonic() - self.keeper.writer_renewed >= self.lease_seconds
 
     def keep_unrecorded(self, item: Unrecorded) -> None:
         """Keep a step whose commit lost the connection: its hold stays, to be committed later."""
@@ -178,6 +200,9 @@ class RuntimeCore:
             self._reserving.wait_for(lambda: self._in_flight == 0, timeout=60)
             held = self.keeper.drain()
         self.keeper.close()
+        if self._writer_live:  # a closed runtime appends nothing more: others may take over
+            with contextlib.suppress(Exception):
+                self.store.lease_writer(self.writer, 0)
         if release:
             for rid in held:
                 if rid in self.pinned:  # a step that ran and is not recorded: never released

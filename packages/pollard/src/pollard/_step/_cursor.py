@@ -31,7 +31,7 @@ from pollard._step import _replay as replay
 from pollard._step import _settle as settle
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Effect, Step, io
-from pollard.errors import MissingRecording, PollardError
+from pollard.errors import MissingRecording, PollardError, WriterConflict
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -68,6 +68,8 @@ class RunState:
         "cursor_id",
         "depth",
         "label",
+        "leased",
+        "own_cursor",
         "owner",
         "root_id",
         "rt",
@@ -95,6 +97,10 @@ class RunState:
         # Holding the runtime keeps one created inline (``Runtime("runs.db").run(...)``) and its
         # store open for as long as the run is used.
         self.owner: Any = None
+        # One writer per node: the cursor this run holds the append lease of, and whether this
+        # runtime committed the cursor itself (then it holds the node without asking).
+        self.leased: str | None = None
+        self.own_cursor = False
 
     @property
     def store(self) -> Store:
@@ -131,12 +137,39 @@ class RunState:
         child.spent = self.spent
         child.avoided = self.avoided
         child.owner = self.owner
+        child.leased = self.leased
+        child.own_cursor = self.own_cursor
         return child
 
     def move(self, node: Node) -> None:
         """Put the cursor on ``node``, a child of the current cursor."""
         self.cursor_id = node.id
         self.depth += 1
+        self.own_cursor = False
+
+    def check_writer(self) -> Step:
+        """Refuse (`WriterConflict`) when another live writer appends under the cursor.
+
+        The run's root is shared (workers start their own lines under one label); any other
+        node has one writer at a time. A node this runtime committed is its own; any other is
+        taken once (a fencing token in the store), and again when this writer's liveness may
+        have lapsed meanwhile (a paused process whose node another writer took over).
+        """
+        rt = self.rt
+        parent = self.cursor_id
+        if parent == self.root_id or rt.mode == "replay":
+            return
+        stale = rt.writer_stale()
+        if not stale and (self.own_cursor or self.leased == parent):
+            return
+        token = yield io(rt.store.take_append, parent, rt.writer)
+        if not token:
+            raise WriterConflict(
+                f"another writer is appending to run {self.label!r} at node {parent}: two "
+                "processes at one cursor would fork the run, so this one does not write",
+                parent,
+            )
+        self.leased = parent
 
     def scope_ids(self) -> tuple[str, ...]:
         """The scopes a charge settles into: the root and every budgeted branch anchor."""
@@ -187,6 +220,9 @@ class RunState:
             if completed and not rerun:
                 assert done is not None
                 return (yield from replay.serve(self, done, on_delta))
+        if self.rt.writer_due:  # alive in the store before its first step names it the writer
+            yield io(self.rt.register_writer)
+        yield from self.check_writer()
         estimates, reservation = yield from admission.admit(self, node)
         flag = admission.holding()
         token = flag.set(True) if reservation is not None else None

@@ -78,6 +78,7 @@ def execute(
             meta["usage_missing"] = True
         if extra_meta:
             meta.update(extra_meta)
+        meta["writer"] = rt.writer  # the node's writer holds it (one writer per node)
         amounts = settle.charges(state, kind, node.payload, result, meta, estimates=None)
         for meter in rt.annotators:
             patch = meter.settle_meta(kind, node.payload, result, meta)

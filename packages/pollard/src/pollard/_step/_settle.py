@@ -102,6 +102,10 @@ def settle(
         if charges.get(meter.name, ZERO) > 0
     ]
     try:
+        if rt.writer_due:  # alive in the store before its first step names it the writer
+            yield io(rt.register_writer)
+        elif state.leased == final.parent and rt.writer_stale():
+            yield from state.check_writer()  # fenced: another writer may have taken the node
         committed = yield _commit(state, final, charges, events, reservation)
     except Exception as exc:
         if getattr(exc, "connection_lost", False) and final.result is not None:
@@ -111,6 +115,7 @@ def settle(
                 Unrecorded(final, state.scope_ids(), dict(charges), events, reservation)
             )
         raise
+    own = bool(committed)
     if committed:
         state.add_spent(charges)
         yield from stored(state, final)
@@ -123,6 +128,7 @@ def settle(
         start = final if existing is None else _next_attempt(final)
         final = yield from commit_new(state, start, charges, events, reservation)
     state.move(final)
+    state.own_cursor = own
     if rt.mode != "record":  # only served steps consult the verified-prefix cache
         rt.verified.add(final.id)
     return final
