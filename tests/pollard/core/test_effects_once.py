@@ -86,3 +86,33 @@ def test_an_effect_in_flight_at_a_crash_is_ambiguous_not_run_again(tmp_path: Pat
             run.tool_call("send", {"to": "a"}, fn=send)
         node = run.tool_call("send", {"to": "a"}, fn=send, attempt=1)  # a deliberate repeat
     assert ran == [node.id] != [info.value.node_id]
+
+
+def test_a_cancelled_effect_is_ambiguous_not_retried(tmp_path: Path) -> None:
+    import asyncio
+
+    from pollard import AsyncRuntime
+
+    ran: list[str] = []
+
+    async def main() -> None:
+        async with AsyncRuntime(tmp_path / "cancel.db") as rt:
+            run = rt.run("pay")
+            started = asyncio.Event()
+
+            async def pay(args: Any) -> dict[str, Any]:
+                ran.append(pollard.idempotency_key())
+                started.set()
+                await asyncio.Event().wait()  # cancelled here: was the payment sent?
+                return {"paid": True}
+
+            task = asyncio.ensure_future(run.tool_call("pay", {"cents": 5}, fn=pay))
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            with pytest.raises(EffectAmbiguous):
+                await rt.run("pay").tool_call("pay", {"cents": 5}, fn=pay)
+
+    asyncio.run(main())
+    assert len(ran) == 1

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pollard import AsyncRuntime, Runtime, SQLiteStore, Store, WriterConflict
+from pollard import AsyncRuntime, MemoryStore, Runtime, SQLiteStore, Store, WriterConflict
 
 from .conftest import FakeClock
 
@@ -24,11 +24,17 @@ def _answer(payload: Any) -> dict[str, Any]:
     return {"text": "ok"}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def two_stores(
     request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
 ) -> Iterator[tuple[Store, Store]]:
     """Two store handles on one ledger, as two processes have."""
+    if request.param == "memory":  # one in-process store, two runtimes (two writers)
+        memory = MemoryStore(clock=clock)
+        yield memory, memory
+        return
     if request.param == "sqlite":
         stores: tuple[Store, Store] = (
             SQLiteStore(tmp_path / "w.db", clock=clock),

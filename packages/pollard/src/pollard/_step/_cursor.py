@@ -212,6 +212,8 @@ class RunState:
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
+        if self.rt.unrecorded:  # a step that ran is recorded before anything else
+            yield io(self.rt.record_unrecorded)
         effect = node.kind is NodeKind.TOOL_CALL
         if effect:
             # A completed effect is served from the ledger, never run twice.
@@ -237,8 +239,15 @@ class RunState:
                             self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
                         )
                     )
-                except BaseException:
-                    yield from intent.fail(self, intent_id)  # recorded: it may be retried
+                except GeneratorExit:
+                    raise
+                except Exception as exc:
+                    # A failure the tool raised is recorded, so it may be retried; a step that
+                    # ran but is not recorded (kept by the runtime, or fenced off at commit), or
+                    # a cancellation, may have had its effect: those stay ambiguous.
+                    kept = any(item.node.id == node.id for item in self.rt.unrecorded)
+                    if not kept and not isinstance(exc, WriterConflict):
+                        yield from intent.fail(self, intent_id)
                     raise
             return (
                 yield from execute.execute(
