@@ -47,6 +47,11 @@ docs: $(STAMP)  ## Build the documentation site strictly into site/ (offline).
 bench: $(STAMP)  ## Run the benchmarks; prints a table and writes bench/results/latest.json.
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# (its own .PHONY line, so this target merges cleanly beside others)
+.PHONY: screenshots
+screenshots: $(STAMP)  ## Regenerate the run-view screenshots of docs/pollard/observability.md (Chromium).
+	$(BIN)/python docs/pollard/screenshots.py
+
 stress: $(STAMP)  ## Bounded stress campaigns (faults, SIGKILL, contention, garbage, secrets); a table.
 	$(BIN)/python -m stress $(STRESS_ARGS)
 

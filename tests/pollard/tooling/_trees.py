@@ -117,3 +117,136 @@ def build_sample(store: Store, label: str = "triage") -> Sample:
     return Sample(
         root.id, model.id, anchor.id, left.id, tool.id, refusal.id, pruned.id, pruned_child.id
     )
+
+
+@dataclass
+class FanOut:
+    """Ids of a fan-out run built by `build_fanout`."""
+
+    root: str
+    calls: list[str]  # in prompt order (a refused prompt's refusal id)
+    refused: list[str]
+    failed: list[str]
+    retried: list[str]
+    fan_in: str
+    limit: int  # the run's token budget
+
+
+def fanout_prompt(index: int) -> str:
+    """The (secret) prompt text of fan-out prompt ``index``."""
+    return f"{SECRET_PROMPT} for region {index}"
+
+
+def _iso(ms: int) -> str:
+    seconds, millis = divmod(ms, 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"2026-01-02T{3 + hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}000Z"
+
+
+def build_fanout(store: Store, prompts: int, *, concurrency: int = 8) -> FanOut:
+    """A governed ``pollux run_many``-shaped run built node by node (fast at any size).
+
+    The root records a token budget; ``concurrency`` calls start together; one prompt in 97
+    fails (a ``call_failed`` note, prompt 3 first), one in 89 is a second attempt, and the last
+    2% are refused once the budget runs out. The fan-in note lists each prompt's node in prompt
+    order, as the bridge records it. Nodes are put in an order unrelated to the prompts'.
+    """
+    cut = prompts - max(1, prompts // 50)
+    per_call = 150
+    limit = per_call * cut + 10
+    root = Node.create(
+        NodeKind.ROOT,
+        None,
+        {"run": "fanout"},
+        meta={"created_at": _iso(0), "budget": {"tokens": limit}},
+    )
+    store.put(root)
+    calls: list[str] = []
+    refused: list[str] = []
+    failed: list[str] = []
+    retried: list[str] = []
+    nodes: list[Node] = []
+    for index in range(prompts):
+        slot, lane = divmod(index, concurrency)
+        duration = 400 + (index * 37) % 900
+        start = slot * 700 + lane * 11
+        if index >= cut:
+            node = Node.create(
+                NodeKind.REFUSAL,
+                root.id,
+                {
+                    "reason": "budget",
+                    "meter": "tokens",
+                    "requested": str(per_call),
+                    "remaining": "10",
+                    "blocked_kind": "model_call",
+                    "blocked_payload_digest": f"{index:064x}",
+                },
+                attempt=index - cut,
+                meta={"created_at": _iso(start), "limit": limit, "spent": limit - 10},
+            )
+            refused.append(node.id)
+        elif index % 97 == 3:
+            node = Node.create(
+                NodeKind.NOTE,
+                root.id,
+                {
+                    "event": "call_failed",
+                    "kind": "model_call",
+                    "attempt": 0,
+                    "payload_digest": f"{index:064x}",
+                    "error": "APIError",
+                },
+                meta={
+                    "created_at": _iso(start),
+                    "duration_s": duration / 1000,
+                    "error_type": "APIError",
+                    "charges": {"steps": 1, "tokens": 10},
+                },
+            )
+            failed.append(node.id)
+        else:
+            attempt = 1 if index % 89 == 5 else 0
+            cached = 100 if index % 3 == 0 else 0
+            usage = {
+                "input_tokens": 120,
+                "output_tokens": 30,
+                "cache_read_tokens": cached,
+                "cache_write_tokens": 0 if cached else 20,
+            }
+            node = Node.create(
+                NodeKind.MODEL_CALL,
+                root.id,
+                {
+                    "pollux": 1,
+                    "api": "run_many",
+                    "provider": "openai",
+                    "model": "gpt-5-nano",
+                    "environment": {"fingerprint": "f" * 16},
+                    "input": {"content": fanout_prompt(index)},
+                },
+                attempt=attempt,
+                result={"text": f"{SECRET_RESULT} ({index})", "usage": usage},
+                meta={
+                    "created_at": _iso(start),
+                    "duration_s": duration / 1000,
+                    "usage": usage,
+                    "charges": {"steps": 1, "tokens": per_call, "usd": (42 + index % 7) / 100_000},
+                },
+            )
+            if attempt:
+                retried.append(node.id)
+        calls.append(node.id)
+        nodes.append(node)
+    for node in sorted(nodes, key=lambda n: n.id):
+        store.put(node)
+    end = (prompts // concurrency + 2) * 700
+    fan_in = Node.create(
+        NodeKind.NOTE,
+        root.id,
+        {"pollux": "run_many", "calls": calls},
+        meta={"created_at": _iso(end)},
+    )
+    store.put(fan_in)
+    return FanOut(root.id, calls, refused, failed, retried, fan_in.id, limit)

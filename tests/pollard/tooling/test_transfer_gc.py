@@ -171,7 +171,7 @@ def test_deep_chains_need_no_recursion(tmp_path: Path) -> None:
     rows = build_view(store.walk(root))
     assert len(rows) == depth + 1 and rows[-1].depth == depth and rows[-1].indent == 0
     assert render_tree(rows).count("\n") == depth
-    assert render_html(store, root).count('class="node') == depth + 1
+    assert f'"n":{depth + 1},' in render_html(store, root)  # every row in the page's data
     copy = MemoryStore()
     assert merge(copy, store).copied == depth + 1
     report = export_subtree(store, root, tmp_path / "deep.json")

@@ -7,6 +7,7 @@ results are copied only when asked for; everything else is metadata, never conte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,11 +15,13 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
 from pollard._core._amounts import plain, read_charges
+from pollard._core._usage import usable_count
 from pollard._step._settle import DISPATCH_EVENTS
 from pollard.redaction import contains_redaction, is_redacted
 
 __all__ = [
     "LABEL_MAX",
+    "PREVIEW_MAX",
     "NodeLike",
     "ViewNode",
     "add_into",
@@ -31,11 +34,13 @@ __all__ = [
     "node_label",
     "parse_timestamp",
     "printable",
+    "prompt_preview",
     "to_decimal",
     "view_node",
 ]
 
 LABEL_MAX = 60
+PREVIEW_MAX = 40
 _NOTE_LABEL_KEYS = ("label", "checkpoint", "status")
 _REFUSAL_KEYS = (
     "reason",
@@ -98,6 +103,10 @@ class ViewNode:
     has_content: bool = False
     indent: int = 0
     under_pruned: bool = False
+    fanout_index: int | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    budget: dict[str, Decimal] = field(default_factory=dict)
+    error_type: str | None = None
 
     def markers(self) -> list[str]:
         """The bracketed markers of the text tree, in a fixed order."""
@@ -139,6 +148,8 @@ class ViewNode:
             "merge_conflicts": self.merge_conflicts,
             "confirmation": self.confirmation,
             "children": list(self.children),
+            "fanout_index": self.fanout_index,
+            "usage": dict(self.usage),
         }
         if self.has_content:
             out["payload"] = self.payload
@@ -210,11 +221,11 @@ def add_into(total: dict[str, Decimal], values: Mapping[str, Decimal]) -> None:
         total[key] = total.get(key, Decimal(0)) + value
 
 
-def _short(text: str) -> str:
+def _short(text: str, limit: int = LABEL_MAX) -> str:
     text = " ".join(text.split())
     if not text.isprintable():
         text = printable(text)
-    return text if len(text) <= LABEL_MAX else text[: LABEL_MAX - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def printable(text: str) -> str:
@@ -295,7 +306,19 @@ def _refusal(kind: str, payload: Any) -> dict[str, str] | None:
 def _float(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    return float(value) if math.isfinite(value) else None
+
+
+def _budget(kind: str, payload: Any, meta: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The limits a node records: a run root's budget, or the limit a refusal hit."""
+    if kind == "root":
+        return decimal_map(meta.get("budget"))
+    if kind == "refusal" and isinstance(payload, Mapping):
+        meter = payload.get("meter")
+        limit = to_decimal(meta.get("limit"))
+        if isinstance(meter, str) and limit is not None:
+            return {meter: limit}
+    return {}
 
 
 def _confirmation(value: Any) -> str | None:
@@ -314,11 +337,59 @@ def _result_conflicts(meta: Mapping[str, Any]) -> int:
     return max(kept, count) if type(count) is int else kept
 
 
+_USAGE_FIELDS = (
+    ("input", ("input_tokens",)),
+    ("output", ("output_tokens",)),
+    ("cache_read", ("cache_read_tokens", "cache_read_input_tokens")),
+    ("cache_write", ("cache_write_tokens", "cache_creation_input_tokens")),
+)
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    """The recorded token counts (input, output, cache reads and writes) that are usable."""
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for name, keys in _USAGE_FIELDS:
+        for key in keys:
+            count = usable_count(raw.get(key))
+            if count is not None:
+                out[name] = count
+                break
+    return out
+
+
+def prompt_preview(payload: Any) -> str | None:
+    """A short quoted preview of a model call's prompt, ``REDACTED`` (unquoted), or None.
+
+    Only for views that include payloads: the preview is content.
+    """
+    if not isinstance(payload, Mapping):
+        return None
+    candidates: list[Any] = []
+    turn = payload.get("input")
+    if isinstance(turn, Mapping):  # the pollux bridge: {"input": {"content": ...}}
+        candidates.append(turn.get("content"))
+    else:
+        candidates.append(turn)
+    candidates.append(payload.get("prompt"))
+    messages = payload.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], Mapping):
+        candidates.append(messages[-1].get("content"))
+    for value in candidates:
+        if is_redacted(value):
+            return "REDACTED"
+        if isinstance(value, str) and value.strip():
+            return f'"{_short(value, PREVIEW_MAX)}"'
+    return None
+
+
 def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode:
     """Build the view row of one node."""
     kind = kind_name(node.kind)
     meta = node.meta if isinstance(node.meta, Mapping) else {}
     created = meta.get("created_at")
+    error = meta.get("error_type")
     row = ViewNode(
         id=node.id,
         parent=node.parent,
@@ -337,7 +408,15 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
         result_conflicts=_result_conflicts(meta),
         merge_conflicts=_count(meta.get("merge_conflicts")),
         confirmation=_confirmation(meta.get("confirmation")),
+        usage=_usage(meta.get("usage")),
+        error_type=_short(error) if isinstance(error, str) and error else None,
+        budget=_budget(kind, node.payload, meta),
     )
+    if kind == "model_call" and isinstance(node.payload, Mapping):
+        # A label the caller put in the identity payload names the step better than the model.
+        caller = _scalar_label(node.payload.get("label"))
+        if caller and caller != row.label:
+            row.label = f"{row.label} {caller}" if row.label else caller
     if payloads:
         row.payload = node.payload
         row.result = node.result
@@ -345,20 +424,59 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
     return row
 
 
+def _fanout_calls(node: NodeLike) -> list[Any] | None:
+    """The prompt-ordered ids of a ``pollux run_many`` fan-in note, or None for other nodes."""
+    payload = node.payload
+    if kind_name(node.kind) != "note" or not isinstance(payload, Mapping):
+        return None
+    calls = payload.get("calls")
+    if payload.get("pollux") != "run_many" or not isinstance(calls, list):
+        return None
+    return calls
+
+
+def _label_fanout(row: ViewNode, index: int, preview: str | None) -> None:
+    parts = [f"#{index}"]
+    if row.label:
+        parts.append(row.label)
+    if preview:
+        parts.append(preview)
+    row.label = " ".join(parts)
+
+
+def _preorder(rows: list[ViewNode], by_id: dict[str, ViewNode]) -> list[ViewNode]:
+    """The rows in preorder again after children were reordered (tops keep their order)."""
+    out: list[ViewNode] = []
+    tops = [row for row in rows if row.parent is None or row.parent not in by_id]
+    stack = list(reversed(tops))
+    while stack:
+        row = stack.pop()
+        out.append(row)
+        stack.extend(by_id[kid] for kid in reversed(row.children))
+    return out
+
+
 def build_view(nodes: Iterable[NodeLike], *, payloads: bool = False) -> list[ViewNode]:
     """Build view rows from nodes given parents-first (a preorder walk).
+
+    The children of a ``pollux run_many`` fan-out are shown in prompt order, each labelled
+    ``#index`` (its position in the prompts, from the fan-in note), then the other children in
+    the given order.
 
     Args:
         nodes: Node records; a node whose parent is not among the earlier ones is shown at
             depth 0 (the top of the subtree).
-        payloads: Copy payloads and results into the rows.
+        payloads: Copy payloads and results into the rows (and preview each fan-out prompt in
+            its label).
 
     Returns:
-        The rows in the given order, with ``children`` and ``indent`` (the visual depth: only
-        forks indent) filled in.
+        The rows in preorder, with ``children`` and ``indent`` (the visual depth: only forks
+        indent) filled in.
     """
     rows: list[ViewNode] = []
     by_id: dict[str, ViewNode] = {}
+    index_of: dict[str, tuple[int, str | None]] = {}
+    previews: dict[str, str | None] = {}
     for node in nodes:
         parent_row = by_id.get(node.parent) if node.parent is not None else None
         depth = parent_row.depth + 1 if parent_row is not None else 0
@@ -367,6 +485,35 @@ def build_view(nodes: Iterable[NodeLike], *, payloads: bool = False) -> list[Vie
             parent_row.children.append(row.id)
         by_id[row.id] = row
         rows.append(row)
+        calls = _fanout_calls(node)
+        if calls is not None:
+            for position, call_id in enumerate(calls):
+                if isinstance(call_id, str):
+                    index_of.setdefault(call_id, (position, node.parent))
+        if payloads and kind_name(node.kind) == "model_call":
+            previews[node.id] = prompt_preview(node.payload)
+    if index_of:
+        reordered: set[str] = set()
+        for node_id, (position, parent) in index_of.items():
+            child = by_id.get(node_id)
+            # Only the note's siblings are its prompts (a stray id elsewhere is left alone).
+            if child is None or child.parent != parent:
+                continue
+            child.fanout_index = position
+            _label_fanout(child, position, previews.get(node_id))
+            if parent is not None and parent in by_id:
+                reordered.add(parent)
+        for parent_id in reordered:
+            parent_row = by_id[parent_id]
+            order = {kid: n for n, kid in enumerate(parent_row.children)}
+            parent_row.children.sort(
+                key=lambda kid: (
+                    (0, by_id[kid].fanout_index)
+                    if by_id[kid].fanout_index is not None
+                    else (1, order[kid])
+                )
+            )
+        rows = _preorder(rows, by_id)
     # Agent runs are mostly chains (each step is the child of the previous one), so only a
     # fork indents: an only child is drawn at its parent's column.
     for row in rows:

@@ -13,6 +13,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
+from pollard._core._amounts import plain
 from pollard._core._budget import Budget
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node, NodeKind, check_attempt
@@ -214,7 +215,11 @@ class RuntimeBase:
                     root.id,
                     f"root run={label}",
                 )
-            root = root.with_meta({"created_at": utc_now_iso()})
+            meta: dict[str, Any] = {"created_at": utc_now_iso()}
+            if limits:
+                # The run's limits, for the views' budget burn-down (meta: not part of the id).
+                meta["budget"] = {name: plain(limit) for name, limit in sorted(limits.items())}
+            root = root.with_meta(meta)
             if (yield io(core.store.put, root)) and core.on_node is not None:
                 yield Emit(core.on_node, root, swallow=True)
         else:
