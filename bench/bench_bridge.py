@@ -42,7 +42,7 @@ def run() -> list[Result]:
     import pollux
     from pollard import AsyncRuntime, Budget
     from pollard.adapters.pollux import PolluxTokenEstimator, governed_run_many
-    from pollard.meters import StepMeter, TokenMeter
+    from pollard.meters import Meter, StepMeter, TokenMeter
 
     prompts = questions(N_PROMPTS)
     source = pollux.Source.from_text(SOURCE_TEXT)
@@ -64,21 +64,21 @@ def run() -> list[Result]:
             assert answers.status == "ok", answers.errors
 
         def governed(store: str | None, tokens: str = "") -> Callable[[], Awaitable[None]]:
-            meters = None
+            meters: list[Meter] | None = None
             limit = budget
-            extra: dict[str, int] = {}
+            cap: int | None = None
             if tokens:
                 estimator = PolluxTokenEstimator()
                 meters = [StepMeter(), TokenMeter(estimator, estimated=tokens == "soft")]
                 limit = Budget(steps=10 * N_PROMPTS, tokens=10**9)
-                extra = {"max_tokens": 256}
+                cap = 256
 
             async def work() -> None:
                 label = f"pass-{next(labels)}"  # a new run each pass: new steps, no re-records
                 async with AsyncRuntime(store, meters=meters) as rt:
                     run = rt.run(label, budget=limit)
                     answers = await governed_run_many(
-                        run, prompts, sources=[source], config=config, **extra
+                        run, prompts, sources=[source], config=config, max_tokens=cap
                     )
                     assert answers.status == "ok", answers.errors
                     assert run.report()["spent"]["steps"] == N_PROMPTS

@@ -24,9 +24,7 @@ def _answer(payload: Any) -> dict[str, Any]:
     return {"text": "ok"}
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def two_stores(
     request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
 ) -> Iterator[tuple[Store, Store]]:
