@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 
 from ._scrub import register_secret
 from .errors import ConfigurationError
+from .quota import CallQuota
 from .retry import RetryPolicy
 
 __all__ = ["KNOWN_CAPABILITIES", "PROVIDER_NAMES", "Config", "ProviderName", "resolve_api_key"]
@@ -171,6 +172,9 @@ class Config:
         retry: The :class:`RetryPolicy` for provider calls.
         capabilities: Overrides of the provider's declared capabilities, by name. A declared
             value wins over the provider's static value; undeclared ones fall back to it.
+        quota: A provider rate limit every attempt waits for (:class:`pollux.LocalQuota` for
+            one process, ``pollard.adapters.pollux.SharedQuota`` for many workers and hosts);
+            see :mod:`pollux.quota`. ``None`` (default): only the provider's 429s pace calls.
 
     Raises:
         ConfigurationError: An invalid field, or a missing key/base_url; the hint says how to
@@ -191,6 +195,7 @@ use_mock=False)
     request_timeout_s: float = 300.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     capabilities: Mapping[str, bool] | None = None
+    quota: CallQuota | None = None
 
     def __post_init__(self) -> None:
         """Validate the fields and resolve credentials."""
@@ -219,6 +224,7 @@ use_mock=False)
         register_secret(self.api_key)
         self._validate_limits()
         self._validate_capabilities()
+        self._validate_quota()
 
         if self.provider == "local":
             self._resolve_local()
@@ -281,6 +287,22 @@ use_mock=False)
             raise ConfigurationError(
                 f"retry must be a RetryPolicy, got {type(self.retry).__name__}",
                 hint="Pass retry=RetryPolicy(max_attempts=3), for example.",
+            )
+
+    def _validate_quota(self) -> None:
+        quota = self.quota
+        if quota is None:
+            return
+        missing = [
+            name for name in ("acquire", "pause") if not callable(getattr(quota, name, None))
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"quota must have async acquire() and pause() methods, got "
+                f"{type(quota).__name__} without {' and '.join(missing)}",
+                hint="Pass quota=pollux.LocalQuota(requests_per_minute=..., "
+                "tokens_per_minute=...), or pollard.adapters.pollux.SharedQuota(...) for "
+                "many workers.",
             )
 
     def _validate_capabilities(self) -> None:
@@ -354,5 +376,6 @@ use_mock=False)
                 self.request_timeout_s,
                 self.retry,
                 caps,
+                id(self.quota) if self.quota is not None else None,
             )
         )

@@ -8,6 +8,7 @@ from typing import Any
 
 from pollard._core._canon import make_dumps
 from pollard._core._node import Node
+from pollard._core._noderef import NodeRef, node_refs
 from pollard.errors import IntegrityError
 
 __all__ = [
@@ -85,7 +86,7 @@ def collision(node_id: str) -> IntegrityError:
     )
 
 
-def sorted_roots(nodes: list[Node]) -> list[Node]:
+def sorted_roots(nodes: list[Node]) -> list[NodeRef]:
     """Root nodes in the protocol's order, (run label, id), the same on every store."""
     nodes.sort(
         key=lambda n: (
@@ -93,7 +94,7 @@ def sorted_roots(nodes: list[Node]) -> list[Node]:
             n.id,
         )
     )
-    return nodes
+    return node_refs(nodes)
 
 
 def judge_append(
