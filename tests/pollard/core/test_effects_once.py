@@ -23,9 +23,9 @@ def test_the_tool_gets_a_stable_key_and_a_completed_effect_is_served(tmp_path: P
     db = tmp_path / "effects.db"
     keys: list[str] = []
 
-    def send(args: Any) -> dict[str, Any]:
+    def send(payload: Any) -> dict[str, Any]:  # the step's payload: {"tool", "args"}
         keys.append(pollard.idempotency_key())
-        return {"sent": args["to"]}
+        return {"sent": payload["args"]["to"]}
 
     with Runtime(db) as rt:
         node = rt.run("mail").tool_call("send", {"to": "a"}, fn=send)
