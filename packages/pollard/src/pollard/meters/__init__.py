@@ -199,12 +199,29 @@ def worst_case_usage(
     """
     if estimator is None:
         return None
+    estimate = input_estimate(estimator, payload)  # checked even when the call is unbounded
     cap = output_cap(payload)
     if cap is None:
         if default_cap <= 0:
             return None
         cap = default_cap
-    return {"input_tokens": int(estimator.estimate_input_tokens(payload)), "output_tokens": cap}
+    return {"input_tokens": estimate, "output_tokens": cap}
+
+
+def input_estimate(estimator: TokenEstimator, payload: Any) -> int:
+    """Return ``estimator.estimate_input_tokens(payload)``, checked to be an int >= 0.
+
+    Raises:
+        ValueError: For anything else (a negative estimate would lower the hold and let an
+            over-budget call run).
+    """
+    raw = estimator.estimate_input_tokens(payload)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ValueError(
+            f"{type(estimator).__name__}.estimate_input_tokens returned {raw!r}; "
+            "an estimate must be an int >= 0"
+        )
+    return raw
 
 
 _UNBOUNDED_HINT = (
@@ -288,14 +305,7 @@ class TokenMeter:
             return None
         estimate = 0
         if self.estimator is not None:
-            raw = self.estimator.estimate_input_tokens(payload)
-            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-                # A negative estimate would lower the precheck and let an over-budget call run.
-                raise ValueError(
-                    f"{type(self.estimator).__name__}.estimate_input_tokens returned {raw!r}; "
-                    "an estimate must be an int >= 0"
-                )
-            estimate = raw
+            estimate = input_estimate(self.estimator, payload)
         return estimate + self.reserved_output_tokens
 
     def __repr__(self) -> str:
