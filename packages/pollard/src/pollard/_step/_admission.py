@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -239,8 +239,13 @@ def refuse(
     error: Callable[[str], PollardError],
     *,
     meta: Mapping[str, Any] | None = None,
+    legacy_digests: Sequence[str] = (),
 ) -> Generator[Effect, Any, NoReturn]:
-    """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``."""
+    """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``.
+
+    ``legacy_digests``: the blocked payload digests pollard 0.8 would have recorded for this
+    refusal; replay serves such a recorded refusal (0.8's refusal payloads differ from ours).
+    """
     rt = state.rt
     node = Node.create(
         NodeKind.REFUSAL,
@@ -249,6 +254,18 @@ def refuse(
         meta={"created_at": utc_now_iso(), **(meta or {})},
     )
     if rt.mode == "replay" and not (yield io(rt.store.exists, node.id)):
+        if legacy_digests:
+            siblings: list[Node] = yield io(rt.store.children, state.cursor_id)
+            for sibling in siblings:
+                recorded = sibling.payload if isinstance(sibling.payload, Mapping) else {}
+                if (
+                    sibling.kind is NodeKind.REFUSAL
+                    and recorded.get("reason") == payload.get("reason")
+                    and recorded.get("blocked_kind") == payload.get("blocked_kind")
+                    and recorded.get("blocked_payload_digest") in legacy_digests
+                ):
+                    state.move(sibling)
+                    raise error(sibling.id)
         shown = ", ".join(f"{key}={payload[key]}" for key in sorted(payload) if key != "detail")
         digest = hashlib.sha256(node.canonical_payload or b"").hexdigest()
         raise MissingRecording(

@@ -17,7 +17,7 @@ twice); a repeated dispatch of an existing node in record mode is charged and re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -274,12 +274,14 @@ class RunState:
         error: Callable[[str], PollardError],
         *,
         meta: Mapping[str, Any] | None = None,
+        legacy_digests: Sequence[str] = (),
     ) -> Generator[Effect, Any, NoReturn]:
         """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``.
 
-        In replay mode the refusal must already be recorded (it is never written).
+        In replay mode the refusal must already be recorded (it is never written); one pollard
+        0.8 recorded is found by its blocked payload digest among ``legacy_digests``.
         """
-        yield from admission.refuse(self, payload, error, meta=meta)
+        yield from admission.refuse(self, payload, error, meta=meta, legacy_digests=legacy_digests)
         raise AssertionError("unreachable: refuse() raises")  # pragma: no cover
 
     def lookup(self, kind: str, payload: Any, attempt: int = 0) -> Step:
