@@ -12,6 +12,10 @@ repeated dispatches and result conflicts instead).
 1. Fan-out efficiency (ideal ``ceil(300 / 32) * 50 ms`` / actual wall time) of each client, and
    the governed/plain wall-time ratios (target <= 1.15: governing a fan-out must not serialize
    it).
+   Two more SQLite clients add a token budget: estimated (soft, ``TokenMeter(...,
+   estimated=True)``: the input estimate held) and hard (the worst case held: input estimate
+   plus ``max_tokens``, settled after), so the cost of reserving the worst case is side by side
+   with the old precheck in one run.
 2. Client CPU per prompt, governed (SQLite) / plain.
 3. Replay of a recorded fan-out from SQLite: prompts served per second, and the wall time as
    a ratio to the live plain fan-out (no provider call is made).
@@ -37,7 +41,8 @@ TARGET = 1.15
 def run() -> list[Result]:
     import pollux
     from pollard import AsyncRuntime, Budget
-    from pollard.adapters.pollux import governed_run_many
+    from pollard.adapters.pollux import PolluxTokenEstimator, governed_run_many
+    from pollard.meters import Meter, StepMeter, TokenMeter
 
     prompts = questions(N_PROMPTS)
     source = pollux.Source.from_text(SOURCE_TEXT)
@@ -58,26 +63,44 @@ def run() -> list[Result]:
             answers = await pollux.run_many(prompts, sources=[source], config=config)
             assert answers.status == "ok", answers.errors
 
-        def governed(store: str | None) -> Callable[[], Awaitable[None]]:
+        def governed(store: str | None, tokens: str = "") -> Callable[[], Awaitable[None]]:
+            meters: list[Meter] | None = None
+            limit = budget
+            cap: int | None = None
+            if tokens:
+                estimator = PolluxTokenEstimator()
+                meters = [StepMeter(), TokenMeter(estimator, estimated=tokens == "soft")]
+                limit = Budget(steps=10 * N_PROMPTS, tokens=10**9)
+                cap = 256
+
             async def work() -> None:
                 label = f"pass-{next(labels)}"  # a new run each pass: new steps, no re-records
-                async with AsyncRuntime(store) as rt:
-                    run = rt.run(label, budget=budget)
-                    answers = await governed_run_many(run, prompts, sources=[source], config=config)
+                async with AsyncRuntime(store, meters=meters) as rt:
+                    run = rt.run(label, budget=limit)
+                    answers = await governed_run_many(
+                        run, prompts, sources=[source], config=config, max_tokens=cap
+                    )
                     assert answers.status == "ok", answers.errors
                     assert run.report()["spent"]["steps"] == N_PROMPTS
-                if store is not None:
+                if store is not None and not tokens:
                     recorded.append(label)
 
             return work
 
-        clients = {"plain": plain, "memory": governed(None), "sqlite": governed(db)}
+        clients = {
+            "plain": plain,
+            "memory": governed(None),
+            "sqlite": governed(db),
+            "soft": governed(db, "soft"),
+            "hard": governed(db, "hard"),
+        }
         best = best_of(ROUNDS, clients, measure)
         (plain_wall, plain_cpu), (memory_wall, _), (sqlite_wall, sqlite_cpu) = (
             best["plain"],
             best["memory"],
             best["sqlite"],
         )
+        soft_wall, hard_wall = best["soft"][0], best["hard"][0]
 
         async def replay() -> None:
             async with AsyncRuntime(db, mode="replay") as rt:
@@ -108,6 +131,22 @@ def run() -> list[Result]:
             target=TARGET,
             direction="lower",
             note=f"{rounds}; a reservation and a commit per step on the store's I/O thread",
+        ),
+        Result(
+            "wall time governed (SQLite, estimated token budget) / plain",
+            soft_wall / plain_wall,
+            "ratio",
+            target=TARGET,
+            direction="lower",
+            note=f"{rounds}; the old precheck: the input estimate held",
+        ),
+        Result(
+            "wall time governed (SQLite, hard token budget) / plain",
+            hard_wall / plain_wall,
+            "ratio",
+            target=TARGET,
+            direction="lower",
+            note=f"{rounds}; the worst case (input estimate + max_tokens) held, then settled",
         ),
         Result(
             "client CPU per prompt governed (SQLite) / plain",

@@ -21,11 +21,13 @@ import typing as _typing
 from ._version import __version__ as __version__
 from .errors import BudgetExceeded as BudgetExceeded
 from .errors import ConfirmationRequired as ConfirmationRequired
+from .errors import EffectAmbiguous as EffectAmbiguous
 from .errors import IntegrityError as IntegrityError
 from .errors import MissingRecording as MissingRecording
 from .errors import PolicyViolation as PolicyViolation
 from .errors import PollardError as PollardError
 from .errors import UnsupportedSchema as UnsupportedSchema
+from .errors import WriterConflict as WriterConflict
 
 if _typing.TYPE_CHECKING:
     from pollard._core._budget import Budget as Budget
@@ -52,6 +54,7 @@ if _typing.TYPE_CHECKING:
     from pollard._runtime._sync import ReplayMode as ReplayMode
     from pollard._runtime._sync import Run as Run
     from pollard._runtime._sync import Runtime as Runtime
+    from pollard._step._intent import idempotency_key as idempotency_key
 
     from .meters import WindowMeter as WindowMeter
     from .policy import Decision as Decision
@@ -101,6 +104,7 @@ _LAZY: dict[str, str] = {
     "MergeReport": "pollard._edge._merge",
     "export_subtree": "pollard._edge._transfer",
     "gc": "pollard._edge._gc",
+    "idempotency_key": "pollard._step._intent",
     "import_subtree": "pollard._edge._transfer",
     "merge": "pollard._edge._merge",
 }
@@ -113,6 +117,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
     "Decision",
+    "EffectAmbiguous",
     "ExportReport",
     "GCReport",
     "HashRopeStore",
@@ -140,9 +145,11 @@ __all__ = [
     "VerifyReport",
     "WindowClaim",
     "WindowMeter",
+    "WriterConflict",
     "__version__",
     "export_subtree",
     "gc",
+    "idempotency_key",
     "import_subtree",
     "merge",
     "recompute_charges",

@@ -7,6 +7,8 @@ it records the refusal node first and then raises, so the exception names a node
     ├── BudgetExceeded                  a budget or window refused a step  (refusal_id, meter)
     ├── PolicyViolation                 the registry firewall refused      (refusal_id, detail)
     ├── ConfirmationRequired            a policy asks for confirmation     (resume_token)
+    ├── EffectAmbiguous                 a tool step was in flight at a crash (node_id)
+    ├── WriterConflict                  another live writer appends at a node (node_id)
     ├── MissingRecording  (LookupError) replay found no recorded step      (node_id)
     ├── IntegrityError    (ValueError)  stored history does not verify     (node_id)
     └── UnsupportedSchema (ValueError)  a schema outside the subset        (path)
@@ -20,11 +22,13 @@ from __future__ import annotations
 __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
+    "EffectAmbiguous",
     "IntegrityError",
     "MissingRecording",
     "PolicyViolation",
     "PollardError",
     "UnsupportedSchema",
+    "WriterConflict",
 ]
 
 
@@ -55,7 +59,8 @@ class BudgetExceeded(PollardError):
     Attributes:
         refusal_id: The id of the recorded refusal node.
         meter: The meter that refused (for example ``"tokens"``), when known.
-        reason: ``"budget"`` or ``"window"``, when known.
+        reason: ``"budget"``, ``"window"`` or ``"unbounded"`` (a hard meter could not bound
+            the step's worst case), when known.
     """
 
     default_hint = (
@@ -113,6 +118,52 @@ class ConfirmationRequired(PollardError):
     def __init__(self, message: str, resume_token: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.resume_token = resume_token
+
+
+class EffectAmbiguous(PollardError):
+    """A tool step was in flight when its process stopped: its effect may have happened.
+
+    pollard recorded the step's intent before the tool ran and found neither its result nor a
+    recorded failure, so it does not run the tool again on its own.
+
+    Attributes:
+        node_id: The tool step's node id (also the idempotency key the tool was given).
+        intent_id: The store claim that recorded the dispatch (``effect:<node id>:<n>``).
+    """
+
+    default_hint = (
+        "check the tool's target for the effect under this idempotency key (the node id); "
+        "to run the tool again deliberately, call it with the next attempt= (a new step)"
+    )
+
+    def __init__(
+        self, message: str, node_id: str, intent_id: str, *, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.node_id = node_id
+        self.intent_id = intent_id
+
+
+class WriterConflict(PollardError):
+    """Another live writer (a runtime in another process) is appending under the same node.
+
+    A run has one writer per node: two processes that resumed the same run at the same cursor
+    would fork it unnoticed, so the second is refused before its step runs (or, when its lease
+    lapsed and another writer took the node over, at its commit).
+
+    Attributes:
+        node_id: The node both writers append under.
+    """
+
+    default_hint = (
+        "let one process write this run at a time (another one is appending at this node); "
+        "start your own line with run.branch(...) or another run label, or wait for the other "
+        "writer to finish (its lease ends when its process stops)"
+    )
+
+    def __init__(self, message: str, node_id: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.node_id = node_id
 
 
 class MissingRecording(PollardError, LookupError):

@@ -59,6 +59,16 @@ Claims
         the store (threads and processes alike) sees one winner per key; claims are never
         released. Confirmations use it so that a confirmed action runs at most once.
 
+Writers (one writer per node of a run)
+    ``lease_writer(writer, lease_seconds) -> None``
+        Record that ``writer`` (a runtime's random id) is alive until ``now + lease_seconds``;
+        0 ends it. Runtimes renew it while they are open.
+    ``take_append(node_id, writer) -> int``
+        Atomically make ``writer`` the one appending under ``node_id`` unless another live
+        writer is (the node's holder, else the writer in its ``meta["writer"]``), and return the
+        fencing token it holds: the same on a renewal, one more when the node changes hands,
+        0 when another live writer holds it.
+
 Lifecycle
     ``close() -> None`` (idempotent); stores are also context managers.
     ``store_id: str`` names the logical ledger namespace (workers sharing a budget use the same).
@@ -166,6 +176,14 @@ class Store(Protocol):
 
     def claim(self, key: str, owner: str) -> str:
         """Claim ``key`` for ``owner`` unless already claimed; return the winning owner."""
+        ...
+
+    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+        """Record that ``writer`` is alive for ``lease_seconds`` more (0 ends it)."""
+        ...
+
+    def take_append(self, node_id: str, writer: str) -> int:
+        """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0."""
         ...
 
     def close(self) -> None:

@@ -103,5 +103,11 @@ class ManifestStore:
     def claim(self, key: str, owner: str) -> str:
         raise self._read_only()
 
+    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+        raise self._read_only()
+
+    def take_append(self, node_id: str, writer: str) -> int:
+        raise self._read_only()
+
     def close(self) -> None:
         """Nothing to release."""

@@ -387,7 +387,12 @@ def _admit(
         raise TypeError(
             f"the handler of {spec.name!r} is async; use AsyncRuntime (atool_call) to call it"
         )
-    return (yield from state.step(_TOOL, payload, handler, original, attempt=attempt, meta=meta))
+    # A newly confirmed request runs even when an earlier confirmed one stored this step.
+    return (
+        yield from state.step(
+            _TOOL, payload, handler, original, attempt=attempt, meta=meta, rerun=confirmed
+        )
+    )
 
 
 def _is_async_callable(function: object) -> bool:

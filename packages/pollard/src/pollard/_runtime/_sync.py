@@ -741,6 +741,7 @@ def _rollback(state: RunState, node_id: str | None, steps: int) -> Node:
         target = node_id
     state.depth -= chain.index(target)
     state.cursor_id = target
+    state.own_cursor = False  # a node this run may not have written
     _keep_scopes(state, chain[chain.index(target) :])
     return state.store.get(target)
 
@@ -760,6 +761,7 @@ def _checkout(state: RunState, node_id: str) -> Node:
         # The documented error for a node outside the run, also when no such node is stored.
         raise ValueError(f"node {node_id!r} is not in run {state.label!r}: no such node") from None
     state.cursor_id = node_id
+    state.own_cursor = False  # a node this run may not have written
     state.depth = len(chain) - 1
     _keep_scopes(state, chain)
     return state.store.get(node_id)
@@ -776,6 +778,7 @@ def _prune(state: RunState) -> Node:
         raise ValueError("the root cannot be pruned")
     pruned = state.store.update_meta(node.id, {"pruned": True})
     state.cursor_id = node.parent
+    state.own_cursor = False  # a node this run may not have written
     state.depth -= 1
     _keep_scopes(state, state.ancestors(node.parent))
     return pruned

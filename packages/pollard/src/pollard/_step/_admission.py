@@ -7,7 +7,9 @@ exception.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -24,7 +26,7 @@ from pollard._core._ledger import (
     utc_now_iso,
 )
 from pollard._core._node import Node, NodeKind
-from pollard._step._effects import Effect, Emit, Step, io
+from pollard._step._effects import Effect, Emit, Pause, Step, io
 from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 
 if TYPE_CHECKING:
@@ -43,6 +45,14 @@ __all__ = [
 Estimates = dict[str, tuple[Decimal | None, bool]]
 """Precheck estimates by meter: ``(amount or None, whether approximate)``."""
 
+_HOLDING: contextvars.ContextVar[bool] = contextvars.ContextVar("pollard_holding", default=False)
+"""True inside a step that holds a reservation (its nested steps do not wait for room)."""
+
+
+def holding() -> contextvars.ContextVar[bool]:
+    """The context flag a step sets while it holds a reservation (see `_held_elsewhere`)."""
+    return _HOLDING
+
 
 def admit(state: RunState, node: Node, credit: Mapping[str, Decimal] | None = None) -> Step:
     """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``.
@@ -52,8 +62,12 @@ def admit(state: RunState, node: Node, credit: Mapping[str, Decimal] | None = No
     is not claimed at all (so a budget those dispatches exhausted still admits their resume).
     """
     rt = state.rt
+    if rt.unrecorded:  # a step that ran is recorded before another is admitted
+        yield io(rt.record_unrecorded)
     yield from check_depth(state, node)
     estimates = _estimates(state, node.kind.value, node.payload)
+    if rt.hard:
+        yield from _check_bounded(state, node, estimates)
     if credit:
         net = net_estimates(estimates, credit)
         claims, windows = _claims(state, net)
@@ -66,9 +80,46 @@ def admit(state: RunState, node: Node, credit: Mapping[str, Decimal] | None = No
     # If the step is cancelled while an offloaded reserve runs, the driver waits for it and
     # hands the admission to ``undo``, so no reservation outlives the step.
     admission: Admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
+    if admission.shortfall is not None and _held_elsewhere(admission.shortfall):
+        admission = yield from _wait_for_room(state, claims, windows, admission)
     if admission.shortfall is not None:
         yield from refuse_budget(state, admission.shortfall, node)
     return estimates, admission.reservation_id
+
+
+def _held_elsewhere(short: Shortfall) -> bool:
+    """Whether only other steps' holds keep the request out (it fits what is settled)."""
+    if short.reason != "budget" or short.requested <= 0 or _HOLDING.get():
+        # A step nested in one that holds a reservation never waits: it may be what the
+        # outer step is waiting for.
+        return False
+    return short.spent < short.limit and short.requested <= short.limit - short.spent
+
+
+def _wait_for_room(
+    state: RunState,
+    claims: list[BudgetClaim],
+    windows: list[WindowClaim],
+    admission: Admission,
+) -> Step:
+    """Retry a reserve while in-flight holds settle: a budget with room does not refuse.
+
+    Holds settle at their actual usage (usually below the worst case) or are released, and a
+    crashed process's holds expire with their lease, so the wait ends; it is bounded by twice
+    the lease all the same.
+    """
+    rt = state.rt
+    deadline = time.monotonic() + 2 * rt.lease_seconds
+    pause = 0.001
+    while (
+        admission.shortfall is not None
+        and _held_elsewhere(admission.shortfall)
+        and time.monotonic() < deadline
+    ):
+        yield Pause(pause)
+        pause = min(pause * 2, 0.05)
+        admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
+    return admission
 
 
 def precheck(state: RunState, node: Node) -> Step:
@@ -112,6 +163,37 @@ def net_estimates(estimates: Estimates, credit: Mapping[str, Decimal]) -> Estima
         if estimate is not None:
             out[name] = (max(estimate - amount, ZERO), approximate)
     return out
+
+
+def _check_bounded(state: RunState, node: Node, estimates: Estimates) -> Step:
+    """Refuse a step a hard meter cannot bound when a budget limits that meter."""
+    hard = state.rt.hard
+    for scope in state.scopes:
+        for name, _limit in scope.metered:
+            meter = hard.get(name)
+            if meter is None or estimates.get(name, (None, False))[0] is not None:
+                continue
+            kind = node.kind.value
+            payload: dict[str, Any] = {
+                "reason": "unbounded",
+                "meter": name,
+                "blocked_kind": kind,
+                "blocked_payload_digest": hashlib.sha256(node.canonical_payload or b"").hexdigest(),
+            }
+            message = (
+                f"{name} budget refused a {kind}: its worst case cannot be bounded "
+                "(no output cap), so it cannot be reserved"
+            )
+            hint = getattr(meter, "unbounded_hint", None)
+
+            def error(
+                refusal_id: str, name: str = name, hint: Any = hint, message: str = message
+            ) -> PollardError:
+                return BudgetExceeded(
+                    message, refusal_id, meter=name, reason="unbounded", hint=hint
+                )
+
+            yield from refuse(state, payload, error, meta={"scope": scope.id})
 
 
 def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:

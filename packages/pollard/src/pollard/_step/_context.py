@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from pollard._core._ledger import Admission, BudgetClaim, WindowClaim
+from pollard._core._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
 from pollard._core._node import Node
 from pollard._step._lease import LeaseKeeper
 from pollard._step._protocols import Annotator, Gate, Measurer, Meter, WindowedMeter
@@ -18,7 +20,7 @@ from pollard.errors import IntegrityError, PollardError
 if TYPE_CHECKING:
     from pollard._core._store import Store
 
-__all__ = ["RuntimeCore", "Scope"]
+__all__ = ["RuntimeCore", "Scope", "Unrecorded"]
 
 
 @dataclass(slots=True)
@@ -40,6 +42,17 @@ class Scope:
     def __post_init__(self) -> None:
         self.metered = tuple(sorted(i for i in self.limits.items() if i[0] != "depth"))
         self.depth = self.limits.get("depth")
+
+
+@dataclass(slots=True)
+class Unrecorded:
+    """A step that ran but whose commit did not reach the store (see `RuntimeCore`)."""
+
+    node: Node
+    scopes: tuple[str, ...]
+    charges: Mapping[str, Decimal]
+    windows: Sequence[WindowEvent]
+    reservation: str | None
 
 
 class RuntimeCore:
@@ -69,6 +82,9 @@ class RuntimeCore:
         self.estimating: list[tuple[Meter, bool]] = [
             (m, bool(getattr(m, "precheck_is_estimate", False))) for m in self.meters
         ]
+        # Hard meters bound a call's worst case; their None estimate means "cannot be bounded",
+        # which a budget on that meter refuses rather than admit unreserved.
+        self.hard: dict[str, Meter] = {m.name: m for m in self.meters if getattr(m, "hard", False)}
         self.mode = mode
         self.gate = gate
         self.dry_run = dry_run
@@ -76,6 +92,15 @@ class RuntimeCore:
         self.lease_seconds = lease_seconds
         self.verified: set[str] = set()
         self.keeper = LeaseKeeper(store, lease_seconds)
+        # Steps that ran but whose commit lost the store connection: their holds stay renewed
+        # (never silently released) and `record_unrecorded` commits them before the next step
+        # of this runtime is admitted.
+        self.unrecorded: list[Unrecorded] = []
+        self.pinned: set[str] = set()
+        # This runtime's writer id: stamped on the steps it commits (meta["writer"]) and kept
+        # alive in the store, so another process appending under the same node is refused.
+        self.writer = uuid.uuid4().hex
+        self._writer_live = False
         self._reserving = threading.Condition(threading.Lock())
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it
@@ -105,6 +130,52 @@ class RuntimeCore:
                 if self._draining:
                     self._reserving.notify_all()
 
+    def register_writer(self) -> None:
+        """Record this runtime's writer as alive (before its first commit), renewed from then."""
+        if not self._writer_live:
+            self.store.lease_writer(self.writer, self.lease_seconds)
+            self._writer_live = True
+            self.keeper.keep_writer(self.writer)
+
+    @property
+    def writer_due(self) -> bool:
+        """Whether the writer must be registered before the next commit."""
+        return not self._writer_live
+
+    def writer_stale(self) -> bool:
+        """Whether this writer's liveness may have lapsed (no renewal within a lease)."""
+        return time.monotonic() - self.keeper.writer_renewed >= self.lease_seconds
+
+    def keep_unrecorded(self, item: Unrecorded) -> None:
+        """Keep a step whose commit lost the connection: its hold stays, to be committed later."""
+        self.unrecorded.append(item)
+        if item.reservation is not None:
+            self.pinned.add(item.reservation)
+
+    def record_unrecorded(self) -> None:
+        """Commit the steps kept by `keep_unrecorded` (idempotently); raise while the store is down.
+
+        A node found stored already is the commit that landed before its answer was lost: its
+        hold is released (idempotent), nothing is charged twice.
+        """
+        while self.unrecorded:
+            item = self.unrecorded[0]
+            if (
+                not self.store.commit(
+                    item.node,
+                    scopes=item.scopes,
+                    charges=item.charges,
+                    windows=item.windows,
+                    reservation_id=item.reservation,
+                )
+                and item.reservation is not None
+            ):
+                self.store.release(item.reservation)
+            self.unrecorded.pop(0)
+            if item.reservation is not None:
+                self.pinned.discard(item.reservation)
+                self.keeper.remove(item.reservation)
+
     def release_admission(self, admission: Admission) -> None:
         """Release the reservation of an admission nobody will use (a cancelled step)."""
         rid = admission.reservation_id
@@ -118,6 +189,9 @@ class RuntimeCore:
         runtime is about to close: steps still running can no longer settle there, so their
         holds are dropped now instead of lingering until their leases expire.
         """
+        if self.unrecorded:
+            with contextlib.suppress(Exception):  # still down: the holds expire, not released
+                self.record_unrecorded()
         with self._reserving:
             # A reserve queued for a worker thread but not yet started must not slip in
             # between the drain below and the store's close: refuse it.
@@ -126,8 +200,13 @@ class RuntimeCore:
             self._reserving.wait_for(lambda: self._in_flight == 0, timeout=60)
             held = self.keeper.drain()
         self.keeper.close()
+        if self._writer_live:  # a closed runtime appends nothing more: others may take over
+            with contextlib.suppress(Exception):
+                self.store.lease_writer(self.writer, 0)
         if release:
             for rid in held:
+                if rid in self.pinned:  # a step that ran and is not recorded: never released
+                    continue
                 with contextlib.suppress(Exception):  # best effort: the lease still expires
                     self.store.release(rid)
 

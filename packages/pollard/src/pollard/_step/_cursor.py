@@ -27,12 +27,13 @@ from pollard._core._ledger import ZERO, utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._step import _admission as admission
 from pollard._step import _execute as execute
+from pollard._step import _intent as intent
 from pollard._step import _replay as replay
 from pollard._step import _resume
 from pollard._step import _settle as settle
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Effect, Step, io
-from pollard.errors import MissingRecording, PollardError
+from pollard.errors import MissingRecording, PollardError, WriterConflict
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -71,6 +72,8 @@ class RunState:
         "cursor_id",
         "depth",
         "label",
+        "leased",
+        "own_cursor",
         "owner",
         "root_id",
         "rt",
@@ -98,6 +101,10 @@ class RunState:
         # Holding the runtime keeps one created inline (``Runtime("runs.db").run(...)``) and its
         # store open for as long as the run is used.
         self.owner: Any = None
+        # One writer per node: the cursor this run holds the append lease of, and whether this
+        # runtime committed the cursor itself (then it holds the node without asking).
+        self.leased: str | None = None
+        self.own_cursor = False
 
     @property
     def store(self) -> Store:
@@ -134,12 +141,39 @@ class RunState:
         child.spent = self.spent
         child.avoided = self.avoided
         child.owner = self.owner
+        child.leased = self.leased
+        child.own_cursor = self.own_cursor
         return child
 
     def move(self, node: Node) -> None:
         """Put the cursor on ``node``, a child of the current cursor."""
         self.cursor_id = node.id
         self.depth += 1
+        self.own_cursor = False
+
+    def check_writer(self) -> Step:
+        """Refuse (`WriterConflict`) when another live writer appends under the cursor.
+
+        The run's root is shared (workers start their own lines under one label); any other
+        node has one writer at a time. A node this runtime committed is its own; any other is
+        taken once (a fencing token in the store), and again when this writer's liveness may
+        have lapsed meanwhile (a paused process whose node another writer took over).
+        """
+        rt = self.rt
+        parent = self.cursor_id
+        if parent == self.root_id or rt.mode == "replay":
+            return
+        stale = rt.writer_stale()
+        if not stale and (self.own_cursor or self.leased == parent):
+            return
+        token = yield io(rt.store.take_append, parent, rt.writer)
+        if not token:
+            raise WriterConflict(
+                f"another writer is appending to run {self.label!r} at node {parent}: two "
+                "processes at one cursor would fork the run, so this one does not write",
+                parent,
+            )
+        self.leased = parent
 
     def scope_ids(self) -> tuple[str, ...]:
         """The scopes a charge settles into: the root and every budgeted branch anchor."""
@@ -169,11 +203,14 @@ class RunState:
         keep_chunks: bool = False,
         meta: Mapping[str, Any] | None = None,
         resume: bool = False,
+        rerun: bool = False,
     ) -> Step:
         """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node.
 
         ``resume`` (always on in hybrid mode): a stored answer of this call is served, and
-        the charges of its cancelled dispatches count toward this one (`_resume`).
+        the charges of its cancelled dispatches count toward this one (`_resume`). A stored
+        tool step is served, not run again, unless ``rerun`` (a newly confirmed request: a
+        person approved running it once more).
         """
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
@@ -186,6 +223,16 @@ class RunState:
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
+        if self.rt.unrecorded:  # a step that ran is recorded before anything else
+            yield io(self.rt.record_unrecorded)
+        effect = node.kind is NodeKind.TOOL_CALL
+        if effect:
+            # A completed effect is served from the ledger, never run twice.
+            done: Node | None = yield io(self.rt.store.find, node.id)
+            completed = done is not None and done.result is not None
+            if completed and not rerun:
+                assert done is not None
+                return (yield from replay.serve(self, done, on_delta))
         credit = None
         if self.rt.mode == "record" and resume:
             found, credit = yield from _resume.lookup(self, node)
@@ -193,15 +240,59 @@ class RunState:
                 return (yield from replay.serve(self, found, on_delta))
         elif self.rt.mode == "hybrid":
             credit = yield from _resume.credit(self, node)
+        if self.rt.writer_due:  # alive in the store before its first step names it the writer
+            yield io(self.rt.register_writer)
+        yield from self.check_writer()
         estimates, reservation = yield from admission.admit(self, node, credit)
+        flag = admission.holding()
+        token = flag.set(True) if reservation is not None else None
+        key = None
         try:
+            if effect:
+                intent_id = yield from intent.begin(self, node, completed=completed)
+                key = intent.running().set(node.id)
+                try:
+                    return (
+                        yield from execute.execute(
+                            self,
+                            node,
+                            fn,
+                            arg,
+                            estimates,
+                            reservation,
+                            on_delta,
+                            keep_chunks,
+                            meta,
+                            credit,
+                        )
+                    )
+                except GeneratorExit:
+                    raise
+                except Exception as exc:
+                    # A failure the tool raised is recorded, so it may be retried; a step that
+                    # ran but is not recorded (kept by the runtime, or fenced off at commit), or
+                    # a cancellation, may have had its effect: those stay ambiguous.
+                    kept = any(item.node.id == node.id for item in self.rt.unrecorded)
+                    if not kept and not isinstance(exc, WriterConflict):
+                        yield from intent.fail(self, intent_id)
+                    raise
             return (
                 yield from execute.execute(
                     self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta, credit
                 )
             )
         finally:
-            if reservation is not None:
+            if key is not None:
+                try:
+                    intent.running().reset(key)
+                except ValueError:
+                    intent.running().set(None)
+            if token is not None:
+                try:
+                    flag.reset(token)
+                except ValueError:  # finalized in another context (a closed generator)
+                    flag.set(False)
+            if reservation is not None and reservation not in self.rt.pinned:
                 self.rt.keeper.remove(reservation)
 
     def refuse(

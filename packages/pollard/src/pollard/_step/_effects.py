@@ -31,6 +31,7 @@ __all__ = [
     "Io",
     "NextChunk",
     "Offload",
+    "Pause",
     "Step",
     "drive_async",
     "drive_sync",
@@ -127,6 +128,21 @@ class CloseStream(Effect):
         close = getattr(self.source, "close", None)
         if callable(close):
             close()
+
+
+@dataclass(slots=True)
+class Pause(Effect):
+    """Wait ``seconds`` without holding the event loop (a step waiting for room in a budget)."""
+
+    seconds: float
+
+    def run_sync(self) -> Any:
+        import time
+
+        time.sleep(self.seconds)
+
+    async def run_async(self, offload: Offload) -> Any:
+        await asyncio.sleep(self.seconds)
 
 
 @dataclass(slots=True)

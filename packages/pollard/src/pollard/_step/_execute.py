@@ -85,6 +85,7 @@ def execute(
             meta["usage_missing"] = True
         if extra_meta:
             meta.update(extra_meta)
+        meta["writer"] = rt.writer  # the node's writer holds it (one writer per node)
         amounts = settle.charges(state, kind, node.payload, result, meta, estimates=None)
         if credit:
             amounts, used = net_charges(amounts, credit)

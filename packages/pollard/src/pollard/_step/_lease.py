@@ -24,17 +24,30 @@ class LeaseKeeper:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._writer: str | None = None
+        self.writer_renewed = 0.0  # monotonic time of the writer's last successful renewal
 
     def add(self, reservation_id: str) -> None:
         # Single dict operations are atomic under the GIL; the lock only guards the thread start.
         self._active[reservation_id] = time.monotonic()
+        self._start()
+
+    def keep_writer(self, writer: str) -> None:
+        """Renew ``writer``'s liveness too (registered once by the runtime)."""
+        self._writer = writer
+        self.writer_renewed = time.monotonic()
+        self._start()
+
+    def _start(self) -> None:
         if self._thread is None:
             with self._lock:
                 if self._thread is None and not self._closed:
-                    self._thread = threading.Thread(
+                    # Published once started: close() may join it from another thread.
+                    thread = threading.Thread(
                         target=self._loop, name="pollard-lease-keeper", daemon=True
                     )
-                    self._thread.start()
+                    thread.start()
+                    self._thread = thread
 
     def remove(self, reservation_id: str) -> bool:
         """Stop renewing a reservation; True when it was still tracked."""
@@ -52,6 +65,11 @@ class LeaseKeeper:
         renewed: dict[str, float] = {}  # owned by this thread
         while not self._wake.wait(interval):
             now = time.monotonic()
+            writer = self._writer
+            if writer is not None:
+                with contextlib.suppress(Exception):  # a lapse shows as a stale writer
+                    self._store.lease_writer(writer, self._lease)
+                    self.writer_renewed = time.monotonic()
             active = dict(self._active)  # an atomic snapshot; steps add and remove freely
             for rid in [rid for rid in renewed if rid not in active]:
                 del renewed[rid]
@@ -64,6 +82,7 @@ class LeaseKeeper:
     def close(self) -> None:
         self._closed = True
         self._wake.set()
-        thread = self._thread
+        with self._lock:  # not while another thread is starting it
+            thread = self._thread
         if thread is not None:
             thread.join(timeout=5)

@@ -28,6 +28,7 @@ from pollard._core._amounts import charges_meta
 from pollard._core._ledger import ZERO, WindowEvent, to_decimal, utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._step._admission import Estimates
+from pollard._step._context import Unrecorded
 from pollard._step._effects import Emit, Io, Step, io
 
 if TYPE_CHECKING:
@@ -111,7 +112,22 @@ def settle(
         for meter in rt.windows
         if charges.get(meter.name, ZERO) > 0
     ]
-    if (yield _commit(state, final, charges, events, reservation)):
+    try:
+        if rt.writer_due:  # alive in the store before its first step names it the writer
+            yield io(rt.register_writer)
+        elif state.leased == final.parent and rt.writer_stale():
+            yield from state.check_writer()  # fenced: another writer may have taken the node
+        committed = yield _commit(state, final, charges, events, reservation)
+    except Exception as exc:
+        if getattr(exc, "connection_lost", False) and final.result is not None:
+            # The step ran: its hold is kept (renewed) and the commit retried before this
+            # runtime admits another step, so a one-step budget never admits a second call.
+            rt.keep_unrecorded(
+                Unrecorded(final, state.scope_ids(), dict(charges), events, reservation)
+            )
+        raise
+    own = bool(committed)
+    if committed:
         state.add_spent(charges)
         yield from stored(state, final)
     else:
@@ -123,6 +139,7 @@ def settle(
         start = final if existing is None else _next_attempt(final)
         final = yield from commit_new(state, start, charges, events, reservation)
     state.move(final)
+    state.own_cursor = own
     if rt.mode != "record":  # only served steps consult the verified-prefix cache
         rt.verified.add(final.id)
     return final

@@ -44,10 +44,12 @@ __all__ = [
     "WallClockMeter",
     "WindowMeter",
     "cache_economics_meta",
+    "output_cap",
     "provider_cost",
     "split_usage",
     "split_writes",
     "token_usage",
+    "worst_case_usage",
 ]
 
 Amount = int | float | Decimal
@@ -217,20 +219,97 @@ class WallClockMeter:
         return "WallClockMeter()"
 
 
+_CAP_KEYS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
+
+
+def output_cap(payload: Any) -> int | None:
+    """Return the output-token cap a model-call payload states, or None when it states none.
+
+    Read from the payload's top level (``max_tokens``, ``max_output_tokens``,
+    ``max_completion_tokens``: the Anthropic, OpenAI Responses and Chat Completions names) or
+    from ``payload["requirements"]["max_tokens"]`` (the pollux bridge's identity payload).
+    """
+    if not isinstance(payload, Mapping):
+        return None
+    places: list[Mapping[str, Any]] = [payload]
+    nested = payload.get("requirements")
+    if isinstance(nested, Mapping):
+        places.append(nested)
+    for place in places:
+        for key in _CAP_KEYS:
+            value = usable_count(place.get(key))
+            if value is not None:
+                return value
+    return None
+
+
+def worst_case_usage(
+    estimator: TokenEstimator | None, default_cap: int, payload: Any
+) -> dict[str, int] | None:
+    """The most usage a model call may report: input estimate plus its output cap.
+
+    The cap is the payload's own (`output_cap`), else ``default_cap`` when it is positive; None
+    when there is no estimator or no cap (the worst case cannot be bounded).
+    """
+    if estimator is None:
+        return None
+    estimate = input_estimate(estimator, payload)  # checked even when the call is unbounded
+    cap = output_cap(payload)
+    if cap is None:
+        if default_cap <= 0:
+            return None
+        cap = default_cap
+    return {"input_tokens": estimate, "output_tokens": cap}
+
+
+def input_estimate(estimator: TokenEstimator, payload: Any) -> int:
+    """Return ``estimator.estimate_input_tokens(payload)``, checked to be an int >= 0.
+
+    Raises:
+        ValueError: For anything else (a negative estimate would lower the hold and let an
+            over-budget call run).
+    """
+    raw = estimator.estimate_input_tokens(payload)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ValueError(
+            f"{type(estimator).__name__}.estimate_input_tokens returned {raw!r}; "
+            "an estimate must be an int >= 0"
+        )
+    return raw
+
+
+_UNBOUNDED_HINT = (
+    "pass max_tokens (the call's output cap), or give the meter a default cap with "
+    "reserved_output_tokens=N; estimated=True keeps an estimated (soft) budget instead"
+)
+
+
 class TokenMeter:
     """Charges the tokens a call reports in ``result["usage"]``.
 
     The charge is every input and output token once: ``input_tokens + output_tokens``, plus
     ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` when usage reports them beside
-    an input count that excludes them (Anthropic's raw shape; see `split_usage`). With an estimator,
-    model calls are prechecked at ``estimate_input_tokens(payload) + reserved_output_tokens``, an
-    approximate figure; without one, a token budget refuses only once it is spent.
+    an input count that excludes them (Anthropic's raw shape; see `split_usage`).
+
+    With an estimator the meter is **hard** (``hard = True``): a model call is admitted against
+    its worst case, ``estimate_input_tokens(payload)`` plus its output cap (the payload's
+    ``max_tokens`` / ``max_output_tokens`` / ``max_completion_tokens``, see `output_cap`, else
+    ``reserved_output_tokens`` as the default cap), held until the call settles at its actual
+    usage, so concurrent calls cannot overspend a token budget together. A call with no cap at
+    all cannot be bounded: a token budget refuses it (recorded, with a hint) rather than admit
+    it unreserved. ``estimated=True`` keeps the estimated (soft) precheck instead: the input
+    estimate plus ``reserved_output_tokens``, admitted even without a cap. Without an estimator
+    a token budget refuses only once it is spent (a soft budget).
 
     Args:
         estimator: An object with ``estimate_input_tokens(payload) -> int``, or None.
-        reserved_output_tokens: Output tokens to reserve on top of the input estimate.
+        reserved_output_tokens: The default output cap (hard) or the output reservation added to
+            the input estimate (``estimated=True``).
         name: The meter name.
+        estimated: Keep the estimated (soft) precheck instead of the worst case.
     """
+
+    unbounded_hint = _UNBOUNDED_HINT
 
     def __init__(
         self,
@@ -238,6 +317,7 @@ class TokenMeter:
         *,
         reserved_output_tokens: int = 0,
         name: str = "tokens",
+        estimated: bool = False,
     ) -> None:
         if isinstance(reserved_output_tokens, bool) or not isinstance(reserved_output_tokens, int):
             raise TypeError("reserved_output_tokens must be an int")
@@ -250,6 +330,8 @@ class TokenMeter:
         self.name = name
         self.estimator = estimator
         self.reserved_output_tokens = reserved_output_tokens
+        self.estimated = bool(estimated)
+        self.hard = estimator is not None and not self.estimated
         self.precheck_is_estimate = estimator is not None or reserved_output_tokens > 0
 
     def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> Amount:
@@ -263,25 +345,28 @@ class TokenMeter:
         return sum(split_usage(usage)) if usage else 0
 
     def precheck_estimate(self, kind: str, payload: Any) -> Amount | None:
-        """Return the input estimate plus the output reservation for model calls."""
+        """Return what a step holds at admission: its worst case (hard) or the estimate.
+
+        A hard meter returns None for a model call whose worst case cannot be bounded (no
+        output cap), and 0 for other kinds (they report no tokens of their own).
+        """
+        if self.hard:
+            if kind != "model_call":
+                return 0
+            worst = worst_case_usage(self.estimator, self.reserved_output_tokens, payload)
+            return None if worst is None else worst["input_tokens"] + worst["output_tokens"]
         if kind != "model_call" or not self.precheck_is_estimate:
             return None
         estimate = 0
         if self.estimator is not None:
-            raw = self.estimator.estimate_input_tokens(payload)
-            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-                # A negative estimate would lower the precheck and let an over-budget call run.
-                raise ValueError(
-                    f"{type(self.estimator).__name__}.estimate_input_tokens returned {raw!r}; "
-                    "an estimate must be an int >= 0"
-                )
-            estimate = raw
+            estimate = input_estimate(self.estimator, payload)
         return estimate + self.reserved_output_tokens
 
     def __repr__(self) -> str:
+        extra = ", estimated=True" if self.estimated else ""
         return (
             f"TokenMeter(estimator={self.estimator!r}, "
-            f"reserved_output_tokens={self.reserved_output_tokens})"
+            f"reserved_output_tokens={self.reserved_output_tokens}{extra})"
         )
 
 
@@ -365,10 +450,19 @@ class CostMeter:
     ``"<name>_computed"``. Amounts are exact Decimals. A model call whose model has no price
     is refused before it runs (``ValueError`` from the precheck), unless ``default`` prices are set.
 
+    With an ``estimator`` the meter is **hard**, as `TokenMeter` is: a model call is admitted
+    against its priced worst case (the input estimate at the dearest input price, plus its output
+    cap at the output price) and settled at its actual cost; a call with no output cap is refused
+    under a ``usd`` budget. Without one (or with ``estimated=True``) a dollar budget refuses once
+    it is spent (a soft budget).
+
     Args:
         prices: Prices per model.
         default: Prices for models not in ``prices``.
         name: The meter name.
+        estimator: Input-token estimator for the worst case (see `TokenMeter`), or None.
+        reserved_output_tokens: The default output cap for calls that state none.
+        estimated: Keep the soft budget even with an estimator.
 
     Raises:
         ValueError: Unknown or missing price keys, or a price that is negative, not finite or
@@ -376,7 +470,7 @@ class CostMeter:
         TypeError: A price that is not a number.
     """
 
-    precheck_is_estimate = False
+    unbounded_hint = _UNBOUNDED_HINT
 
     def __init__(
         self,
@@ -384,10 +478,19 @@ class CostMeter:
         *,
         default: Mapping[str, Amount | str] | None = None,
         name: str = "usd",
+        estimator: TokenEstimator | None = None,
+        reserved_output_tokens: int = 0,
+        estimated: bool = False,
     ) -> None:
         self.name = name
         self.prices = {model: self._table(model, table) for model, table in prices.items()}
         self.default = None if default is None else self._table("default", default)
+        # The worst case is priced by the token meter's rule; it validates the arguments.
+        self._tokens = TokenMeter(
+            estimator, reserved_output_tokens=reserved_output_tokens, estimated=estimated
+        )
+        self.hard = self._tokens.hard
+        self.precheck_is_estimate = self.hard
 
     @staticmethod
     def _table(model: str, table: Mapping[str, Amount | str]) -> dict[str, Decimal]:
@@ -487,13 +590,36 @@ class CostMeter:
         )
 
     def precheck_estimate(self, kind: str, payload: Any) -> Amount | None:
-        """Check that the model has a price (fail closed); no dollar estimate is made."""
-        if kind == "model_call" and self._prices(payload) is None:
+        """Check that the model has a price (fail closed); a hard meter prices the worst case.
+
+        A hard meter returns None for a model call whose worst case cannot be bounded, and 0
+        for other kinds; a soft one makes no dollar estimate (None).
+        """
+        if kind != "model_call":
+            return 0 if self.hard else None
+        prices = self._prices(payload)
+        if prices is None:
             model = payload.get("model") if isinstance(payload, Mapping) else None
             raise ValueError(
                 f"CostMeter has no price for model {model!r}; add it to prices or set default="
             )
-        return None
+        if not self.hard:
+            return None
+        tokens = self._tokens
+        worst = worst_case_usage(tokens.estimator, tokens.reserved_output_tokens, payload)
+        if worst is None:
+            return None
+        # Whichever way the provider bills the input (fresh, cache read, cache write), the
+        # dearest of those prices bounds it.
+        per_write = prices.get("cache_write_per_1m", prices["input_per_1m"])
+        per_input = max(
+            prices["input_per_1m"],
+            prices.get("cache_read_per_1m", prices["input_per_1m"]),
+            per_write,
+            prices.get("cache_write_1h_per_1m", per_write),
+        )
+        total = worst["input_tokens"] * per_input + worst["output_tokens"] * prices["output_per_1m"]
+        return total / Decimal(1_000_000)
 
     def __repr__(self) -> str:
         return f"CostMeter({sorted(self.prices)!r}, name={self.name!r})"

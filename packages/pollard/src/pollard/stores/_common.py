@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pollard._core._canon import make_dumps
@@ -15,6 +16,7 @@ __all__ = [
     "check_new_node",
     "collision",
     "conflict_patch",
+    "judge_append",
     "meta_text",
     "sorted_roots",
 ]
@@ -93,3 +95,26 @@ def sorted_roots(nodes: list[Node]) -> list[NodeRef]:
         )
     )
     return node_refs(nodes)
+
+
+def judge_append(
+    held: tuple[str, int] | None,
+    creator: str | None,
+    writer: str,
+    alive: Callable[[str], bool],
+) -> tuple[int, bool]:
+    """The one-writer rule for appending under a node, as every store applies it.
+
+    ``held`` is the node's append lease ``(holder, fencing token)`` or None; ``creator`` the
+    writer that committed the node (its ``meta["writer"]``), which holds it until another
+    writer takes it. Returns ``(token, write)``: the fencing token ``writer`` now holds (0 when
+    another live writer holds the node) and whether the lease row must be written.
+    """
+    if held is not None:
+        holder, token = held
+        if holder == writer:
+            return token, False
+        return (0, False) if alive(holder) else (token + 1, True)
+    if creator is None or creator == writer or not alive(creator):
+        return 1, True
+    return 0, False

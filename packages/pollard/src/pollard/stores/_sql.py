@@ -55,6 +55,7 @@ from pollard.stores._common import (
     check_new_node,
     collision,
     conflict_patch,
+    judge_append,
     meta_text,
     sorted_roots,
 )
@@ -463,6 +464,8 @@ class SqlStore:
             "kv_init": f"INSERT INTO {t['kv']} ({c}key, value) VALUES ({v}{q}, {q}) "
             f"ON CONFLICT ({c}key) DO NOTHING",
             "kv_get": f"SELECT value FROM {t['kv']} WHERE {w}key = {q}",
+            "kv_put": f"INSERT INTO {t['kv']} ({c}key, value) VALUES ({v}{q}, {q}) "
+            f"ON CONFLICT ({c}key) DO UPDATE SET value = excluded.value",
         }
 
     # -- backend hooks -------------------------------------------------------------------------
@@ -1057,6 +1060,47 @@ class SqlStore:
             except IntegrityError as exc:
                 found.append(("", exc.message))
         return found
+
+    # -- writers -------------------------------------------------------------------------------
+
+    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+        """Record that ``writer`` is alive until ``now + lease_seconds`` (0 ends it)."""
+        expires = self._clock() + lease_seconds
+        with self._transaction() as cur:
+            cur.execute(self._sql["kv_put"], (f"writer:{writer}", repr(float(expires))))
+
+    def take_append(self, node_id: str, writer: str) -> int:
+        """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0.
+
+        One write transaction (locked on the node's key), so two writers racing for a node
+        see one winner.
+        """
+        node = self.find(node_id)
+        found = None if node is None else node.meta.get("writer")
+        creator = found if isinstance(found, str) else None
+        key = f"append:{node_id}"
+        with self._transaction() as cur:
+            self._lock_ledger(cur, [key])
+            now = self._clock()
+
+            def alive(who: str) -> bool:
+                cur.execute(self._sql["kv_get"], (f"writer:{who}",))
+                row = cur.fetchone()
+                try:
+                    return row is not None and float(row[0]) > now
+                except ValueError:
+                    return False  # a damaged row holds nothing
+
+            cur.execute(self._sql["kv_get"], (key,))
+            row = cur.fetchone()
+            held = None
+            if row is not None:
+                token_text, _, holder = str(row[0]).partition(" ")
+                held = (holder, int(token_text)) if token_text.isdigit() else None
+            token, write = judge_append(held, creator, writer, alive)
+            if write:
+                cur.execute(self._sql["kv_put"], (key, f"{token} {writer}"))
+        return token
 
     # -- claims --------------------------------------------------------------------------------
 

@@ -28,7 +28,14 @@ from pollard._core._ledger import (
 from pollard._core._node import Node, NodeKind, trusted_node
 from pollard._core._noderef import NodeRef, node_refs
 
-from ._common import check_new_node, collision, conflict_patch, meta_text, sorted_roots
+from ._common import (
+    check_new_node,
+    collision,
+    conflict_patch,
+    judge_append,
+    meta_text,
+    sorted_roots,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -79,6 +86,8 @@ class MemoryStore:
         self._children: dict[str, list[str]] = {}
         self._totals: dict[str, dict[str, Decimal]] = {}
         self._reservations: dict[str, _Reservation] = {}
+        self._writers: dict[str, float] = {}  # writer -> lease expiry
+        self._appends: dict[str, tuple[str, int]] = {}  # node id -> (writer, fencing token)
         self._events: dict[tuple[str, str], deque[tuple[float, Decimal]]] = {}
         self._counter = itertools.count()
         self._claims: dict[str, str] = {}
@@ -335,6 +344,32 @@ class MemoryStore:
         """Running totals per meter for one scope."""
         with self._lock:
             return dict(self._totals.get(scope, {}))
+
+    # -- writers -------------------------------------------------------------------------------
+
+    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+        """Record that ``writer`` is alive until ``now + lease_seconds`` (0 ends it)."""
+        with self._lock:
+            self._writers[writer] = self._clock() + lease_seconds
+
+    def take_append(self, node_id: str, writer: str) -> int:
+        """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0."""
+        with self._lock:
+            row = self._rows.get(node_id)
+            creator = None
+            if row is not None:
+                found = fast_loads(row.meta_text).get("writer")
+                creator = found if isinstance(found, str) else None
+            now = self._clock()
+            token, write = judge_append(
+                self._appends.get(node_id),
+                creator,
+                writer,
+                lambda who: self._writers.get(who, 0.0) > now,
+            )
+            if write:
+                self._appends[node_id] = (writer, token)
+            return token
 
     # -- claims --------------------------------------------------------------------------------
 

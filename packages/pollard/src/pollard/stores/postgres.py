@@ -405,13 +405,16 @@ class PostgresStore(SqlStore):
     def _lost(self, exc: BaseException, during: str, hint: str = "") -> PollardError:
         """The pollard error for a failed connection (the driver's message, never the DSN)."""
         detail = " ".join(str(exc).split()) or type(exc).__name__
-        return PollardError(
+        error = PollardError(
             f"lost the connection to the PostgreSQL store {self._store_id!r} during {during}: "
             f"{detail}",
             hint=hint
             or "the server restarted or the network dropped; nothing is held by this operation. "
             "The next store operation reconnects, so retrying the step is safe",
         )
+        # The step machine keeps (and later retries) a commit that failed this way.
+        error.connection_lost = True  # type: ignore[attr-defined]
+        return error
 
     @contextmanager
     def _guard(self, during: str) -> Iterator[None]:
@@ -948,8 +951,9 @@ class PostgresStore(SqlStore):
                     first,
                     "a commit",
                     hint="the server restarted or the network dropped and did not answer a "
-                    "reconnect: the step ran but is not recorded. Its reservation stays held "
-                    "until its lease ends, so the budget still counts it",
+                    "reconnect: the step ran but is not recorded yet. Its reservation stays held "
+                    "(renewed; after a crash, until its lease ends) "
+                    "and the runtime records the step before it admits another one",
                 ) from None
 
     def _commit(

@@ -88,7 +88,9 @@ class Ledger:
             )
         meters: list[Any] = [
             StepMeter(),
-            TokenMeter(PolluxTokenEstimator(), reserved_output_tokens=0),
+            # The CLI sends no output cap, so its token budget stays estimated (soft): a hard
+            # meter would refuse every prompt as unbounded.
+            TokenMeter(PolluxTokenEstimator(), reserved_output_tokens=0, estimated=True),
         ]
         usd = _cost_meter(config)
         if usd is not None:

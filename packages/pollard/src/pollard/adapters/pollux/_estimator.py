@@ -16,8 +16,9 @@ class PolluxTokenEstimator:
     It counts the characters of the instructions, the prompt, the portable history and the tool
     results plus the bytes of the sources, at ``chars_per_token`` characters per token (the
     common rule of thumb for English text). It does not see a continuation's earlier turns (the
-    payload holds only their digest), images or provider-added text, so it is an approximation;
-    with ``reserved_output_tokens`` it lets a token budget refuse a call before it is sent.
+    payload holds only their digest), images or provider-added text, so it is an approximation.
+    Given to a meter it makes the budget a hard cap: each call holds this estimate plus its
+    ``max_tokens`` (or the meter's ``reserved_output_tokens``, a default cap) until it settles.
 
     Args:
         chars_per_token: Characters (or source bytes) per token.

@@ -178,9 +178,12 @@ def _refused(error: BudgetExceeded) -> Output:
     """The error Output of a refused prompt, the same whether refused now or replayed."""
     meter = error.meter or "a"
     what = "rate window" if error.reason == "window" else "budget"
+    why = ""
+    if error.reason == "unbounded":  # a hard meter could not reserve this prompt's worst case
+        why = " (its worst case cannot be bounded: no output cap)"
     detail: dict[str, Any] = {
         "type": type(error).__name__,
-        "message": f"the {meter} {what} refused this prompt before its provider call",
+        "message": f"the {meter} {what} refused this prompt before its provider call{why}",
         "refusal_id": error.refusal_id,
     }
     if error.meter is not None:

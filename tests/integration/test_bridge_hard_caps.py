@@ -1,0 +1,113 @@
+"""Hard token and dollar caps under a concurrent governed fan-out (issue 25).
+
+A hard meter reserves each call's worst case (input estimate plus its output cap) at admission
+and settles the actual usage after, so concurrent prompts cannot overspend together; a prompt
+whose worst case cannot be bounded is refused with a hint; a budget with room never refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pollard import AsyncRuntime, Budget, Store
+from pollard._core._ledger import BudgetClaim
+from pollard.adapters.pollux import PolluxTokenEstimator, governed_run_many
+from pollard.meters import CostMeter, StepMeter, TokenMeter
+from pollux import Config
+
+CONFIG = Config(provider="openai", model="gpt-5-nano", use_mock=True, request_concurrency=8)
+# The mock answers a prompt of 100 characters with 25 input and 27 output tokens (52 in all);
+# with max_tokens=50 its worst case is 25 + 50 = 75.
+PROMPTS = [f"Question number {i:02d}? " * 5 for i in range(24)]
+PRICES = {"gpt-5-nano": {"input_per_1m": "1", "output_per_1m": "10"}}
+
+
+def reserved(store: Store, scope: str, meter: str) -> Decimal:
+    """The unexpired amount held against ``scope``'s ``meter`` (read through the admission rule)."""
+    big = Decimal(10**12)
+    admission = store.reserve([BudgetClaim(scope, meter, big, big)], lease_seconds=1, hold=False)
+    if admission.shortfall is None:
+        return Decimal(0)
+    return big - admission.shortfall.spent - admission.shortfall.remaining
+
+
+def _fan_out(
+    where: str | None, meters: list[Any], budget: Budget, **settings: Any
+) -> tuple[list[str], dict[str, Any], dict[str, Decimal]]:
+    async def main() -> tuple[list[str], dict[str, Any], dict[str, Decimal]]:
+        async with AsyncRuntime(where, meters=meters) as rt:
+            run = rt.run("fan", budget=budget)
+            answers = await governed_run_many(run, PROMPTS, config=CONFIG, **settings)
+            statuses = [o.metrics.completion_status for o in answers.outputs]
+            errors = [o.diagnostics.raw.get("error") for o in answers.outputs]
+            held = {name: reserved(rt.store, run.root_id, name) for name in budget.limits()}
+            return statuses, {"total": run.report()["total"], "errors": errors}, held
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    return None if request.param == "memory" else str(tmp_path / "caps.db")
+
+
+def test_a_concurrent_fan_out_never_overspends_a_hard_token_budget(where: str | None) -> None:
+    hard = [StepMeter(), TokenMeter(PolluxTokenEstimator())]
+    statuses, seen, held = _fan_out(where, hard, Budget(tokens=500), max_tokens=50)
+    assert seen["total"]["tokens"] <= 500
+    assert statuses.count("clean") == seen["total"]["tokens"] // 52 >= 6
+    assert held == {"tokens": 0}
+    # The same fan-out under the estimated (soft) meter overspends: that is what a hard cap fixes.
+    soft = [StepMeter(), TokenMeter(PolluxTokenEstimator(), estimated=True)]
+    _, seen, _ = _fan_out(None, soft, Budget(tokens=500), max_tokens=50)
+    assert seen["total"]["tokens"] > 500
+
+
+def test_a_hard_budget_with_room_never_refuses(where: str | None) -> None:
+    # Eight worst cases (8 x 75) do not fit at once; their actual usage (8 x 52) does, and the
+    # last one's worst case fits beside the seven others' actual usage.
+    hard = [StepMeter(), TokenMeter(PolluxTokenEstimator())]
+    config_prompts = 8
+    budget = Budget(tokens=52 * (config_prompts - 1) + 75)
+    global PROMPTS
+    saved, PROMPTS = PROMPTS, PROMPTS[:config_prompts]
+    try:
+        statuses, seen, held = _fan_out(where, hard, budget, max_tokens=50)
+    finally:
+        PROMPTS = saved
+    assert statuses == ["clean"] * config_prompts
+    assert seen["total"]["tokens"] == 52 * config_prompts
+    assert held == {"tokens": 0}
+
+
+def test_a_prompt_whose_worst_case_cannot_be_bounded_is_refused_with_a_hint() -> None:
+    hard = [StepMeter(), TokenMeter(PolluxTokenEstimator())]
+    statuses, seen, held = _fan_out(None, hard, Budget(tokens=10_000))  # no max_tokens
+    assert statuses == ["error"] * len(PROMPTS)
+    error = seen["errors"][0]
+    assert "cannot be bounded" in error["message"]
+    assert "max_tokens" in error["hint"] and "reserved_output_tokens" in error["hint"]
+    assert "tokens" not in seen["total"]  # nothing was sent
+    assert held == {"tokens": 0}
+    # A default cap bounds it.
+    capped = [StepMeter(), TokenMeter(PolluxTokenEstimator(), reserved_output_tokens=50)]
+    statuses, seen, _ = _fan_out(None, capped, Budget(tokens=500))
+    assert "clean" in statuses and seen["total"]["tokens"] <= 500
+
+
+def test_a_concurrent_fan_out_never_overspends_a_hard_dollar_budget(where: str | None) -> None:
+    # One answer costs 25 x $1 + 27 x $10 per million = $0.000295; its worst case $0.000525.
+    limit = Decimal("0.003")
+    hard = [StepMeter(), CostMeter(PRICES, estimator=PolluxTokenEstimator())]
+    statuses, seen, held = _fan_out(where, hard, Budget(usd=limit), max_tokens=50)
+    assert Decimal(str(seen["total"]["usd"])) <= limit
+    assert statuses.count("clean") == 9  # the tenth's worst case no longer fits
+    assert held == {"usd": 0}
+    soft = [StepMeter(), CostMeter(PRICES)]
+    _, seen, _ = _fan_out(None, soft, Budget(usd=limit), max_tokens=50)
+    assert Decimal(str(seen["total"]["usd"])) > limit
