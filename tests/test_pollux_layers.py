@@ -8,7 +8,8 @@ it, including lazily inside functions and for typing):
 1. pure value types: ``pollux.config``, ``pollux.quota``, ``pollux.retry``, ``pollux.source``,
    ``pollux.interaction`` (no I/O).
 2. providers: ``pollux.providers``, the Session-owned transport ``pollux.transport`` and its
-   HTTP client ``pollux._transport``.
+   HTTP client ``pollux._transport``, the call spans of ``pollux._telemetry`` and the prices of
+   ``pollux._pricing``.
 3. the engine: ``pollux._engine`` (plan, schedule, retry, assemble, the call seam's runner).
 4. ``pollux._session``: owns a provider's clients for its lifetime.
 5. the module-level front doors: ``pollux._api``, ``pollux._deferred_api``.
@@ -33,7 +34,13 @@ PKG = Path(__file__).resolve().parents[1] / "packages" / "pollux" / "src" / "pol
 LAYERS: list[tuple[str, ...]] = [
     ("pollux.errors", "pollux._scrub", "pollux._version"),
     ("pollux.config", "pollux.quota", "pollux.retry", "pollux.source", "pollux.interaction"),
-    ("pollux.providers", "pollux.transport", "pollux._transport"),
+    (
+        "pollux.providers",
+        "pollux.transport",
+        "pollux._transport",
+        "pollux._telemetry",
+        "pollux._pricing",
+    ),
     ("pollux._engine",),
     ("pollux._session",),
     ("pollux._api", "pollux._deferred_api"),

@@ -29,10 +29,12 @@ from pollard._core._ledger import to_decimal
 from pollard._core._usage import TOKEN_FIELDS, usable_count
 from pollard._step._protocols import Meter
 from pollard.meters._energy import EnergyMeter
+from pollard.meters._prices import PRICE_PROVIDERS, genai_price
 from pollard.meters._tokenmaster import TokenmasterMeter
 
 __all__ = [
     "CHARGED_KINDS",
+    "PRICE_PROVIDERS",
     "CostMeter",
     "DepthMeter",
     "EnergyMeter",
@@ -44,6 +46,7 @@ __all__ = [
     "WallClockMeter",
     "WindowMeter",
     "cache_economics_meta",
+    "genai_price",
     "output_cap",
     "provider_cost",
     "split_usage",

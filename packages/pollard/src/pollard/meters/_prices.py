@@ -12,7 +12,7 @@ __all__ = ["PRICE_PROVIDERS", "GenAIPricesCostMeter", "genai_price"]
 
 _INSTALL = 'CostMeter.from_genai_prices needs the prices extra: pip install "pollard[prices]"'
 
-PRICE_PROVIDERS = {
+PRICE_PROVIDERS: dict[str, str] = {
     "openai": "openai",
     "anthropic": "anthropic",
     "gemini": "google",

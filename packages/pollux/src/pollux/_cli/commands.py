@@ -105,22 +105,29 @@ def _open_ledger(
 
 
 def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
-    """Run ``command``; with a ledger, end with its cost report (after any error line)."""
+    """Run ``command``; with a ledger, end with its cost report (after any error line).
+
+    A ledger found damaged gets no cost line: its figures are what cannot be trusted.
+    """
+    damaged = False
     try:
         code = command()
     except CLIError as exc:
         if ledger is None:
             raise
+        damaged = exc.damaged_ledger
         code = report(exc)
     except Exception as exc:
         damage = None if ledger is None else ledger.store_error(exc)
         if damage is None:
             raise
+        damaged = damage.damaged_ledger
         code = report(damage)
     finally:
         if ledger is not None:
             try:
-                _err(f"pollux: {ledger.report_line()}")
+                if not damaged:
+                    _err(f"pollux: {ledger.report_line()}")
             except Exception as exc:  # a damaged ledger row: reported above, not a traceback
                 if ledger.store_error(exc) is None:
                     raise

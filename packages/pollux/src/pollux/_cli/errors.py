@@ -28,12 +28,22 @@ class CLIError(Exception):
         message: What is wrong, in one line.
         hint: How to fix it.
         code: The exit code (2 unless the problem is an outcome rather than the input).
+        damaged_ledger: The ledger holds rows pollard cannot trust: no cost line is built from it
+            after this error.
     """
 
-    def __init__(self, message: str, *, hint: str | None = None, code: int = EXIT_USAGE) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int = EXIT_USAGE,
+        damaged_ledger: bool = False,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.damaged_ledger = damaged_ledger
         self.code = code
 
 

@@ -156,6 +156,7 @@ class Ledger:
         return CLIError(
             f"--ledger {self.options.display}: {_without_dsn(str(exc), dsn, self.options.display)}",
             hint=_without_dsn(exc.hint or "run 'pollard verify' on the store", dsn, "the store"),
+            damaged_ledger=isinstance(exc, IntegrityError),
         )
 
     def _take(self) -> AsyncRun:
@@ -182,6 +183,7 @@ class Ledger:
             f"ledger integrity error: {self._hidden(str(exc))}",
             hint=f"run 'pollard verify {self.options.display}' to see every finding; the "
             "ledger was changed outside pollard, so nothing is served from it",
+            damaged_ledger=True,
         )
 
     def _store_failed(self, exc: PollardError) -> CLIError:

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pollard import Node, NodeKind
-from pollard.meters._prices import PRICE_PROVIDERS, genai_price
+from pollard.meters import PRICE_PROVIDERS, genai_price
 
 if TYPE_CHECKING:
     from pollard import AsyncRun

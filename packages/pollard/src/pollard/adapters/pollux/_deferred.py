@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pollux
 from pollard import Node, NodeKind
 from pollard.errors import MissingRecording, PollardError
-from pollard.meters import split_usage, token_usage
-from pollard.meters._prices import PRICE_PROVIDERS, genai_price
+from pollard.meters import PRICE_PROVIDERS, genai_price, split_usage, token_usage
 from pollux import (
     Config,
     ConfigurationError,
