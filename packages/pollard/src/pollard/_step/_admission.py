@@ -28,7 +28,7 @@ from pollard._step._effects import Effect, Emit, Step, io
 from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["Estimates", "admit", "check_depth", "precheck", "refuse", "refuse_budget"]
 
@@ -36,7 +36,7 @@ Estimates = dict[str, tuple[Decimal | None, bool]]
 """Precheck estimates by meter: ``(amount or None, whether approximate)``."""
 
 
-def admit(state: RunState, node: Node) -> Step:
+def admit(state: CursorState, node: Node) -> Step:
     """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``."""
     rt = state.rt
     yield from check_depth(state, node)
@@ -52,7 +52,7 @@ def admit(state: RunState, node: Node) -> Step:
     return estimates, admission.reservation_id
 
 
-def precheck(state: RunState, node: Node) -> Step:
+def precheck(state: CursorState, node: Node) -> Step:
     """Check depth and every limit without holding anything (for records that run nothing)."""
     yield from check_depth(state, node)
     claims, windows = _claims(state, _estimates(state, node.kind.value, node.payload))
@@ -68,7 +68,7 @@ def precheck(state: RunState, node: Node) -> Step:
             yield from refuse_budget(state, admission.shortfall, node)
 
 
-def check_depth(state: RunState, node: Node) -> Step:
+def check_depth(state: CursorState, node: Node) -> Step:
     """Refuse (record and raise) when one more level would pass a scope's depth limit."""
     for scope in state.scopes:
         limit = scope.depth
@@ -85,7 +85,7 @@ def check_depth(state: RunState, node: Node) -> Step:
             yield from refuse_budget(state, short, node)
 
 
-def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:
+def _estimates(state: CursorState, kind: str, payload: Any) -> Estimates:
     estimates: Estimates = {}
     for meter, approx in state.rt.estimating:
         raw = meter.precheck_estimate(kind, payload)
@@ -93,7 +93,9 @@ def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:
     return estimates
 
 
-def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], list[WindowClaim]]:
+def _claims(
+    state: CursorState, estimates: Estimates
+) -> tuple[list[BudgetClaim], list[WindowClaim]]:
     none = (None, False)
     claims = [
         BudgetClaim(scope.id, name, limit, *estimates.get(name, none))
@@ -113,7 +115,7 @@ def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], l
     return claims, windows
 
 
-def refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
+def refuse_budget(state: CursorState, short: Shortfall, node: Node) -> Step:
     """Record and raise the `BudgetExceeded` refusal of ``node`` for ``short``."""
     kind = node.kind.value
     remaining = short.remaining if short.remaining > 0 else ZERO
@@ -152,7 +154,7 @@ def refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
 
 
 def refuse(
-    state: RunState,
+    state: CursorState,
     payload: Mapping[str, Any],
     error: Callable[[str], PollardError],
     *,

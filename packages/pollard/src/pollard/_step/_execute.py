@@ -18,13 +18,13 @@ from pollard._step._effects import END, CloseStream, Emit, Invoke, NextChunk, St
 from pollard._step._protocols import Readings
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["execute", "merge_delta"]
 
 
 def execute(
-    state: RunState,
+    state: CursorState,
     node: Node,
     fn: Callable[[Any], Any],
     arg: Any,
