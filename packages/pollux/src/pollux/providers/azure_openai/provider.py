@@ -22,14 +22,21 @@ what differs stated here:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pollux.errors import ConfigurationError, PolluxError
 from pollux.providers._direct import sdk_headers
-from pollux.providers.base import Capabilities, PreparedSources, ProviderReadiness, ProviderRequest
+from pollux.providers.base import (
+    Capabilities,
+    PreparedSources,
+    ProviderReadiness,
+    ProviderRequest,
+    ProviderResponse,
+    StreamChunk,
+)
 from pollux.providers.openai.provider import CAPABILITIES as OPENAI_CAPABILITIES
 from pollux.providers.openai.provider import OpenAIProvider
 
@@ -102,8 +109,8 @@ class AzureOpenAIProvider(OpenAIProvider):
         }
         tokens = self._tokens
         if self._version is None:
-            # Azure's v1 API is OpenAI's client on the resource's /openai/v1 (a key or a token
-            # as the bearer credential, Microsoft's documented use).
+            # Azure's v1 API is OpenAI's client on the resource's /openai/v1, with the key or
+            # the token as the bearer credential (Microsoft's documented use of it).
             credential: Any = tokens.token if tokens is not None else self._config.api_key
             return AsyncOpenAI(api_key=credential, base_url=f"{self._endpoint}/openai/v1", **common)
         if tokens is not None:
@@ -113,14 +120,12 @@ class AzureOpenAIProvider(OpenAIProvider):
         return AsyncAzureOpenAI(azure_endpoint=self._endpoint, api_version=self._version, **common)
 
     def _direct_target(self, client: Any) -> tuple[str, dict[str, str]]:
-        # The SDK's defaults (user agent, client headers) without its auth: a key goes in
-        # Azure's api-key header, a token per request (``_request_auth``).
-        headers = sdk_headers(client.default_headers)
-        headers = {
-            k: v for k, v in headers.items() if k.lower() not in ("authorization", "api-key")
-        }
-        if self._tokens is None and self._config.api_key:
-            headers["api-key"] = self._config.api_key
+        # The SDK client's own headers, so both paths authenticate alike: a key as the bearer
+        # credential on the v1 API, in ``api-key`` on a dated one. A token is not read from the
+        # client: it is fetched for every request (``_request_auth``).
+        headers = sdk_headers({**client.default_headers, **client.auth_headers})
+        if self._tokens is not None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
         base = (
             f"{self._endpoint}/openai/v1" if self._version is None else f"{self._endpoint}/openai"
         )
@@ -146,6 +151,24 @@ class AzureOpenAIProvider(OpenAIProvider):
         try:
             return await super().prepare_sources(sources)
         except PolluxError as exc:
+            relabel(exc, self._target)
+            raise
+
+    async def execute(self, compiled: Any) -> ProviderResponse:
+        """Create one response (the OpenAI provider's call; its errors relabelled)."""
+        try:
+            return await super().execute(compiled)
+        except PolluxError as exc:
+            relabel(exc, self._target)
+            raise
+
+    async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
+        """Stream one response (the OpenAI provider's stream; its errors relabelled)."""
+        try:
+            async for chunk in super().stream(compiled):
+                yield chunk
+        except PolluxError as exc:
+            # The stream mapper reports a failed response in OpenAI's name.
             relabel(exc, self._target)
             raise
 

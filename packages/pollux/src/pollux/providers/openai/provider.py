@@ -333,7 +333,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
                     error = event.get("error")
                     if error:
                         # What the SDK raises for an event whose data carries an error object.
-                        raise wrap(_event_error(error), phase="stream")
+                        raise _event_error(error)
                     chunk = feed(event)
                     if chunk is not None:
                         yield chunk
