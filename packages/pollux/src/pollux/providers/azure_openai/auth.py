@@ -16,16 +16,9 @@ from typing import Any
 from pollux._scrub import register_secret
 from pollux.errors import APIError
 
-from .errors import PROVIDER
+from .errors import PROVIDER, TOKEN_HINT
 
-__all__ = ["TOKEN_HINT", "TokenHeaders"]
-
-TOKEN_HINT = (
-    "Check the Entra ID credential behind Config(credentials=...) (az login, a managed "
-    "identity, or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET), that its scope is "
-    "https://cognitiveservices.azure.com/.default, and that the identity holds the "
-    "'Cognitive Services OpenAI User' role on the resource."
-)
+__all__ = ["TokenHeaders"]
 
 
 class TokenHeaders:

@@ -15,9 +15,17 @@ from pollux.errors import PolluxError
 from pollux.providers.openai.errors import PROVIDER as OPENAI
 from pollux.providers.openai.errors import wrap_openai_error
 
-__all__ = ["PROVIDER", "AzureTarget", "relabel", "wrap_azure_error"]
+__all__ = ["PROVIDER", "TOKEN_HINT", "AzureTarget", "relabel", "wrap_azure_error"]
 
 PROVIDER = "azure_openai"
+
+#: What to check when an Entra ID token cannot be had or is refused.
+TOKEN_HINT = (
+    "Check the Entra ID credential behind Config(credentials=...) (az login, a managed "
+    "identity, or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET), that its scope is "
+    "https://cognitiveservices.azure.com/.default, and that the identity holds the "
+    "'Cognitive Services OpenAI User' role on the resource."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +47,6 @@ class AzureTarget:
 
 def _auth_hint(target: AzureTarget) -> str:
     if target.entra:
-        from .auth import TOKEN_HINT
-
         return f"Azure refused the Entra ID token. {TOKEN_HINT}"
     return (
         "Check the key: set AZURE_OPENAI_API_KEY (or pass api_key=...) to a key of the resource "
