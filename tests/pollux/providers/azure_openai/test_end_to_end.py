@@ -335,3 +335,11 @@ def test_the_cli_checks_and_asks_from_the_azure_variables(
     assert KEY not in ready.out + ready.err + answer.out + answer.err
     (call,) = calls(emu)
     assert call.query == {"api-version": VERSION} and call.headers.get("api-key") == KEY
+
+
+async def test_provider_options_are_keyed_by_azure_openai(emu: Emulator) -> None:
+    options = {"azure_openai": {"prompt_cache_key": "tenant-7"}, "openai": {"service_tier": "x"}}
+    await run("hi", config=azure(emu), provider_options=options)
+    (call,) = calls(emu)
+    assert call.json["prompt_cache_key"] == "tenant-7"
+    assert "service_tier" not in call.json  # the openai key is another provider's
