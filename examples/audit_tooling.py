@@ -83,6 +83,6 @@ with tempfile.TemporaryDirectory() as tmp:
             merged = merge(runtime.store, other)
         print(f"merged team-b: copied {merged.copied}, already present {merged.existing}")
         collected = gc(runtime.store, "drop-pruned")
-        print(f"gc removed {collected.removed_nodes} pruned node(s); survivors sealed")
+        print(f"gc removed {collected.removed_count} pruned node(s); survivors sealed")
 
     print(cli("verify", work / "archive.db"))

@@ -53,6 +53,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 )
 
 
+def _redis_reachable() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A Redis URL; fails under CI=true when the server is down instead of skipping."""
+    if not _redis_reachable():
+        if _in_ci():
+            pytest.fail("Redis is required when CI=true but 127.0.0.1:6379 is unreachable")
+        pytest.skip("no Redis server reachable at 127.0.0.1:6379")
+    yield os.environ.get("POLLARD_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
 @pytest.fixture
 def pg_dsn() -> Iterator[str]:
     """A PostgreSQL DSN; fails under CI=true when the server is down instead of skipping."""

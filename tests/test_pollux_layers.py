@@ -5,7 +5,7 @@ layers of ARCHITECTURE.md, bottom to top (a module may import its own layer and 
 it, including lazily inside functions and for typing):
 
 0. leaves: ``pollux.errors``, ``pollux._scrub``, ``pollux._version``.
-1. pure value types: ``pollux.config``, ``pollux.retry``, ``pollux.source``,
+1. pure value types: ``pollux.config``, ``pollux.quota``, ``pollux.retry``, ``pollux.source``,
    ``pollux.interaction`` (no I/O).
 2. providers: ``pollux.providers``, the Session-owned transport ``pollux.transport`` and its
    HTTP client ``pollux._transport``.
@@ -34,7 +34,7 @@ PKG = Path(__file__).resolve().parents[1] / "packages" / "pollux" / "src" / "pol
 
 LAYERS: list[tuple[str, ...]] = [
     ("pollux.errors", "pollux._scrub", "pollux._version"),
-    ("pollux.config", "pollux.retry", "pollux.source", "pollux.interaction"),
+    ("pollux.config", "pollux.quota", "pollux.retry", "pollux.source", "pollux.interaction"),
     ("pollux.providers", "pollux.transport", "pollux._transport"),
     ("pollux._engine",),
     ("pollux._session",),

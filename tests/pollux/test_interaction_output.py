@@ -249,8 +249,11 @@ def test_collection_status() -> None:
     assert OutputCollection().status == "ok"
     assert OutputCollection([ok, tool_only, structured_only]).status == "ok"
     assert OutputCollection([ok, failed]).status == "partial"
-    assert OutputCollection([ok, empty]).status == "partial"
-    assert OutputCollection([failed, empty]).status == "error"
+    # pollux 2.0 derives status from execution failures: an empty clean answer is not one.
+    assert OutputCollection([ok, empty]).status == "ok"
+    assert OutputCollection([empty]).status == "ok" and not empty.has_answer
+    assert OutputCollection([failed, empty]).status == "partial"
+    assert OutputCollection([failed, failed]).status == "error"
     text_but_error = Output(text="partial text", metrics=Metrics(completion_status="error"))
     assert OutputCollection([text_but_error]).status == "error"
     assert OutputCollection([ok, failed]).errors == [None, failed.diagnostics.error]

@@ -223,4 +223,4 @@ def test_replacing_identity_fields_is_caught_by_check() -> None:
     forged = dataclasses.replace(node, payload={"run": "y"})
     with pytest.raises(IntegrityError):
         forged.check()
-    assert dataclasses.replace(node, meta={"a": 1}).expected_id() == node.id
+    assert dataclasses.replace(node, meta={"a": 1}).expected_id == node.id

@@ -80,7 +80,7 @@ def test_running_a_script_twice_against_one_store_still_replays(tmp_path: Path) 
         assert root is not None
         # Every dispatch is charged: six calls of 1,100 tokens, none lost, none double-noded.
         assert store.totals(root)["tokens"] == 6 * 1_100
-        assert recompute_charges(store, root)["tokens"] == "6600"
+        assert recompute_charges(store, root, exact=True)["tokens"] == "6600"
         assert verify(store).ok
 
     replaying = Model()
@@ -169,7 +169,7 @@ def test_charges_and_reports_are_numbers_users_can_compare_sum_and_serialize() -
     # The exact form for audits: exact decimal strings, equal to the tree's own sum.
     exact = run.report(exact=True)
     assert exact["spent"]["usd"] == "0.00042"
-    assert exact["total"] == recompute_charges(run.store, run.root_id)
+    assert exact["total"] == recompute_charges(run.store, run.root_id, exact=True)
     rt.close()
 
 
@@ -192,7 +192,9 @@ def test_an_amount_a_float_cannot_hold_keeps_its_exact_text(tmp_path: Path) -> N
         assert isinstance(node.meta["charges"]["usd"], float)
         assert node.meta["charges_exact"] == {"usd": "0.1234567890123456789"}
         assert run.report(exact=True)["total"]["usd"] == "0.1234567890123456789"
-        assert recompute_charges(run.store, run.root_id)["usd"] == "0.1234567890123456789"
+        assert (
+            recompute_charges(run.store, run.root_id, exact=True)["usd"] == "0.1234567890123456789"
+        )
         assert verify(run.store).ok
 
 
@@ -214,7 +216,7 @@ def test_a_store_with_charges_written_as_strings_still_loads_and_audits(tmp_path
         assert served.id == node.id
         assert run.report()["avoided"] == {"steps": 1, "tokens": 5, "usd": 0.0000009}
         assert run.report(exact=True)["avoided"]["usd"] == "0.0000009"
-        assert recompute_charges(run.store, run.root_id)["usd"] == "0.0000009"
+        assert recompute_charges(run.store, run.root_id, exact=True)["usd"] == "0.0000009"
         assert verify(run.store).ok
 
 

@@ -76,7 +76,7 @@ def test_overshooting_actual_stands_and_later_steps_are_refused(store: Store) ->
 def test_exact_step_estimate_refuses_before_overspending(store: Store) -> None:
     run = Runtime(store).run("t", budget=Budget(steps=2))
     run.model_call({"model": "m", "i": 1}, fn=usage_fn())
-    run.tool_call("lookup", {"q": 1}, fn=lambda args: {"hits": args["q"]})
+    run.tool_call("lookup", {"q": 1}, fn=lambda payload: {"hits": payload["args"]["q"]})
     with pytest.raises(BudgetExceeded) as info:
         run.model_call({"model": "m", "i": 3}, fn=usage_fn())
     assert store.get(info.value.refusal_id).payload["meter"] == "steps"
@@ -182,7 +182,7 @@ def test_a_repeated_dispatch_in_record_mode_is_the_same_node_and_still_charged(
     assert len(repeats) == 1 and repeats[0].payload["node"] == first.id
     assert repeats[0].meta["charges"]["tokens"] == 4
     audit = recompute_charges(store, run.root_id)  # the tree accounts for every dispatch
-    assert (audit["steps"], audit["tokens"]) == ("2", "8")
+    assert (audit["steps"], audit["tokens"]) == (2, 8)  # numbers, like run.report()
 
 
 def test_hybrid_serves_and_persists_avoided(store: Store) -> None:
@@ -368,4 +368,4 @@ def test_recorded_dry_run_is_served_only_to_dry_runs_and_replay() -> None:
     assert replay.tool_call("send", {"to": "a"}, fn=calls.append).id == dry.id
     hybrid = Runtime(rt.store, mode="hybrid").run("dry")
     real = hybrid.tool_call("send", {"to": "a"}, fn=lambda a: calls.append(a) or {"sent": True})
-    assert calls == [{"to": "a"}] and real.attempt == 1 and real.result == {"sent": True}
+    assert calls == [payload] and real.attempt == 1 and real.result == {"sent": True}

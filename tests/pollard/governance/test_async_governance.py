@@ -74,14 +74,14 @@ async def test_mcp_tools_run_through_the_async_firewall() -> None:
             ]
         ]
     )
-    registry = await registry_from_mcp(session)
+    registry = await registry_from_mcp(session, trust_read_only_hints=True)
     runtime = AsyncRuntime(registry=registry, dry_run=True)
     async with runtime, runtime.run("mcp") as run:
         weather = await run.atool_call("get_weather", {"city": "Oslo"})
         email = await run.atool_call("send_email", {"to": "a@b.c", "body": "hi"})
         with pytest.raises(PolicyViolation, match="unknown registered action"):
             await run.atool_call("delete_repo", {})
-    assert weather.result is not None and weather.result["is_error"] is False
+    assert weather.result is not None and weather.result["isError"] is False
     assert weather.payload["version"] == "mcp"
     assert email.meta["dry_run"] is True  # a writing tool is only recorded in dry run
     assert session.calls == [("get_weather", {"city": "Oslo"})]

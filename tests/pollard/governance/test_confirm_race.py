@@ -36,7 +36,13 @@ def send(args):
     return {"queued": True}
 schema = {"type": "object", "properties": {"to": {"type": "string"}, "token": {"type": "string",
           "sensitive": True, "description": "API token"}}, "required": ["to", "token"]}
-registry = Registry([ActionSpec("send", "1", "Send a message.", schema, True, handler=send)])
+lookup = {"type": "object", "properties": {"number": {"type": "string", "pattern": "^INV-"}},
+          "required": ["number"], "additionalProperties": False}
+registry = Registry([
+    ActionSpec("lookup", "1", "Look up an invoice.", lookup, False),
+    ActionSpec("send", "1", "Send a message.", schema, True, handler=send),
+    ActionSpec("delete", "1", "Declared, not executable.", {"type": "object"}, True),
+])
 if store_id is None:
     store = target
 else:
@@ -88,7 +94,10 @@ def _check(executions: int, outcomes: list[Any], node_id: str) -> None:
     assert any("node" in o for o in outcomes)
     for outcome in outcomes:
         if "error" in outcome:
-            assert "another runtime is executing this confirmation" in outcome["error"]
+            assert (
+                "another runtime is executing this confirmation" in outcome["error"]
+                or "already used" in outcome["error"]
+            )
 
 
 @pytest.mark.slow
@@ -130,9 +139,7 @@ def test_processes_confirming_one_token_on_postgres(
 
 
 @pytest.mark.parametrize("make", [MemoryStore, HashRopeStore, SQLiteStore])
-def test_a_lost_claim_returns_the_winners_node_or_refuses(
-    make: Any, tmp_path: Path, calls: Calls
-) -> None:
+def test_a_lost_claim_refuses(make: Any, tmp_path: Path, calls: Calls) -> None:
     store = make(tmp_path / "claims.db") if make is SQLiteStore else make()
     registry = Registry(make_specs(calls))
     with store, Runtime(store, registry=registry, policies=[ConfirmWrites()]) as runtime:
@@ -142,14 +149,14 @@ def test_a_lost_claim_returns_the_winners_node_or_refuses(
         with runtime.resume("race") as run, pytest.raises(PollardError, match="another runtime"):
             run.confirm(token, args=SEND_ARGS)
         assert calls.log == []
-        # Once the winner records its node, a late confirm returns that node.
+        # Once the winner records its node, the token is used up: a late confirm raises.
         winner = runtime.store.get(token).parent
         assert winner is not None
         runtime.store.update_meta(
             token, {"confirmation": {"status": "confirmed", "node_id": winner}}
         )
-        with runtime.resume("race") as run:
-            assert run.confirm(token, args=SEND_ARGS).id == winner
+        with runtime.resume("race") as run, pytest.raises(KeyError, match="already used"):
+            run.confirm(token, args=SEND_ARGS)
         assert calls.log == []
         if isinstance(store, HashRopeStore):  # the claim survives the log round trip
             assert HashRopeStore(store.to_bytes()).claim(f"confirm:{token}:0", "x") != "x"
@@ -173,6 +180,7 @@ def test_a_failed_confirmation_can_be_retried_once(calls: Calls) -> None:
             run.confirm(token)
         assert runtime.store.get(token).meta["confirmation"] == {"status": "retry", "round": 1}
         with runtime.resume("race") as run:
-            node = run.confirm(token)
-            assert run.confirm(token).id == node.id  # idempotent once confirmed
+            run.confirm(token)
+            with pytest.raises(KeyError, match="already used"):
+                run.confirm(token)  # single-use, as in pollard 0.8
         assert calls.log == [("send", SEND_ARGS)]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pollard import Runtime
-from pollard.errors import ConfirmationRequired, PolicyViolation
+from pollard.errors import ConfirmationRequired, IntegrityError, PolicyViolation
 from pollard.policy import Decision, PolicyContext
 from pollard.registry import ActionSpec, Registry
 from pollard.stores.memory import MemoryStore
@@ -33,7 +33,8 @@ def test_confirmation_is_a_recorded_refusal_and_confirm_runs_the_call_once(
         asked_from = run.cursor_id
         token = ask(run, "send", SEND_ARGS)
         refusal = run.store.get(token)
-        assert run.cursor_id == token and refusal.parent == asked_from
+        # The request is recorded, and the cursor stays where the call was asked (pollard 0.8).
+        assert run.cursor_id == asked_from and refusal.parent == asked_from
         assert refusal.payload["rule"] == "confirmation_required"
         assert refusal.payload["args"]["token"]["hint"] == "sensitive"
         assert refusal.payload["args"]["to"] == "ops@example.com"
@@ -47,8 +48,9 @@ def test_confirmation_is_a_recorded_refusal_and_confirm_runs_the_call_once(
             "status": "confirmed",
             "node_id": node.id,
         }
-        again = run.confirm(token)  # idempotent: the handler does not run twice
-        assert again.id == node.id and len(calls.log) == 2
+        with pytest.raises(KeyError, match="already used"):
+            run.confirm(token)  # single-use: the handler does not run twice
+        assert len(calls.log) == 2
 
 
 def test_confirm_asks_policies_again_and_a_deny_still_refuses(registry: Registry) -> None:
@@ -94,10 +96,13 @@ def test_confirm_refuses_when_the_action_changed(calls: Calls) -> None:
         token = ask(run, "send", SEND_ARGS)
     stricter = dict(make_specs(calls)[1].schema, additionalProperties=False)
     changed = Registry([ActionSpec("send", "1", "Send.", stricter, True, handler=calls.send)])
-    with Runtime(store, registry=changed).resume("changed") as run:
-        with pytest.raises(PolicyViolation, match="changed or left the registry") as info:
-            run.confirm(token)
-        assert run.store.get(info.value.refusal_id).payload["rule"] == "spec_changed"
+    # The run is bound to the registry it asked under (pollard 0.8): another one cannot reopen
+    # it, so the changed action can never be confirmed with the old request.
+    with (
+        pytest.raises(IntegrityError, match="already bound to a different registry"),
+        Runtime(store, registry=changed).resume("changed") as run,
+    ):
+        run.confirm(token)
     assert calls.log == []
 
 

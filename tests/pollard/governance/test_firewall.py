@@ -10,7 +10,7 @@ import pytest
 
 from pollard import Budget, Runtime
 from pollard._core._canon import payload_digest
-from pollard.errors import BudgetExceeded, ConfirmationRequired, PolicyViolation
+from pollard.errors import BudgetExceeded, ConfirmationRequired, IntegrityError, PolicyViolation
 from pollard.policy import Decision
 from pollard.registry import ActionSpec, Registry
 from pollard.stores.memory import MemoryStore
@@ -188,26 +188,41 @@ def test_hmac_key_changes_markers_and_ids(calls: Calls) -> None:
 # -- identity stability ----------------------------------------------------------------------
 
 
-def test_unrelated_registry_edits_keep_recorded_ids_and_replay_valid() -> None:
-    store = MemoryStore()
+def test_unrelated_registry_edits_keep_recorded_ids() -> None:
     first = Calls()
-    with Runtime(store, registry=Registry(make_specs(first))).run("stable") as run:
+    with Runtime(MemoryStore(), registry=Registry(make_specs(first))).run("stable") as run:
         recorded = run.tool_call("send", SEND_ARGS)
     # An unrelated action is added and this action's description is edited.
     second = Calls()
     extra = ActionSpec("ping", "1", "Ping.", {"type": "object"}, False, handler=lambda a: {})
     edited = Registry([*make_specs(second, send_description="Send it, politely."), extra])
     assert edited.registry_digest != Registry(make_specs(first)).registry_digest
-    assert edited.get("send").spec_digest == recorded.payload["spec_digest"]  # type: ignore[union-attr]
-    with Runtime(store, registry=edited, mode="replay").run("stable") as run:
-        served = run.tool_call("send", SEND_ARGS)
-    assert served.id == recorded.id and served.result == recorded.result
-    assert second.log == []  # replay served the recording
-    root = store.get(recorded.parent or "")
-    assert root.meta["registry_digests"] == [Registry(make_specs(first)).registry_digest]
-    with Runtime(store, registry=edited, mode="hybrid").run("stable"):
-        pass
-    assert store.get(root.id).meta["registry_digests"][-1] == edited.registry_digest
+    assert edited.get("send").spec_digest == recorded.payload["spec_digest"]
+    with Runtime(MemoryStore(), registry=edited).run("stable") as run:
+        again = run.tool_call("send", SEND_ARGS)
+    assert again.id == recorded.id
+
+
+def test_a_run_bound_to_one_registry_is_not_reopened_under_another() -> None:
+    # pollard 0.8: "run root is already bound to a different registry", in every mode.
+    store = MemoryStore()
+    first = Registry(make_specs(Calls()))
+    with Runtime(store, registry=first).run("bound") as run:
+        run.tool_call("send", SEND_ARGS)
+    extra = ActionSpec("ping", "1", "Ping.", {"type": "object"}, False, handler=lambda a: {})
+    other = Registry([*make_specs(Calls()), extra])
+    for mode in ("record", "hybrid", "replay"):
+        with (
+            pytest.raises(IntegrityError, match="already bound to a different registry"),
+            Runtime(store, registry=other, mode=mode).run("bound"),
+        ):
+            pass
+    with Runtime(store, registry=first, mode="replay").run("bound"):
+        pass  # the same registry re-opens it
+    with Runtime(store).run("bound"):
+        pass  # so does a runtime without a registry, as in 0.8
+    root = store.roots()[0]
+    assert root.meta["registry_digest"] == first.registry_digest
 
 
 def test_a_semantic_spec_change_changes_the_call_ids() -> None:
@@ -222,10 +237,10 @@ def test_a_semantic_spec_change_changes_the_call_ids() -> None:
     changed = Registry(
         [ActionSpec("lookup", "1", "Look up.", tightened, False, handler=calls.lookup)]
     )
-    with Runtime(store, registry=changed, mode="hybrid").run("change") as run:
+    with Runtime(MemoryStore(), registry=changed).run("change") as run:
         after = run.tool_call("lookup", {"number": "INV-1"})
-    assert after.id != before.id
-    assert len(calls.log) == 2  # the old recording no longer matches: the call ran again
+    assert after.id != before.id  # same label, same parent: only the spec digest differs
+    assert len(calls.log) == 2
 
 
 # -- replay of governed outcomes -----------------------------------------------------------------

@@ -66,8 +66,10 @@ async def test_registry_from_paged_tool_list_with_async_handlers() -> None:
             ],
         ]
     )
-    registry = await registry_from_mcp(session, exclude=["admin_reset"])
-    assert session.cursors == [None, "1"]
+    # pollard 0.8 treats every tool as writing; an explicit opt-in trusts the server's hints.
+    assert all(s.side_effects for s in await registry_from_mcp(session, exclude=["admin_reset"]))
+    registry = await registry_from_mcp(session, exclude=["admin_reset"], trust_read_only_hints=True)
+    assert session.cursors == [None, "1"] * 2
     assert [spec.name for spec in registry] == ["get_weather", "send_email"]
     weather, send = registry.get("get_weather"), registry.get("send_email")
     assert weather is not None and send is not None
@@ -78,10 +80,11 @@ async def test_registry_from_paged_tool_list_with_async_handlers() -> None:
     assert weather.validate({}) == '$: missing required property "city"'
     assert weather.handler is not None
     result = await weather.handler({"city": "Oslo"})
+    # A dict result is recorded as the session returned it (pollard 0.8).
     assert result == {
         "content": [{"type": "text", "text": "get_weather ok"}],
-        "structured_content": {"echo": {"city": "Oslo"}},
-        "is_error": False,
+        "structuredContent": {"echo": {"city": "Oslo"}},
+        "isError": False,
     }
     assert session.calls == [("get_weather", {"city": "Oslo"})]
 
@@ -122,7 +125,7 @@ class TypedSession:
 
 async def test_real_mcp_types_and_params_pagination() -> None:
     session = TypedSession()
-    registry = await registry_from_mcp(session, redaction_key=b"k")
+    registry = await registry_from_mcp(session, redaction_key=b"k", trust_read_only_hints=True)
     assert registry.redaction_key == b"k"
     assert session.params[1].cursor == "page-2"
     weather = registry.get("get_weather")
@@ -148,7 +151,7 @@ async def test_a_real_in_process_mcp_server_through_the_async_firewall() -> None
         return text.upper() * (times or 1)
 
     async with Client(server) as client:
-        registry = await registry_from_mcp(client.session)
+        registry = await registry_from_mcp(client.session, trust_read_only_hints=True)
         assert [(s.name, s.side_effects) for s in registry] == [("add", False), ("shout", True)]
         runtime = AsyncRuntime(registry=registry)
         async with runtime, runtime.run("mcp-server") as run:

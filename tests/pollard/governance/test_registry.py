@@ -78,7 +78,9 @@ def test_registry_lookup_iteration_and_digest() -> None:
     registry = Registry([b, a])
     assert [s.name for s in registry] == ["a", "b"] and len(registry) == 2
     assert registry.get("a") is a and registry.get("a", "2") is a
-    assert registry.get("a", "1") is None and registry.get("zz") is None
+    assert registry.find("a", "1") is None and registry.find("zz") is None
+    with pytest.raises(KeyError, match="a@1"):
+        registry.get("a", "1")  # 0.8 raises KeyError for an unknown name or version
     assert "a" in registry and "zz" not in registry
     assert Registry([a, b]).registry_digest == registry.registry_digest  # order-free
     assert Registry([a]).registry_digest != registry.registry_digest

@@ -78,8 +78,14 @@ def test_confirmation_across_a_restart_with_sensitive_args(tmp_path: Path, calls
         node = run.confirm(token, args=SEND_ARGS)
         assert node.parent == asked_from and node.result is not None
     assert calls.log[-1] == ("send", SEND_ARGS)
-    with Runtime(db, registry=registry) as runtime, runtime.resume("restart") as run:
-        assert run.confirm(token).id == node.id  # already confirmed: served, not re-run
+    with (
+        Runtime(db, registry=registry) as runtime,
+        runtime.resume("restart") as run,
+        pytest.raises(KeyError, match="already used"),
+    ):
+        run.confirm(token)  # single-use across processes too: never re-run
+    with Runtime(db, registry=registry, mode="replay") as runtime, runtime.resume("restart") as run:
+        assert run.confirm(token).id == node.id  # replay serves the recorded call
     assert [name for name, _ in calls.log] == ["lookup", "send"]
 
 

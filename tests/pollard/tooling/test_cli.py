@@ -377,7 +377,9 @@ def test_import_rejects_a_tampered_file_and_writes_nothing(
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(document))
     target = tmp_path / "target.db"
-    line = one_error_line(pollard("import", forged, target), code=1)
+    line = one_error_line(
+        pollard("import", forged, target), code=2
+    )  # a bad file, as in pollard 0.8
     assert line.startswith("pollard: integrity:") and message in line
     assert not target.exists()
 
@@ -397,7 +399,7 @@ def test_import_needs_the_subtree_parent_and_a_valid_file(
     assert "not a valid pollard/subtree/v1 file" in one_error_line(pollard("import", junk, fresh))
     assert "no such file" in one_error_line(pollard("import", tmp_path / "absent.json", fresh))
     assert "the seal digest" in one_error_line(
-        pollard("import", inner, path, "--expect-seal", "f" * 64), code=1
+        pollard("import", inner, path, "--expect-seal", "f" * 64), code=2
     )
 
 

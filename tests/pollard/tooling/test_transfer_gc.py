@@ -113,12 +113,12 @@ def test_gc_drops_pruned_subtrees_and_reports_survivor_seals(make: Factory, tmp_
     sample = build_sample(store)
     before = store.totals(sample.root)
     report = gc(store, "drop-pruned")
-    assert report.removed_nodes == 2 and report.removed_blobs == 0
+    assert report.removed_count == 2 and report.removed_blobs == 0
     assert not store.exists(sample.pruned) and not store.exists(sample.pruned_child)
     assert store.exists(sample.anchor)
     assert report.survivor_seals == {sample.root: seal(store, sample.root).digest}
     assert store.totals(sample.root) == before  # spend is never refunded
-    assert gc(store, "drop-pruned").removed_nodes == 0
+    assert gc(store, "drop-pruned").removed_count == 0
     assert gc(store, "compact").survivor_seals == report.survivor_seals
     with pytest.raises(ValueError, match="drop-pruned' or 'compact'"):
         gc(store, "everything")  # type: ignore[arg-type]
@@ -131,7 +131,7 @@ def test_compact_removes_blobs_that_only_dropped_nodes_used(tmp_path: Path) -> N
             NodeKind.NOTE, sample.pruned_child, {"status": "x" * 4096}, meta={"pruned": True}
         )
         store.put(big)
-        assert gc(store, "drop-pruned").removed_nodes == 3
+        assert gc(store, "drop-pruned").removed_count == 3
         assert gc(store, "compact").removed_blobs >= 1
         assert gc(store, "compact").removed_blobs == 0
 
@@ -187,7 +187,7 @@ def test_a_pruned_run_is_dropped_whole_and_leaves_the_survivors(
     dropped = build_sample(store, "dropped")
     store.update_meta(dropped.root, {"pruned": True})
     report = gc(store, "drop-pruned")
-    assert report.removed_nodes == 8 + 2
+    assert report.removed_count == 8 + 2
     assert [root.id for root in store.roots()] == [kept.root]
     assert set(report.survivor_seals) == {kept.root}
 

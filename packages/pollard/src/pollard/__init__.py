@@ -29,6 +29,7 @@ from .errors import UnsupportedSchema as UnsupportedSchema
 
 if _typing.TYPE_CHECKING:
     from pollard._core._budget import Budget as Budget
+    from pollard._core._ledger import WindowClaim as WindowClaim
     from pollard._core._node import Node as Node
     from pollard._core._node import NodeKind as NodeKind
     from pollard._core._store import Store as Store
@@ -91,6 +92,7 @@ _LAZY: dict[str, str] = {
     "Runtime": "pollard._runtime._sync",
     "SQLiteStore": "pollard.stores.sqlite",
     "Store": "pollard._core._store",
+    "WindowClaim": "pollard._core._ledger",
     "WindowMeter": "pollard.meters",
     "redact": "pollard.redaction",
     "ExportReport": "pollard._edge._transfer",
@@ -136,6 +138,7 @@ __all__ = [
     "UnsupportedSchema",
     "VerifyFinding",
     "VerifyReport",
+    "WindowClaim",
     "WindowMeter",
     "__version__",
     "export_subtree",

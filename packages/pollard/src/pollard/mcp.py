@@ -9,12 +9,15 @@
 
 Every tool becomes an ``ActionSpec`` with version ``"mcp"``, the tool's input schema (which must fit
 the supported subset: a tool whose schema does not is refused when the registry is built, naming
-the tool, unless you ``exclude`` it), and an async handler that calls ``session.call_tool``.
+the tool, unless you ``exclude`` it), and an async handler that calls ``session.call_tool`` and
+records its result as pollard 0.8 did: the ``CallToolResult``'s ``model_dump()``.
 Handlers are coroutines, so use ``AsyncRuntime``.
 
-A tool is treated as side-effecting unless the server marks it ``readOnlyHint: true``; MCP
-annotations are hints from the server, so the safe default is that a tool writes (dry-run mode then
-records it without calling it).
+Every tool is treated as side-effecting, as in pollard 0.8: MCP annotations are hints from the
+server, so the safe default is that a tool writes (dry-run mode then records it without calling
+it), and the spec digests (so the ids of recorded calls) stay 0.8's. Pass
+``trust_read_only_hints=True`` to treat tools the server marks ``readOnlyHint: true`` as
+read-only.
 """
 
 from __future__ import annotations
@@ -41,25 +44,51 @@ def _field(obj: object, *names: str) -> Any:
     return None
 
 
+async def _settle(value: Any) -> Any:
+    # pollard 0.8 accepted synchronous sessions too: await only what is awaitable.
+    return await value if inspect.isawaitable(value) else value
+
+
+def _tool_result(result: Any) -> dict[str, Any]:
+    """A tool result as pollard 0.8 recorded it (a tool error is a result, not an exception).
+
+    An MCP ``CallToolResult`` is recorded as its ``model_dump()`` (every field, named as the
+    installed ``mcp`` names them: ``content``, ``structured_content``, ``is_error``, ``meta``,
+    ...), a dict as is; another object as ``{"content", "structured_content", "is_error"}``.
+    """
+    dump = getattr(result, "model_dump", None)
+    if callable(dump):
+        data = jsonable(dump())
+        if isinstance(data, dict):
+            return data
+    if isinstance(result, Mapping):
+        return {str(key): jsonable(value) for key, value in result.items()}
+    return {
+        "content": [jsonable(item) for item in _field(result, "content") or []],
+        "structured_content": jsonable(_field(result, "structured_content", "structuredContent")),
+        "is_error": bool(_field(result, "is_error", "isError")),
+    }
+
+
 def _handler(session: Any, name: str) -> Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]:
     async def call(args: Mapping[str, Any]) -> dict[str, Any]:
-        result = await session.call_tool(name, dict(args))
-        # A tool error is a result the model should see, not an exception: keep the flag.
-        return {
-            "content": [jsonable(item) for item in _field(result, "content") or []],
-            "structured_content": jsonable(
-                _field(result, "structured_content", "structuredContent")
-            ),
-            "is_error": bool(_field(result, "is_error", "isError")),
-        }
+        return _tool_result(await _settle(session.call_tool(name, dict(args))))
 
     call.__name__ = f"mcp_{name}"
     call.__qualname__ = call.__name__
     return call
 
 
-def spec_from_mcp_tool(session: Any, tool: object) -> ActionSpec:
+def spec_from_mcp_tool(
+    session: Any, tool: object, *, trust_read_only_hints: bool = False
+) -> ActionSpec:
     """Return the ``ActionSpec`` for one MCP tool description.
+
+    Args:
+        session: The MCP session the handler calls.
+        tool: The tool description (an ``mcp.types.Tool`` or its dict).
+        trust_read_only_hints: Treat a tool marked ``readOnlyHint: true`` as free of side
+            effects (by default every tool writes, as in pollard 0.8).
 
     Raises:
         UnsupportedSchema: The tool's input schema is outside the supported subset; the message
@@ -68,7 +97,8 @@ def spec_from_mcp_tool(session: Any, tool: object) -> ActionSpec:
     name = str(_field(tool, "name"))
     schema = jsonable(_field(tool, "input_schema", "inputSchema") or {"type": "object"})
     annotations = _field(tool, "annotations")
-    read_only = _field(annotations, "read_only_hint", "readOnlyHint") is True
+    hinted = _field(annotations, "read_only_hint", "readOnlyHint") is True
+    read_only = trust_read_only_hints and hinted
     description = _field(tool, "description", "title") or ""
     try:
         return ActionSpec(
@@ -93,13 +123,13 @@ async def _list_all_tools(session: Any) -> list[Any]:
     cursor: str | None = None
     while True:
         if cursor is None:
-            page = await session.list_tools()
+            page = await _settle(session.list_tools())
         elif "params" in parameters:
             from mcp.types import PaginatedRequestParams
 
-            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+            page = await _settle(session.list_tools(params=PaginatedRequestParams(cursor=cursor)))
         else:
-            page = await session.list_tools(cursor=cursor)
+            page = await _settle(session.list_tools(cursor=cursor))
         tools.extend(_field(page, "tools") or [])
         cursor = _field(page, "next_cursor", "nextCursor")
         if not cursor:
@@ -111,14 +141,17 @@ async def registry_from_mcp(
     exclude: Iterable[str] | None = None,
     *,
     redaction_key: bytes | None = None,
+    trust_read_only_hints: bool = False,
 ) -> Registry:
     """List an MCP session's tools (every page) and return them as a registry.
 
     Args:
-        session: An initialized ``mcp.ClientSession`` (anything with async ``list_tools`` and
-            ``call_tool``).
+        session: An initialized ``mcp.ClientSession`` (anything with ``list_tools`` and
+            ``call_tool``, async or, as pollard 0.8 allowed, synchronous).
         exclude: Tool names to leave out.
         redaction_key: Passed to :class:`pollard.Registry` (keyed digests of sensitive fields).
+        trust_read_only_hints: Treat tools marked ``readOnlyHint: true`` as read-only (dry run
+            then executes them). Off by default, as in pollard 0.8: every tool writes.
 
     Returns:
         A :class:`pollard.Registry` with one async-handler action per tool.
@@ -128,7 +161,7 @@ async def registry_from_mcp(
     """
     skipped = set(exclude or ())
     specs = [
-        spec_from_mcp_tool(session, tool)
+        spec_from_mcp_tool(session, tool, trust_read_only_hints=trust_read_only_hints)
         for tool in await _list_all_tools(session)
         if str(_field(tool, "name")) not in skipped
     ]

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 from pollard._core._canon import canonical_bytes
 from pollard._governance._schema import ANNOTATIONS, CompiledSchema, compile_schema, strip_keywords
+from pollard.errors import UnsupportedSchema
+from pollard.redaction import redact
 
 __all__ = ["SPEC_DOMAIN", "ActionSpec", "Registry"]
 
@@ -99,6 +101,14 @@ class ActionSpec:
                 "ActionSpec schema must be a dict (a JSON Schema), "
                 f"got {type(self.schema).__name__}"
             )
+        root_type = self.schema.get("type", "object")
+        if root_type != "object":
+            # Arguments are always a JSON object; pollard 0.8 refused such schemas here too.
+            raise UnsupportedSchema(
+                f"schema for {self.name}: the root schema must describe an object (the "
+                f"arguments dict), not type {root_type!r}",
+                "$.type",
+            )
         compiled = compile_schema(dict(self.schema))
         assert isinstance(compiled.schema, dict)
         # Keep the private copy: a caller mutating their dict afterwards cannot change what the
@@ -138,8 +148,27 @@ class ActionSpec:
         """
         return self._compiled.validate(args, engine=engine)
 
-    def redact_args(self, args: object, replace: Callable[[object], object]) -> object:
-        """Return a copy of ``args`` with every sensitive field passed through ``replace``."""
+    def validate_args(self, args: object) -> str | None:
+        """Check arguments with the built-in engine: pollard 0.8's name for `validate`.
+
+        Returns:
+            None when the arguments are valid, otherwise the first finding as ``"$.path: ..."``.
+        """
+        return self._compiled.validate(args, engine="builtin")
+
+    def redact_args(
+        self, args: object, replace: Callable[[object], object] | None = None
+    ) -> object:
+        """Return a copy of ``args`` with every sensitive field passed through ``replace``.
+
+        Args:
+            args: The arguments.
+            replace: Maps a sensitive value to what is stored. When omitted (pollard 0.8's
+                one-argument form), the plain SHA-256 marker ``redact(value)`` of a registry
+                without a ``redaction_key`` is used.
+        """
+        if replace is None:
+            replace = redact
         return self._compiled.redact(args, replace)
 
     def declaration(self) -> dict[str, Any]:
@@ -174,7 +203,7 @@ class Registry:
 
     Example:
         >>> registry = Registry([ActionSpec("echo", "1", "Echo.", {"type": "object"}, False)])
-        >>> "echo" in registry, registry.get("echo", "2")
+        >>> "echo" in registry, registry.find("echo", "2")
         (True, None)
     """
 
@@ -223,8 +252,24 @@ class Registry:
         """The HMAC key used for sensitive fields, or None (plain SHA-256 markers)."""
         return self._redaction_key
 
-    def get(self, name: str, version: str | None = None) -> ActionSpec | None:
-        """Return the action called ``name``, or None.
+    def get(self, name: str, version: str | None = None) -> ActionSpec:
+        """Return the action called ``name`` (at ``version`` when given), as pollard 0.8 does.
+
+        Args:
+            name: The action name.
+            version: When given, the action is returned only if its version matches.
+
+        Raises:
+            KeyError: ``name`` (or ``"name@version"``) when no such action is registered. Use
+                `Registry.find` for a ``None`` instead.
+        """
+        spec = self.find(name, version)
+        if spec is None:
+            raise KeyError(name if version is None else f"{name}@{version}")
+        return spec
+
+    def find(self, name: str, version: str | None = None) -> ActionSpec | None:
+        """Return the action called ``name`` (at ``version`` when given), or None.
 
         Args:
             name: The action name.

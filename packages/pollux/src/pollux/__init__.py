@@ -24,6 +24,7 @@ from ._deferred_api import cancel_deferred as cancel_deferred
 from ._deferred_api import collect_deferred as collect_deferred
 from ._deferred_api import defer as defer
 from ._deferred_api import inspect_deferred as inspect_deferred
+from ._local_reasoning import local_reasoning as local_reasoning
 from ._session import Session as Session
 from ._version import __version__ as __version__
 from .config import Config as Config
@@ -66,6 +67,8 @@ from .interaction import ToolResult as ToolResult
 from .interaction import Usage as Usage
 from .interaction import intercept_calls as intercept_calls
 from .providers.base import ProviderReadiness as ProviderReadiness
+from .quota import CallQuota as CallQuota
+from .quota import LocalQuota as LocalQuota
 from .retry import RetryPolicy as RetryPolicy
 from .source import Source as Source
 
@@ -75,6 +78,7 @@ __all__ = [
     "CachePolicy",
     "CacheSetting",
     "CallInterceptor",
+    "CallQuota",
     "Config",
     "ConfigurationError",
     "ContextOverflowError",
@@ -87,6 +91,7 @@ __all__ = [
     "Event",
     "Input",
     "InternalError",
+    "LocalQuota",
     "Message",
     "MessageRole",
     "Metrics",
@@ -120,6 +125,7 @@ __all__ = [
     "inspect_deferred",
     "interact",
     "intercept_calls",
+    "local_reasoning",
     "prepare_environment",
     "run",
     "run_many",

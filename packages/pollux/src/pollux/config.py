@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 
 from ._scrub import register_secret
 from .errors import ConfigurationError
+from .quota import CallQuota
 from .retry import RetryPolicy
 
 __all__ = ["KNOWN_CAPABILITIES", "PROVIDER_NAMES", "Config", "ProviderName", "resolve_api_key"]
@@ -181,6 +182,9 @@ class Config:
         retry: The :class:`RetryPolicy` for provider calls.
         capabilities: Overrides of the provider's declared capabilities, by name. A declared
             value wins over the provider's static value; undeclared ones fall back to it.
+        quota: A provider rate limit every attempt waits for (:class:`pollux.LocalQuota` for
+            one process, ``pollard.adapters.pollux.SharedQuota`` for many workers and hosts);
+            see :mod:`pollux.quota`. ``None`` (default): only the provider's 429s pace calls.
         api_version: ``provider="azure_openai"`` only: a dated Azure ``api-version``
             (``"2025-04-01-preview"``; falls back to ``OPENAI_API_VERSION``). Unset, pollux
             uses Azure's v1 API (``<endpoint>/openai/v1``), which takes none.
@@ -208,6 +212,7 @@ use_mock=False)
     request_timeout_s: float = 300.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     capabilities: Mapping[str, bool] | None = None
+    quota: CallQuota | None = None
     api_version: str | None = None
     credentials: Any = None
 
@@ -238,6 +243,7 @@ use_mock=False)
         register_secret(self.api_key)
         self._validate_limits()
         self._validate_capabilities()
+        self._validate_quota()
         self._validate_cloud_fields()
 
         if self.provider == "local":
@@ -304,6 +310,22 @@ use_mock=False)
             raise ConfigurationError(
                 f"retry must be a RetryPolicy, got {type(self.retry).__name__}",
                 hint="Pass retry=RetryPolicy(max_attempts=3), for example.",
+            )
+
+    def _validate_quota(self) -> None:
+        quota = self.quota
+        if quota is None:
+            return
+        missing = [
+            name for name in ("acquire", "pause") if not callable(getattr(quota, name, None))
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"quota must have async acquire() and pause() methods, got "
+                f"{type(quota).__name__} without {' and '.join(missing)}",
+                hint="Pass quota=pollux.LocalQuota(requests_per_minute=..., "
+                "tokens_per_minute=...), or pollard.adapters.pollux.SharedQuota(...) for "
+                "many workers.",
             )
 
     def _validate_capabilities(self) -> None:
@@ -451,7 +473,8 @@ use_mock=False)
                 self.request_timeout_s,
                 self.retry,
                 caps,
+                id(self.quota) if self.quota is not None else None,
                 self.api_version,
-                self.credentials,
+                id(self.credentials) if self.credentials is not None else None,
             )
         )

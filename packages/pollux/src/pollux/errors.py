@@ -6,11 +6,13 @@ Every error carries a ``hint`` that says how to fix the problem::
     └── PolluxError                  base of every pollux error (message, hint)
         ├── ConfigurationError       bad configuration or input (also a ValueError)
         │   └── ToolCallParseError   a model's tool-call arguments are not a JSON object
+        │                            (also an APIError, as in pollux 2.0)
         ├── SourceError              a source could not be validated or loaded
         │   └── SourceTypeError      a source argument of the wrong type (also a TypeError)
         ├── PlanningError            execution planning failed
         ├── InternalError            a pollux bug or broken invariant
         ├── APIError                 a provider call failed (retryable, status_code, ...)
+        │   ├── ToolCallParseError   (see above; error_category "tool_call_parse")
         │   ├── RateLimitError       HTTP 429 or an equivalent provider signal
         │   ├── CacheError           a cache operation failed
         │   └── ContextOverflowError the request does not fit the model's context window
@@ -193,10 +195,13 @@ class ContextOverflowError(APIError):
         self.n_ctx = n_ctx
 
 
-class ToolCallParseError(ConfigurationError):
+class ToolCallParseError(APIError, ConfigurationError):
     """A tool call's arguments are not valid JSON, or not a JSON object.
 
-    Raised by :meth:`pollux.ToolCall.arguments_dict`.
+    Raised by :meth:`pollux.ToolCall.arguments_dict` and by providers whose model produced
+    malformed tool-call JSON. It is an :class:`APIError` (as in pollux 2.0, so ``except
+    APIError`` catches it) with ``error_category="tool_call_parse"`` and ``retryable=False``,
+    and also a :class:`ConfigurationError` (a ``ValueError``).
 
     Args:
         message: What went wrong.
@@ -204,6 +209,8 @@ class ToolCallParseError(ConfigurationError):
         tool_name: The name of the requested tool.
         tool_call_id: The id of the tool call.
         arguments_text: The raw argument text the model produced.
+        provider: The provider name, when a provider reported it.
+        phase: The operation that failed, when a provider reported it.
     """
 
     def __init__(
@@ -214,8 +221,17 @@ class ToolCallParseError(ConfigurationError):
         tool_name: str | None = None,
         tool_call_id: str | None = None,
         arguments_text: str | None = None,
+        provider: str | None = None,
+        phase: str | None = None,
     ) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(
+            message,
+            hint=hint,
+            retryable=False,
+            provider=provider,
+            phase=phase,
+            error_category="tool_call_parse",
+        )
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
         self.arguments_text = arguments_text

@@ -525,7 +525,7 @@ class Source:
             return _hash_file(self._path)
         if self._data is not None:
             return hashlib.sha256(self._data).hexdigest()
-        return hashlib.sha256(self.content_loader()).hexdigest()
+        return hashlib.sha256(self._load()).hexdigest()
 
     def _iter_bytes(self, chunk_size: int = _CHUNK_SIZE) -> Iterator[bytes]:
         """Yield the content in chunks of at most ``chunk_size`` bytes (files are streamed)."""
@@ -546,12 +546,21 @@ class Source:
         """Return the whole content (for small inline parts)."""
         if self._data is not None:
             return self._data
+        return self._load()
+
+    def _load(self) -> bytes:
+        """Call the content loader; any failure is a `SourceError` (as in pollux 2.0)."""
         try:
             return self.content_loader()
-        except OSError as exc:
+        except SourceError:
+            raise
+        except Exception as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise SourceError(
-                f"Cannot read source {self.identifier}: {exc.strerror or exc}",
-                hint="Check that the file still exists and is readable.",
+                f"Failed to load content from source: {self.identifier} "
+                f"({type(exc).__name__}: {reason})",
+                hint="Check that the source still exists and is readable, and that a custom "
+                "content_loader returns bytes without raising.",
             ) from exc
 
 

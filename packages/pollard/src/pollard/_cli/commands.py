@@ -399,7 +399,8 @@ def cmd_merge(args: argparse.Namespace, stack: ExitStack) -> int:
             totals[key] += report[key]
         results.append({"source": spec.label, **report})
     if args.json:
-        _json({"destination": dest_spec.label, "sources": results, "totals": totals})
+        # The sums sit at the top level, as in pollard 0.8, and again under "totals".
+        _json({"destination": dest_spec.label, "sources": results, **totals, "totals": totals})
     else:
         for item in results:
             _out(
@@ -418,7 +419,7 @@ def cmd_gc(args: argparse.Namespace, stack: ExitStack) -> int:
         _json(report.to_dict())
     else:
         _out(
-            f"{report.mode}: removed {report.removed_nodes} node(s), {report.removed_blobs} blob(s)"
+            f"{report.mode}: removed {report.removed_count} node(s), {report.removed_blobs} blob(s)"
         )
         for root_id, digest in report.survivor_seals.items():
             _out(f"seal {root_id} {digest}")
@@ -445,8 +446,12 @@ def cmd_import(args: argparse.Namespace, stack: ExitStack) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise CLIError(f"no such file: {args.file}")
-    # Verify the whole file before the target store is opened (or created).
-    root_id, nodes, digest = read_subtree(path, expected_digest=args.expect_seal)
+    # Verify the whole file before the target store is opened (or created). A file that does
+    # not verify is a bad input, exit 2 as in pollard 0.8 (the store is never touched).
+    try:
+        root_id, nodes, digest = read_subtree(path, expected_digest=args.expect_seal)
+    except IntegrityError as exc:
+        raise CLIError(f"integrity: {exc}") from None
     store = _open_destination(stack, parse_store_spec(args.store))
     report = write_subtree(store, root_id, nodes, digest)
     if args.json:

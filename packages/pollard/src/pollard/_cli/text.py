@@ -34,7 +34,12 @@ def _compact(value: Any) -> str:
 
 
 def render_tree(rows: Sequence[ViewNode], *, unicode: bool = False) -> str:
-    """Draw rows (preorder) as a tree; only forks indent, an only child continues the column."""
+    """Draw rows (preorder) as a tree.
+
+    In ASCII only forks indent (an only child continues its parent's column, so long chains stay
+    readable). ``unicode=True`` draws pollard 0.8's tree: every child on its own branch with box
+    characters, indented under its parent.
+    """
     tee, end, pipe, blank = UNICODE if unicode else ASCII
     by_id = {row.id: row for row in rows}
     cont: dict[str, str] = {}
@@ -43,7 +48,7 @@ def render_tree(rows: Sequence[ViewNode], *, unicode: bool = False) -> str:
         parent = by_id.get(row.parent) if row.parent is not None else None
         if parent is None:
             prefix = own = ""
-        elif len(parent.children) == 1:
+        elif len(parent.children) == 1 and not unicode:
             prefix = own = cont[parent.id]
         else:
             last = parent.children[-1] == row.id

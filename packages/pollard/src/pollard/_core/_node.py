@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -174,14 +175,45 @@ class Node:
         setter(node, "result_text", values[2])
         return node
 
+    @classmethod
+    def make(
+        cls,
+        *,
+        kind: NodeKind | str,
+        parent: str | None,
+        payload: JsonValue,
+        attempt: int = 0,
+        result: JsonValue = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Node:
+        """Build a node: pollard 0.8's keyword-only spelling of `Node.create`.
+
+        Deprecated: use ``Node.create(kind, parent, payload, attempt=..., result=..., meta=...)``,
+        which builds the same node (same id and digest). Kept so 0.8 code keeps working.
+        """
+        warnings.warn(
+            "Node.make(...) is deprecated; use Node.create(kind, parent, payload, ...), "
+            "which builds the same node",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return cls.create(kind, parent, payload, attempt=attempt, result=result, meta=meta)
+
+    @property
     def expected_id(self) -> str:
-        """Recompute the id from kind, parent, attempt and payload."""
+        """The id recomputed from kind, parent, attempt and payload (a property, as in 0.8).
+
+        The value is a ``str``; calling it (``node.expected_id()``, this project's earlier
+        spelling) still works and warns.
+        """
         canonical = self.canonical_payload
         if canonical is None:
             canonical = payload_forms(self.payload)[1]
-        return hashlib.sha256(
-            identity_bytes(self.kind.value, self.parent, self.attempt, canonical)
-        ).hexdigest()
+        return _ExpectedId(
+            hashlib.sha256(
+                identity_bytes(self.kind.value, self.parent, self.attempt, canonical)
+            ).hexdigest()
+        )
 
     def expected_result_digest(self) -> str | None:
         """Recompute the result digest from the result (``None`` without a result)."""
@@ -197,7 +229,7 @@ class Node:
             IntegrityError: If the id or the result digest does not match.
         """
         try:
-            expected = self.expected_id()
+            expected = str(self.expected_id)
         except (TypeError, ValueError) as exc:
             raise IntegrityError(
                 f"node {self.id} has a payload that is not canonical JSON: {exc}", self.id
@@ -232,6 +264,20 @@ class Node:
     def pruned(self) -> bool:
         """Whether the node is marked pruned in its metadata."""
         return bool(self.meta.get("pruned"))
+
+
+class _ExpectedId(str):
+    """A node id that can also be called, for code written when ``expected_id`` was a method."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        warnings.warn(
+            "Node.expected_id is a property (as in pollard 0.8); drop the call parentheses",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return str(self)
 
 
 def _clone(node: Node, meta: dict[str, Any]) -> Node:

@@ -72,6 +72,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pollard._core._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
 from pollard._core._node import Node
+from pollard._core._noderef import NodeRef
 
 __all__ = ["Store"]
 
@@ -101,8 +102,11 @@ class Store(Protocol):
         """Whether a node id is stored."""
         ...
 
-    def children(self, node_id: str) -> list[Node]:
-        """Direct children sorted by (kind, id)."""
+    def children(self, node_id: str) -> list[NodeRef]:
+        """Direct children sorted by (kind, id): each the child's id that also reads as the node.
+
+        pollard 0.8 returned ids, later versions nodes; a `NodeRef` is both.
+        """
         ...
 
     def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
@@ -113,8 +117,8 @@ class Store(Protocol):
         """Iterative preorder over a subtree."""
         ...
 
-    def roots(self) -> list[Node]:
-        """Root nodes sorted by (run label, id)."""
+    def roots(self) -> list[NodeRef]:
+        """Root nodes sorted by (run label, id), as `NodeRef` values (ids that read as nodes)."""
         ...
 
     def drop_nodes(self, ids: Iterable[str]) -> int:

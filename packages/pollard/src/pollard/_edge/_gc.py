@@ -30,21 +30,28 @@ class GCReport:
 
     Attributes:
         mode: ``"drop-pruned"`` or ``"compact"``.
-        removed_nodes: Nodes deleted (``drop-pruned``).
+        removed_nodes: The ids of the nodes deleted (``drop-pruned``), sorted, as in pollard 0.8.
+            `removed_count` is their number.
         removed_blobs: Interned payload blobs deleted (``compact``).
         survivor_seals: ``{root_id: seal digest}`` for every run left in the store.
     """
 
     mode: str
-    removed_nodes: int
+    removed_nodes: tuple[str, ...]
     removed_blobs: int
     survivor_seals: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def removed_count(self) -> int:
+        """How many nodes were deleted."""
+        return len(self.removed_nodes)
 
     def to_dict(self) -> dict[str, object]:
         """The report as a JSON-ready dict."""
         return {
             "mode": self.mode,
-            "removed_nodes": self.removed_nodes,
+            "removed_nodes": len(self.removed_nodes),
+            "removed_node_ids": list(self.removed_nodes),
             "removed_blobs": self.removed_blobs,
             "survivor_seals": dict(self.survivor_seals),
         }
@@ -76,7 +83,7 @@ def gc(store: Store, mode: GCMode = "drop-pruned") -> GCReport:
             and unreferenced blobs, reclaim space).
 
     Returns:
-        Counts of what was removed and the seals of the surviving runs.
+        What was removed (node ids, blob count) and the seals of the surviving runs.
 
     Raises:
         ValueError: ``mode`` is not one of the two modes.
@@ -88,15 +95,18 @@ def gc(store: Store, mode: GCMode = "drop-pruned") -> GCReport:
         >>> with Runtime(store).run("job") as run:
         ...     _ = run.note({"status": "draft"})
         ...     _ = run.prune()
-        >>> gc(store, "drop-pruned").removed_nodes
+        >>> gc(store, "drop-pruned").removed_count
         1
     """
     if mode not in _MODES:
         raise ValueError(f"gc mode must be 'drop-pruned' or 'compact', got {mode!r}")
     _seals(store)  # validates every node of every run before anything is deleted
-    removed_nodes = removed_blobs = 0
+    removed_nodes: tuple[str, ...] = ()
+    removed_blobs = 0
     if mode == "drop-pruned":
-        removed_nodes = store.drop_nodes(pruned_ids(store))
+        dropped = pruned_ids(store)
+        store.drop_nodes(dropped)
+        removed_nodes = tuple(sorted(dropped))
     else:
         removed_blobs = store.compact()
     return GCReport(mode, removed_nodes, removed_blobs, _seals(store))

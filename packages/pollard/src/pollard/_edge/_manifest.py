@@ -8,6 +8,7 @@ from typing import Any
 
 from pollard._core._ledger import Admission, BudgetClaim, WindowClaim, WindowEvent
 from pollard._core._node import Node
+from pollard._core._noderef import NodeRef, node_refs
 
 __all__ = ["ManifestStore"]
 
@@ -47,8 +48,8 @@ class ManifestStore:
     def exists(self, node_id: str) -> bool:
         return node_id in self._nodes
 
-    def children(self, node_id: str) -> list[Node]:
-        return list(self._children.get(node_id, ()))
+    def children(self, node_id: str) -> list[NodeRef]:
+        return node_refs(self._children.get(node_id, ()))
 
     def update_meta(self, node_id: str, patch: Mapping[str, Any]) -> Node:
         raise self._read_only()
@@ -60,8 +61,8 @@ class ManifestStore:
             yield node
             stack.extend(reversed(self._children.get(node.id, ())))
 
-    def roots(self) -> list[Node]:
-        return [n for n in self._nodes.values() if n.parent is None]
+    def roots(self) -> list[NodeRef]:
+        return node_refs(n for n in self._nodes.values() if n.parent is None)
 
     def drop_nodes(self, ids: Iterable[str]) -> int:
         raise self._read_only()

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pollard._core._amounts import read_charges
+from pollard._core._amounts import plain_map, read_charges
 from pollard._core._canon import SEAL_DOMAIN, canonical_bytes
 from pollard._core._ledger import ZERO, decimal_text
 from pollard._core._node import Node
@@ -30,22 +30,44 @@ SEAL_ALGORITHM = "sha256:pollard/v1:seal"
 
 @dataclass(frozen=True, slots=True)
 class SealEntry:
-    r"""One link of the seal chain.
+    r"""One link of the seal chain (the fields of pollard 0.8's entries).
 
     Attributes:
         index: The node's position in the preorder walk.
         node_id: The node id.
-        digest: ``sha256("pollard/v1:seal\\n" + canonical({index, node_id, parent_id, kind,
-            result_digest, previous}))``.
+        parent_id: The node's parent id (``None`` for the subtree's root node when it is a run
+            root).
+        kind: The node kind (``"root"``, ``"model_call"``, ...).
+        result_digest: The node's result digest, ``None`` without a result.
+        previous: The previous link's ``seal`` (``None`` for the first entry).
+        seal: ``sha256("pollard/v1:seal\n" + canonical({index, node_id, parent_id, kind,
+            result_digest, previous}))``, with ``""`` standing for each ``None``.
     """
 
     index: int
     node_id: str
-    digest: str
+    parent_id: str | None
+    kind: str
+    result_digest: str | None
+    previous: str | None
+    seal: str
+
+    @property
+    def digest(self) -> str:
+        """This link's digest: the same value as ``seal`` (this project's earlier name)."""
+        return self.seal
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the entry as JSON-ready data."""
-        return {"index": self.index, "node_id": self.node_id, "digest": self.digest}
+        """Return the entry as JSON-ready data (0.8's keys)."""
+        return {
+            "index": self.index,
+            "node_id": self.node_id,
+            "parent_id": self.parent_id,
+            "kind": self.kind,
+            "result_digest": self.result_digest,
+            "previous": self.previous,
+            "seal": self.seal,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +94,26 @@ class SealReport:
             "digest": self.digest,
             "entries": [entry.to_dict() for entry in self.entries],
         }
+
+    def matches(self, document: object) -> bool:
+        """Whether ``document`` is this report's ``to_dict()`` in either entry layout.
+
+        Entries are 0.8's ``{index, node_id, parent_id, kind, result_digest, previous, seal}``;
+        this project's earlier files wrote ``{index, node_id, digest}``. Both stay readable.
+        """
+        if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
+            return False
+        head = {key: value for key, value in document.items() if key != "entries"}
+        if head != {"root_id": self.root_id, "algorithm": self.algorithm, "digest": self.digest}:
+            return False
+        entries = document["entries"]
+        if len(entries) != len(self.entries):
+            return False
+        for given, entry in zip(entries, self.entries, strict=True):
+            short = {"index": entry.index, "node_id": entry.node_id, "digest": entry.seal}
+            if given != entry.to_dict() and given != short:
+                return False
+        return True
 
 
 def seal(store: Store, root_id: str) -> SealReport:
@@ -110,8 +152,19 @@ def seal(store: Store, root_id: str) -> SealReport:
             "result_digest": node.result_digest or "",
             "previous": previous,
         }
-        previous = hashlib.sha256(SEAL_DOMAIN + canonical_bytes(material)).hexdigest()
-        entries.append(SealEntry(index, node.id, previous))
+        link = hashlib.sha256(SEAL_DOMAIN + canonical_bytes(material)).hexdigest()
+        entries.append(
+            SealEntry(
+                index,
+                node.id,
+                node.parent,
+                node.kind.value,
+                node.result_digest,
+                previous or None,
+                link,
+            )
+        )
+        previous = link
     return SealReport(root_id, SEAL_ALGORITHM, previous, tuple(entries))
 
 
@@ -234,7 +287,9 @@ def verify(store: Store, node_id: str | None = None, *, subtree: bool = False) -
     return VerifyReport(not findings, tuple(findings), checked)
 
 
-def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
+def recompute_charges(
+    store: Store, root_id: str, *, exact: bool = False
+) -> dict[str, int | float] | dict[str, str]:
     """Sum ``meta["charges"]`` over a subtree by walking it (an audit of the running totals).
 
     For a run root this equals ``store.totals(root_id)``, which the runtime keeps up to date in
@@ -244,9 +299,11 @@ def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
     Args:
         store: The store.
         root_id: The subtree root.
+        exact: Give exact decimal strings (``"0.0000125"``), the audit form, instead of numbers.
 
     Returns:
-        Exact decimal strings by meter (meters that sum to zero are left out).
+        By meter (meters that sum to zero are left out): numbers like ``run.report()`` (an
+        ``int`` when integral, else a ``float``), or exact decimal strings with ``exact=True``.
 
     Raises:
         KeyError: If ``root_id`` is not stored.
@@ -255,4 +312,7 @@ def recompute_charges(store: Store, root_id: str) -> dict[str, str]:
     for node in store.walk(root_id):
         for meter, amount in read_charges(node.meta).items():
             totals[meter] = totals.get(meter, ZERO) + amount
-    return {meter: decimal_text(v) for meter, v in sorted(totals.items()) if v}
+    kept = {meter: v for meter, v in sorted(totals.items()) if v}
+    if exact:
+        return {meter: decimal_text(v) for meter, v in kept.items()}
+    return plain_map(kept)

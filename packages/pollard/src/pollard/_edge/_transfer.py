@@ -263,7 +263,7 @@ def read_subtree(
             "the file's content digest does not match its nodes (edited after export)", root_id
         )
     recomputed = seal(ManifestStore(nodes), root_id)
-    if recomputed.to_dict() != sealed:
+    if not recomputed.matches(sealed):
         raise IntegrityError("the file's seal does not match its nodes", root_id)
     if expected_digest is not None and recomputed.digest != expected_digest:
         raise IntegrityError(

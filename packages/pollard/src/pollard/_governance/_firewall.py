@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pollard._core._canon import node_id, payload_digest, validate_json
 from pollard._core._node import NodeKind
 from pollard._step._effects import Effect, Invoke, Offload, Step, io
-from pollard.errors import ConfirmationRequired, PolicyViolation, PollardError
+from pollard.errors import ConfirmationRequired, IntegrityError, PolicyViolation, PollardError
 from pollard.policy import Decision, PolicyContext
 from pollard.redaction import contains_redaction, redact
 
@@ -160,7 +160,7 @@ def tool_call(
     if version is not None and not isinstance(version, str):
         raise TypeError(f"tool_call version must be a str or None, got {type(version).__name__}")
     original = _checked_args(args)
-    spec = registry.get(name)
+    spec = registry.find(name)
     if spec is None:
         # No schema says which fields are secret: the whole argument object is redacted, so an
         # unregistered call never puts a plaintext value into the store.
@@ -321,20 +321,27 @@ def _admit(
             if not (isinstance(status, Mapping) and status.get("status") == "confirmed"):
                 break
             extra["request"] = int(extra.get("request", 0)) + 1
-        return (
-            yield from _refuse(
-                fw,
-                state,
-                "confirmation_required",
-                detail,
-                step_payload,
-                tool=spec.name,
-                version=spec.version,
-                spec=spec,
-                extra=extra,
-                error=hold,
+        # The request is recorded (the ledger is the truth), but the cursor stays where the
+        # call was asked, as in pollard 0.8: the next step (or the confirmed call) goes there.
+        cursor, depth = state.cursor_id, state.depth
+        try:
+            return (
+                yield from _refuse(
+                    fw,
+                    state,
+                    "confirmation_required",
+                    detail,
+                    step_payload,
+                    tool=spec.name,
+                    version=spec.version,
+                    spec=spec,
+                    extra=extra,
+                    error=hold,
+                )
             )
-        )
+        except ConfirmationRequired:
+            state.cursor_id, state.depth = cursor, depth
+            raise
     if dry:
         return (yield from state.record_dry_run(_TOOL, step_payload, attempt=attempt, meta=meta))
     handler = spec.handler
@@ -374,8 +381,21 @@ def _unreachable(_arg: object) -> NoReturn:  # pragma: no cover - only served no
 # -- confirmation ----------------------------------------------------------------------------------
 
 
-def _bad_token(token: object, why: str) -> ValueError:
-    return ValueError(f"cannot confirm {token!r}: {why}")
+class TokenError(PollardError, KeyError, ValueError):
+    """A resume token that cannot be confirmed: unknown, already used, or with other arguments.
+
+    A ``KeyError`` (what pollard 0.8 raised) and a ``ValueError`` (what this project raised).
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+def _bad_token(token: object, why: str) -> TokenError:
+    return TokenError(
+        f"cannot confirm {token!r}: {why}",
+        hint="a resume token is single-use: confirm each ConfirmationRequired.resume_token once",
+    )
 
 
 def confirm(
@@ -400,13 +420,16 @@ def confirm(
     recorded = refusal.payload
     status = refusal.meta.get("confirmation")
     if isinstance(status, Mapping) and status.get("status") == "confirmed":
-        node = yield io(rt.store.get, str(status["node_id"]))
-        state.cursor_id, state.depth = node.id, len(chain)
-        return node
+        if rt.mode == "replay":  # serving the recording hands nothing out: nothing runs
+            node = yield io(rt.store.get, str(status["node_id"]))
+            state.cursor_id, state.depth = node.id, len(chain)
+            return node
+        # Single-use (as in pollard 0.8): a second confirm never hands the action out again.
+        raise _bad_token(token, f"it was already used (the call is node {status['node_id']})")
     # The confirmed call belongs where the call was asked, not under the refusal.
     state.cursor_id, state.depth = parent, len(chain) - 1
     name, version = str(recorded["tool"]), recorded.get("version")
-    spec = registry.get(name)
+    spec = registry.find(name)
     if spec is None or spec.version != version or spec.spec_digest != recorded.get("spec_digest"):
         return (
             yield from _refuse(
@@ -479,9 +502,7 @@ def _claim(state: RunState, token: str, status: object, depth: int) -> Step:
     current = yield io(rt.store.get, token)
     after = current.meta.get("confirmation")
     if isinstance(after, Mapping) and after.get("status") == "confirmed":
-        node = yield io(rt.store.get, str(after["node_id"]))
-        state.cursor_id, state.depth = node.id, depth
-        return node
+        raise _bad_token(token, f"it was already used (the call is node {after['node_id']})")
     raise PollardError(
         f"cannot confirm {token}: another runtime is executing this confirmation",
         hint="call run.confirm(token) again once it has finished to get its node; if that "
@@ -523,24 +544,33 @@ def _confirmed_args(
 
 
 def bind_root(fw: Firewall, state: RunState) -> None:
-    """Record the registry digest in the run root's meta (audit only; never in an identity).
+    """Bind the run root to the registry digest (audit only; never in an identity).
 
-    Called once per run by the shell, as a plain call. A run resumed under another registry keeps
-    every digest it ran under in ``registry_digests``; its recordings stay valid (see the identity
-    notes above). Replay writes nothing.
+    Called once per run by the shell, as a plain call. As in pollard 0.8, a run label bound to one
+    registry is not re-opened under another (in any mode): its recorded calls were admitted by
+    the first. A root opened without a registry is bound on its first registered open. Replay
+    writes nothing.
+
+    Raises:
+        IntegrityError: The root is already bound to a different registry.
     """
     rt = state.rt
-    if fw.registry is None or rt.mode == "replay":
-        return
     digest = fw.registry.registry_digest
-    root = rt.store.get(state.root_id)
-    seen = root.meta.get("registry_digests")
-    history = [d for d in seen if isinstance(d, str)] if isinstance(seen, list) else []
-    if root.meta.get("registry_digest") == digest and digest in history:
+    root = rt.store.find(state.root_id)
+    if root is None:  # replay of a run that was never recorded: MissingRecording comes later
         return
-    if digest not in history:
-        history.append(digest)
-    rt.store.update_meta(state.root_id, {"registry_digest": digest, "registry_digests": history})
+    bound = root.meta.get("registry_digest")
+    if bound is not None and bound != digest:
+        raise IntegrityError(
+            f"run root is already bound to a different registry (run {state.label!r} was "
+            f"recorded under registry {str(bound)[:12]}..., this runtime has {digest[:12]}...)",
+            state.root_id,
+            hint="open the run with the registry it was recorded under, or record under a new "
+            "label or attempt (Runtime.run(label, attempt=N))",
+        )
+    if bound == digest or rt.mode == "replay":
+        return
+    rt.store.update_meta(state.root_id, {"registry_digest": digest})
 
 
 # -- the gate --------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pollard._core._budget import Budget
@@ -21,7 +21,7 @@ from pollard._runtime._sync import (
     tool_step,
 )
 from pollard._step._charged import record_charged
-from pollard._step._cursor import ARGS, PAYLOAD, RunState
+from pollard._step._cursor import PAYLOAD, RunState
 from pollard._step._effects import Offload, Step, drive_async, drive_sync
 from pollard._step._protocols import Meter
 from pollard.errors import PollardError
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import Registry
 
-__all__ = ["AsyncRun", "AsyncRuntime", "async_view", "fork"]
+__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork"]
 
 
 class AsyncRuntime(RuntimeBase):
@@ -238,8 +238,8 @@ class AsyncRun(RunView):
             raise TypeError(
                 "tool_call without a registry needs fn=, the function that runs the tool"
             )
-        kind, payload, call, _ = tool_step(name, args, fn, version)
-        return await self._drive(self._state.step(kind, payload, call, ARGS, attempt=attempt))
+        kind, payload, call, arg = tool_step(name, args, fn, version)
+        return await self._drive(self._state.step(kind, payload, call, arg, attempt=attempt))
 
     async def confirm(self, token: str, *, args: Any = None) -> Node:
         """Execute a call held for confirmation; see `Run.confirm` (``args`` as there)."""
@@ -279,16 +279,53 @@ class AsyncRun(RunView):
         """Record a plain note; see `Run.note`."""
         return await self._drive(self._state.note(payload, attempt=attempt))
 
-    async def branch(self, *, attempt: int = 0, budget: Budget | None = None) -> AsyncRun:
-        """Create an alternate child cursor; see `Run.branch`."""
-        state = await drive_async(branch_state(self._state, attempt, budget), self._offload)
-        return AsyncRun(state, self._offload)
+    def branch(self, *, attempt: int = 0, budget: Budget | None = None) -> AsyncBranch:
+        """Create an alternate child cursor; see `Run.branch`.
+
+        Use it as ``async with run.branch() as b:`` (or ``with``, as in pollard 0.8) or await
+        it (``b = await run.branch()``); each form writes one anchor and gives an `AsyncRun` on
+        it. This run's cursor does not move.
+        """
+        return AsyncBranch(self, attempt, budget)
 
     amodel_call = model_call
     atool_call = tool_call
     aconfirm = confirm
     anote = note
     abranch = branch
+
+
+class AsyncBranch:
+    """What `AsyncRun.branch` returns: awaitable, and an (async) context manager."""
+
+    __slots__ = ("_attempt", "_budget", "_run")
+
+    def __init__(self, run: AsyncRun, attempt: int, budget: Budget | None) -> None:
+        self._run, self._attempt, self._budget = run, attempt, budget
+
+    async def _open(self) -> AsyncRun:
+        run = self._run
+        step = branch_state(run._state, self._attempt, self._budget)
+        return AsyncRun(await drive_async(step, run._offload), run._offload)
+
+    def __await__(self) -> Generator[Any, None, AsyncRun]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> AsyncRun:
+        return await self._open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __enter__(self) -> AsyncRun:
+        # pollard 0.8's sync form: the anchor is written inline (one small store write).
+        run = self._run
+        return AsyncRun(
+            drive_sync(branch_state(run._state, self._attempt, self._budget)), run._offload
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def async_view(run: Run | AsyncRun) -> AsyncRun:

@@ -21,7 +21,7 @@ from pollard._core._store import Store
 from pollard._governance._firewall import Firewall
 from pollard._step._charged import record_charged
 from pollard._step._context import RuntimeCore, Scope
-from pollard._step._cursor import ARGS, PAYLOAD, RunState
+from pollard._step._cursor import PAYLOAD, RunState
 from pollard._step._effects import Emit, Step, drive_sync, io
 from pollard._step._protocols import Gate, Meter
 from pollard._step._settle import DISPATCH_EVENTS
@@ -279,7 +279,7 @@ def _deepest_leaf(store: Store, root_id: str) -> tuple[str, int]:
     stack = [(root_id, 0)]
     while stack:
         node_id, depth = stack.pop()
-        kids = [child for child in store.children(node_id) if _on_path(child)]
+        kids = [child for child in store.children(node_id) if _on_path(child.node)]
         if not kids and (depth > best[0] or (depth == best[0] and node_id < best[1])):
             best = (depth, node_id)
         stack.extend((child.id, depth + 1) for child in kids)
@@ -543,15 +543,16 @@ class Run(RunView):
     ) -> Node:
         """Run a tool call as one governed step.
 
-        Without a registry the call is unfenced: ``fn(args)`` runs and the identity payload is
-        ``{"tool": name, "args": args}`` (plus ``"version"`` when given). With a registry the call
-        resolves through it (``fn`` is ignored): unknown tools, wrong versions, invalid arguments,
-        denials and missing confirmations are recorded refusals.
+        Without a registry the call is unfenced: ``fn(payload)`` runs with the identity payload
+        ``{"tool": name, "args": args}`` (plus ``"version"`` when given), as in pollard 0.8.
+        With a registry the call resolves through it (``fn`` is ignored): unknown tools, wrong
+        versions, invalid arguments, denials and missing confirmations are recorded refusals.
 
         Args:
             name: The tool name.
             args: The tool arguments (JSON).
-            fn: The tool function (required without a registry).
+            fn: The tool function (required without a registry), called with the whole payload
+                (read the arguments as ``payload["args"]``).
             version: The tool version.
             attempt: The attempt number.
 
@@ -685,7 +686,7 @@ def tool_step(
     payload: dict[str, Any] = {"tool": name, "args": args}
     if version is not None:
         payload["version"] = version
-    return NodeKind.TOOL_CALL, payload, fn, ARGS
+    return NodeKind.TOOL_CALL, payload, fn, PAYLOAD
 
 
 def check_limits(meter_names: frozenset[str], budget: Budget | None) -> dict[str, Decimal]:

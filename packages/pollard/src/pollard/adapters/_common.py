@@ -57,11 +57,22 @@ Result = dict[str, Any]
 """A normalized adapter result (see the module docstring)."""
 
 
+_MISSING: Any = object()
+
+
 def get(obj: object, name: str, default: Any = None) -> Any:
     """Read ``name`` from an SDK object (attribute) or a wire dict (key), else ``default``."""
     if obj is None:
         return default
-    value = obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
+    if isinstance(obj, Mapping):
+        value = obj.get(name, default)
+    else:
+        value = getattr(obj, name, _MISSING)
+        if value is _MISSING:
+            # Some SDK objects expose their data only through to_dict() (pollard 0.8 read it).
+            to_dict = getattr(obj, "to_dict", None)
+            data = to_dict() if callable(to_dict) and not isinstance(obj, type) else None
+            value = data.get(name, default) if isinstance(data, Mapping) else default
     return default if value is None else value
 
 
@@ -84,6 +95,9 @@ def jsonable(value: Any) -> Any:
             return jsonable(dump(mode="json", exclude_none=True))
         except TypeError:
             return jsonable(dump())
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict) and not isinstance(value, (type, Mapping)):
+        return jsonable(to_dict())
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):

@@ -34,6 +34,7 @@ from ._common import (
 __all__ = [
     "AsyncBedrockConverseFn",
     "BedrockConverseFn",
+    "BedrockStreamError",
     "bedrock_usage",
     "make_async_converse_fn",
     "make_converse_fn",
@@ -41,6 +42,21 @@ __all__ = [
 ]
 
 _COUNT_FIELDS = ("messages", "system", "toolConfig", "additionalModelRequestFields")
+
+
+class BedrockStreamError(PollardError, RuntimeError):
+    """An exception event inside a ConverseStream (throttling, validation, model errors, ...).
+
+    A ``RuntimeError``, as in pollard 0.8, whose message keeps the provider's own:
+    ``"Bedrock stream throttlingException: Rate exceeded"``. ``name`` is the event name.
+    """
+
+    def __init__(self, name: str, message: str) -> None:
+        text = f"Bedrock stream {name}: {message}" if message else f"Bedrock stream {name}"
+        super().__init__(
+            text, hint="inspect the provider error; nothing was settled for this stream"
+        )
+        self.name = name
 
 
 def bedrock_usage(usage: object) -> dict[str, int]:
@@ -135,10 +151,9 @@ class _StreamState:
         else:
             for name in event:
                 if name.endswith("Exception"):
-                    raise PollardError(
-                        f"the Bedrock stream reported {name}",
-                        hint="inspect the provider error; nothing was settled for this stream",
-                    )
+                    body = event[name]
+                    message = get(body, "message") or get(body, "Message") or ""
+                    raise BedrockStreamError(name, str(message))
         return ""
 
     def result(self) -> Result:

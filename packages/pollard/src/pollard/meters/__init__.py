@@ -214,7 +214,14 @@ class TokenMeter:
             return None
         estimate = 0
         if self.estimator is not None:
-            estimate = int(self.estimator.estimate_input_tokens(payload))
+            raw = self.estimator.estimate_input_tokens(payload)
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+                # A negative estimate would lower the precheck and let an over-budget call run.
+                raise ValueError(
+                    f"{type(self.estimator).__name__}.estimate_input_tokens returned {raw!r}; "
+                    "an estimate must be an int >= 0"
+                )
+            estimate = raw
         return estimate + self.reserved_output_tokens
 
     def __repr__(self) -> str:
@@ -255,8 +262,8 @@ class WindowMeter:
             raise ValueError("WindowMeter needs a non-empty name")
         self.name = name
         self.limit = to_decimal(limit)
-        if self.limit < 0:
-            raise ValueError("WindowMeter limit must be >= 0")
+        if self.limit <= 0:  # a zero window would refuse everything (pollard 0.8 refuses it too)
+            raise ValueError(f"WindowMeter limit must be positive, got {limit!r}")
         if isinstance(window_seconds, bool) or not isinstance(window_seconds, (int, float)):
             raise TypeError("window_seconds must be a number")
         if not window_seconds > 0:

@@ -35,6 +35,9 @@ class EnergyMeter:
 
     Args:
         index: The NVML device index.
+        interval_s: pollard 0.8's sampling interval (seconds, > 0). This meter reads NVML's
+            cumulative counter before and after each step, so it needs no sampling; the value is
+            validated and kept as ``interval_s`` for code written against 0.8.
         nvml: An object with the ``pynvml`` API (for tests); imported when omitted.
         name: The meter name.
 
@@ -46,7 +49,19 @@ class EnergyMeter:
 
     precheck_is_estimate = False
 
-    def __init__(self, index: int = 0, *, nvml: Any = None, name: str = "joules") -> None:
+    def __init__(
+        self,
+        index: int = 0,
+        *,
+        interval_s: float = 0.05,
+        nvml: Any = None,
+        name: str = "joules",
+    ) -> None:
+        if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)):
+            raise TypeError(f"interval_s must be a number, got {type(interval_s).__name__}")
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+        self.interval_s = float(interval_s)
         if nvml is None:
             try:
                 nvml = importlib.import_module("pynvml")

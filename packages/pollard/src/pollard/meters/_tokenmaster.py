@@ -14,6 +14,29 @@ __all__ = ["TokenmasterMeter"]
 _INSTALL = 'TokenmasterMeter needs the tokenmaster extra: pip install "pollard[tokenmaster]"'
 
 
+def _chat_usage(usage: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Read OpenAI Chat Completions usage (``prompt_tokens``/``completion_tokens``) as pollard's.
+
+    ``prompt_tokens`` includes ``prompt_tokens_details.cached_tokens`` and ``completion_tokens``
+    includes ``completion_tokens_details.reasoning_tokens``, as pollard's own shape does.
+    """
+    if "input_tokens" in usage or "output_tokens" in usage:
+        return usage
+    if "prompt_tokens" not in usage and "completion_tokens" not in usage:
+        return usage
+    shaped: dict[str, Any] = {
+        "input_tokens": usage.get("prompt_tokens"),
+        "output_tokens": usage.get("completion_tokens"),
+    }
+    prompt = usage.get("prompt_tokens_details")
+    if isinstance(prompt, Mapping) and "cached_tokens" in prompt:
+        shaped["cache_read_tokens"] = prompt["cached_tokens"]
+    completion = usage.get("completion_tokens_details")
+    if isinstance(completion, Mapping) and "reasoning_tokens" in completion:
+        shaped["reasoning_tokens"] = completion["reasoning_tokens"]
+    return shaped
+
+
 def _turn(usage: Mapping[str, Any], model: str | None) -> dict[str, Any]:
     """Map a result's usage onto tokenmaster's turn fields (which count each token once).
 
@@ -26,12 +49,13 @@ def _turn(usage: Mapping[str, Any], model: str | None) -> dict[str, Any]:
 
     def count(key: str) -> int:
         # an unusable count (a string, a float, a negative int...) is charged like a missing one
-        value = usable_count(usage.get(key))
+        value = usable_count(shaped.get(key))
         return 0 if value is None else value
 
+    shaped = _chat_usage(usage)
     input_tokens, output_tokens = count("input_tokens"), count("output_tokens")
     reasoning = count("reasoning_tokens")
-    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
+    if "cache_read_input_tokens" in shaped or "cache_creation_input_tokens" in shaped:
         cache_read = count("cache_read_input_tokens")
         cache_write = count("cache_creation_input_tokens")
     else:
@@ -54,14 +78,18 @@ class TokenmasterMeter:
     """Charge per-call token volume and record tokenmaster state and advice on each model call.
 
     The charge (meter name ``"tokens"``) is the context total of the call: input + cache read +
-    cache write + output + reasoning tokens, from the usage your model client returns. After each
-    executed model call the usage is recorded into a ``tokenmaster.Meter`` and
+    cache write + output + reasoning tokens, from the usage your model client returns (pollard's
+    shape, Anthropic's raw shape, or Chat Completions' ``prompt_tokens``/``completion_tokens``).
+    After each executed model call the usage is recorded into a ``tokenmaster.Meter`` and
     ``node.meta["tokenmaster"]`` receives ``{"turn", "state", "advice", "task"}``. Replayed steps
     are not recorded into tokenmaster again.
 
     Args:
         model: A tokenmaster model id (for ``tokenmaster.Meter.for_model``), e.g.
-            ``"anthropic:claude-sonnet-4-6"``. Required unless ``meter`` is given.
+            ``"anthropic:claude-sonnet-4-6"``. When neither ``model`` nor ``meter`` is given
+            (as pollard 0.8 allows), the first executed model call's ``payload["model"]`` picks
+            the profile; a model tokenmaster does not know is recorded as
+            ``meta["tokenmaster"] = {"unavailable": reason}`` and the charge still applies.
         meter: An existing ``tokenmaster.Meter`` to record into.
         reserved_output: Output tokens tokenmaster keeps free in its headroom.
         expected_remaining_turns: Task hint passed to the advisor.
@@ -71,7 +99,6 @@ class TokenmasterMeter:
 
     Raises:
         ImportError: Naming ``pip install "pollard[tokenmaster]"`` when tokenmaster is missing.
-        ValueError: When neither ``model`` nor ``meter`` is given.
     """
 
     precheck_is_estimate = False
@@ -91,9 +118,7 @@ class TokenmasterMeter:
             tokenmaster = importlib.import_module("tokenmaster")
         except ImportError as exc:
             raise ImportError(_INSTALL) from exc
-        if meter is None:
-            if model is None:
-                raise ValueError("TokenmasterMeter needs model= or meter=")
+        if meter is None and model is not None:
             meter = tokenmaster.Meter.for_model(model, reserved_output=reserved_output)
         if task is None and expected_remaining_turns is not None:
             task = tokenmaster.TaskContext(expected_remaining_turns=expected_remaining_turns)
@@ -102,6 +127,8 @@ class TokenmasterMeter:
         self.meter = meter
         self.task = task
         self.policy = policy
+        self._reserved_output = reserved_output
+        self._tokenmaster = tokenmaster
 
     def charge(self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]) -> int:
         """Return the call's token volume (model calls only)."""
@@ -123,6 +150,13 @@ class TokenmasterMeter:
         if kind != "model_call" or not isinstance(usage, Mapping):
             return None
         model = payload.get("model") if isinstance(payload, Mapping) else None
+        if self.meter is None:
+            try:
+                self.meter = self._tokenmaster.Meter.for_model(
+                    str(model), reserved_output=self._reserved_output
+                )
+            except Exception as exc:  # the call already ran: record why, never fail it
+                return {"tokenmaster": {"unavailable": f"{type(exc).__name__}: {exc}"}}
         turn = self.meter.record(_turn(usage, model if isinstance(model, str) else self.model))
         advice = self.meter.advise(self.task, policy=self.policy)
         record = {

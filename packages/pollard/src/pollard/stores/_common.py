@@ -7,6 +7,7 @@ from typing import Any
 
 from pollard._core._canon import make_dumps
 from pollard._core._node import Node
+from pollard._core._noderef import NodeRef, node_refs
 from pollard.errors import IntegrityError
 
 __all__ = [
@@ -83,7 +84,7 @@ def collision(node_id: str) -> IntegrityError:
     )
 
 
-def sorted_roots(nodes: list[Node]) -> list[Node]:
+def sorted_roots(nodes: list[Node]) -> list[NodeRef]:
     """Root nodes in the protocol's order, (run label, id), the same on every store."""
     nodes.sort(
         key=lambda n: (
@@ -91,4 +92,4 @@ def sorted_roots(nodes: list[Node]) -> list[Node]:
             n.id,
         )
     )
-    return nodes
+    return node_refs(nodes)

@@ -48,6 +48,7 @@ from pollard._core._ledger import (
     held_amounts,
 )
 from pollard._core._node import Node, NodeKind, trusted_node
+from pollard._core._noderef import NodeRef, node_refs
 from pollard.errors import IntegrityError
 from pollard.stores._common import (
     check_new_node,
@@ -682,13 +683,13 @@ class SqlStore:
         with self._cursor() as cur:
             return self._exists(cur, node_id)
 
-    def children(self, node_id: str) -> list[Node]:
+    def children(self, node_id: str) -> list[NodeRef]:
         """Direct children sorted by (kind, id)."""
         with self._cursor() as cur:
             cur.execute(self._sql["children"], (bytes.fromhex(node_id),))
             nodes = [self._row_node(row, cur) for row in cur.fetchall()]
         nodes.sort(key=lambda n: (n.kind.value, n.id))
-        return nodes
+        return node_refs(nodes)
 
     def ancestry(self, node_id: str) -> list[str]:
         """Ids from ``node_id`` up to its tree's root (inclusive), nearest first, in one query.
@@ -827,7 +828,7 @@ class SqlStore:
         rows.sort()
         return rows
 
-    def roots(self) -> list[Node]:
+    def roots(self) -> list[NodeRef]:
         """Root nodes sorted by (run label, id)."""
         with self._cursor() as cur:
             cur.execute(self._sql["roots"])

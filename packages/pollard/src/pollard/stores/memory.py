@@ -26,6 +26,7 @@ from pollard._core._ledger import (
     held_amounts,
 )
 from pollard._core._node import Node, NodeKind, trusted_node
+from pollard._core._noderef import NodeRef, node_refs
 
 from ._common import check_new_node, collision, conflict_patch, meta_text, sorted_roots
 
@@ -173,13 +174,13 @@ class MemoryStore:
         """Whether a node id is stored."""
         return node_id in self._rows
 
-    def children(self, node_id: str) -> list[Node]:
+    def children(self, node_id: str) -> list[NodeRef]:
         """Direct children sorted by (kind, id)."""
         with self._lock:
             ids = self._children.get(node_id, ())
             nodes = [self._node(child, self._rows[child]) for child in ids]
         nodes.sort(key=lambda n: (n.kind.value, n.id))
-        return nodes
+        return node_refs(nodes)
 
     def _patch(self, node_id: str, row: _Row, patch: Mapping[str, Any]) -> dict[str, Any]:
         meta: dict[str, Any] = fast_loads(row.meta_text)
@@ -214,7 +215,7 @@ class MemoryStore:
             kids.sort(reverse=True)
             stack.extend(child for _, child in kids)
 
-    def roots(self) -> list[Node]:
+    def roots(self) -> list[NodeRef]:
         """Root nodes sorted by (run label, id)."""
         with self._lock:
             nodes = [self._node(i, r) for i, r in self._rows.items() if r.parent is None]

@@ -129,6 +129,12 @@ def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool
         "use_mock": bool(args.mock),
         "request_concurrency": concurrency,
     }
+    if not replay:
+        from .options import quota_from
+
+        quota = quota_from(args)
+        if quota is not None:
+            options["quota"] = quota
     try:
         return Config(**options)
     except ConfigurationError as exc:

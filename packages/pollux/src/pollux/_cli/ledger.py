@@ -21,6 +21,7 @@ from typing import Any
 from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, MissingRecording, PollardError
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
+    SharedQuota,
     governed_collect,
     governed_defer,
     governed_run,
@@ -32,7 +33,7 @@ from .errors import EXIT_FAILED, CLIError
 from .options import LedgerOptions
 from .records import Record, record_for
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "shared_quota"]
 
 # genai-prices provider ids, where pollux's provider names differ.
 _PRICE_PROVIDERS = {"gemini": "google", "openai": "openai", "anthropic": "anthropic"}
@@ -314,3 +315,13 @@ def _cost_meter(config: Config) -> Any:
     except (ImportError, ValueError):
         return None
     return meter
+
+
+def shared_quota(target: str, **options: Any) -> SharedQuota:
+    """The ``--quota-store`` quota: a pollard `SharedQuota` (this module is the CLI's pollard door).
+
+    Args:
+        target: The store (a SQLite path, a ``postgresql://`` DSN or a ``redis://`` URL).
+        **options: `SharedQuota` keyword arguments.
+    """
+    return SharedQuota(target, **options)

@@ -83,6 +83,39 @@ def _prompt_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _quota_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("provider quota (shared by every worker that names the same store)")
+    g.add_argument(
+        "--quota-rpm", metavar="N", help="pace calls to N requests per minute (waits, never 429s)"
+    )
+    g.add_argument(
+        "--quota-tpm",
+        metavar="N",
+        help="pace calls to N tokens per minute (each call holds its input estimate plus its "
+        "output cap until it answers)",
+    )
+    g.add_argument(
+        "--quota-store",
+        metavar="STORE",
+        help="share the quota through a pollard store: a SQLite file for one machine, "
+        "postgresql://...#store_id for many hosts (default: this process only)",
+    )
+    g.add_argument(
+        "--quota-window",
+        metavar="S",
+        help="the quota's window in seconds, for limits that are not per minute (default: 60)",
+    )
+    g.add_argument(
+        "--quota-name", metavar="NAME", help="the shared quota's name (default: 'default')"
+    )
+    g.add_argument(
+        "--quota-workers",
+        metavar="N",
+        help="how many workers share the quota: when the store is unreachable, run on 1/N of "
+        "it instead of failing (default: fail closed)",
+    )
+
+
 def _ledger_options(p: argparse.ArgumentParser, label: str) -> None:
     g = p.add_argument_group("governance (pollard)")
     g.add_argument(
@@ -137,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     _prompt_options(p)
     p.add_argument("--json", action="store_true", help="print the Output as JSON")
     _provider_options(p)
+    _quota_options(p)
     _ledger_options(p, "'pollux ask'")
 
     p = add(
@@ -162,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how many provider calls run at once (default: 6)",
     )
     _provider_options(p)
+    _quota_options(p)
     _ledger_options(p, "'pollux many NAME' with the prompts file's name")
 
     p = add(

@@ -6,11 +6,15 @@ import argparse
 import os
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from .errors import CLIError
 from .inputs import decimal_option
 
-__all__ = ["LedgerOptions", "collect_ledger_options", "ledger_options"]
+if TYPE_CHECKING:
+    from pollux.quota import CallQuota
+
+__all__ = ["LedgerOptions", "collect_ledger_options", "ledger_options", "quota_from"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +129,80 @@ def _store_target(text: str) -> tuple[str, str]:
         _, sep, store_id = text.rpartition("#")
         return text, f"postgresql#{store_id if sep and store_id else 'default'}"
     return text, text
+
+
+def _count(value: str | None, option: str) -> int | None:
+    if value is None:
+        return None
+    number = decimal_option(value, option)
+    if number != number.to_integral_value() or number < 1:
+        raise CLIError(
+            f"{option} needs a whole number >= 1, got {value!r}", hint=f"pass {option} 60"
+        )
+    return int(number)
+
+
+def quota_from(args: argparse.Namespace) -> CallQuota | None:
+    """The ``--quota-*`` options as a quota, or None without ``--quota-rpm``/``--quota-tpm``.
+
+    Raises:
+        CLIError: A malformed number, store options without a limit, or pollard missing for
+            ``--quota-store``.
+    """
+    rpm = _count(getattr(args, "quota_rpm", None), "--quota-rpm")
+    tpm = _count(getattr(args, "quota_tpm", None), "--quota-tpm")
+    workers = _count(getattr(args, "quota_workers", None), "--quota-workers")
+    store = getattr(args, "quota_store", None)
+    name = getattr(args, "quota_name", None)
+    window_text = getattr(args, "quota_window", None)
+    window = 60.0
+    if window_text is not None:
+        value = decimal_option(window_text, "--quota-window")
+        if value <= 0 or value > 86_400:
+            raise CLIError(
+                f"--quota-window needs seconds > 0 and at most a day, got {window_text!r}",
+                hint="pass --quota-window 60 for per-minute limits",
+            )
+        window = float(value)
+    if rpm is None and tpm is None:
+        given = [
+            flag
+            for flag, value in (
+                ("--quota-window", window_text),
+                ("--quota-store", store),
+                ("--quota-name", name),
+                ("--quota-workers", workers),
+            )
+            if value is not None
+        ]
+        if given:
+            raise CLIError(
+                f"{', '.join(given)} needs --quota-rpm or --quota-tpm",
+                hint="pass the provider's limits, e.g. --quota-rpm 500 --quota-tpm 200000",
+            )
+        return None
+    if store is None:
+        if name is not None or workers is not None:
+            raise CLIError(
+                "--quota-name and --quota-workers need --quota-store",
+                hint="pass --quota-store quota.db (or postgresql://...#id) to share the quota",
+            )
+        from pollux.quota import LocalQuota
+
+        return LocalQuota(rpm, tpm, window_s=window)
+    target, _display = _store_target(store)
+    try:
+        from .ledger import shared_quota
+    except ImportError:
+        raise CLIError(
+            "--quota-store needs pollard", hint='pip install "pollux-ai[cli]" (it brings pollard)'
+        ) from None
+    return shared_quota(
+        target,
+        requests_per_minute=rpm,
+        tokens_per_minute=tpm,
+        name=name or "default",
+        window_s=window,
+        on_unreachable="local" if workers is not None else "fail",
+        workers=workers,
+    )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux._engine.assemble import StreamAccumulator, assemble
 from pollux._engine.plan import plan_calls
+from pollux._engine.quota import QuotaGate
 from pollux._engine.retry import Pacer, raise_stamped, with_retries
 from pollux._engine.schedule import run_bounded
 from pollux.errors import APIError, ConfigurationError, InternalError, ToolCallParseError
@@ -255,16 +256,25 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuab
         attempts = 0
 
         pacer = rt.pacer
+        gate = QuotaGate.for_call(rt.config, request)
 
         async def attempt() -> Any:
             nonlocal attempts
             attempts += 1
             await pacer.wait(rt.config.retry.max_elapsed_s)
+            if gate is not None:
+                await gate.admit()
             try:
-                return await provider.execute(compiled)
-            except Exception as exc:
-                pacer.note(exc)
+                response = await provider.execute(compiled)
+            except BaseException as exc:
+                if isinstance(exc, Exception):
+                    pacer.note(exc)
+                if gate is not None:
+                    await gate.failed(exc)
                 raise
+            if gate is not None:
+                await gate.settle(response.usage)
+            return response
 
         try:
             response = await with_retries(
@@ -272,7 +282,7 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuab
             )
         except Exception as exc:
             raise_stamped(exc, provider=provider.name, phase="generate", call_idx=index)
-        return assemble(
+        output = assemble(
             provider,
             request,
             response,
@@ -281,6 +291,9 @@ async def _call_one(rt: Runtime, request: ProviderRequest, index: int, continuab
             attempts=attempts,
             continuable=continuable,
         )
+        if gate is not None:
+            output.diagnostics.raw["quota"] = gate.diagnostic()
+        return output
 
 
 def collect_outputs(results: Sequence[Output | Failure]) -> list[Output]:
@@ -303,11 +316,17 @@ def collect_outputs(results: Sequence[Output | Failure]) -> list[Output]:
 
 
 async def _open_stream(
-    provider: Provider, compiled: Any, pacer: Pacer, max_pause_s: float | None
+    provider: Provider,
+    compiled: Any,
+    pacer: Pacer,
+    max_pause_s: float | None,
+    gate: QuotaGate | None = None,
 ) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None]:
     # Pull the first chunk inside the retry loop: a stream that fails before producing anything
     # (429, 503, connection refused) is retried like any call; once a chunk is out, it is not.
     await pacer.wait(max_pause_s)
+    if gate is not None:
+        await gate.admit()
     iterator = provider.stream(compiled)
     try:
         first = await iterator.__anext__()
@@ -315,7 +334,10 @@ async def _open_stream(
         await close_async_iterator(iterator)
         return iterator, None
     except BaseException as exc:
-        pacer.note(exc)
+        if isinstance(exc, Exception):
+            pacer.note(exc)
+        if gate is not None:
+            await gate.failed(exc)
         await close_async_iterator(iterator)
         raise
     return iterator, first
@@ -430,6 +452,7 @@ async def _stream_provider(
         compiled = provider.compile(request)
         yield Event(type="start")
         accumulator = StreamAccumulator()
+        gate = QuotaGate.for_call(rt.config, request)
         async with rt.limiter:
             start = time.perf_counter()
             attempts = 0
@@ -438,7 +461,9 @@ async def _stream_provider(
                 # Counted like interact's attempts, so done.output carries the same diagnostics.
                 nonlocal attempts
                 attempts += 1
-                return _open_stream(provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s)
+                return _open_stream(
+                    provider, compiled, rt.pacer, rt.config.retry.max_elapsed_s, gate
+                )
 
             try:
                 # The deadline bounds opening the stream (up to its first chunk), where a
@@ -467,12 +492,20 @@ async def _stream_provider(
                             yield Event(type="tool_call_delta", delta=delta)
                         if chunk.usage is not None:
                             yield Event(type="usage", usage=chunk.usage)
-            except Exception as exc:
-                raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+            except BaseException as exc:
+                if gate is not None:
+                    # Cut mid-body: the provider may have done the work, so the worst case
+                    # stays counted (a 429 cannot come after the first chunk).
+                    await gate.failed(exc)
+                if isinstance(exc, Exception):
+                    raise_stamped(exc, provider=provider.name, phase="stream", call_idx=0)
+                raise
             finally:
                 await close_async_iterator(iterator)
             duration = time.perf_counter() - start
         response = accumulator.response()
+        if gate is not None:
+            await gate.settle(response.usage)
         for call in response.tool_calls:
             yield Event(type="tool_call", tool_call=call)
         if response.finish_reason is not None:
@@ -486,6 +519,8 @@ async def _stream_provider(
             attempts=attempts,
             continuable=plan.capabilities.conversation,
         )
+        if gate is not None:
+            output.diagnostics.raw["quota"] = gate.diagnostic()
         yield Event(type="done", output=output)
     finally:
         await provider.release_sources(prepared)

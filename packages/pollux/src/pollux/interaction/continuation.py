@@ -129,13 +129,28 @@ class Continuation:
         return hash((self._c_provider, self._c_model, canonical_dumps(dict(self._c_state))))
 
     def to_jsonable(self) -> dict[str, Any]:
-        """Return a JSON-compatible serialization (a fresh copy; safe to mutate)."""
-        return {
+        """Return a JSON-compatible serialization (a fresh copy; safe to mutate).
+
+        Besides ``model`` and the provider ``state`` this version reads, the layout carries the
+        keys pollux 2.0 reads (``messages``, ``response_id``, ``provider_state``), so a
+        continuation saved here still loads in 2.0.
+        """
+        state = json_copy(self._c_state)
+        messages = state.get("messages")
+        payload: dict[str, Any] = {
             "version": _SCHEMA_VERSION,
             "provider": self._c_provider,
             "model": self._c_model,
-            "state": json_copy(self._c_state),
+            "state": state,
+            "messages": json_copy(messages) if isinstance(messages, list) else [],
         }
+        response_id = state.get("response_id")
+        if isinstance(response_id, str):
+            payload["response_id"] = response_id
+        rest = {k: v for k, v in state.items() if k not in ("messages", "response_id")}
+        if rest:
+            payload["provider_state"] = json_copy(rest)
+        return payload
 
     @classmethod
     def from_jsonable(

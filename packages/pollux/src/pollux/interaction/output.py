@@ -527,10 +527,6 @@ def error_output(
     )
 
 
-def _is_failed(output: Output) -> bool:
-    return output.failed or not output.has_answer
-
-
 def _tuple_of(value: object, name: str) -> tuple[Any, ...]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise ConfigurationError(
@@ -625,15 +621,15 @@ class OutputCollection:
 
     @property
     def status(self) -> CollectionStatus:
-        """``"ok"``, ``"partial"`` or ``"error"``, from answer presence.
+        """``"ok"``, ``"partial"`` or ``"error"``, from execution failures (as in pollux 2.0).
 
-        An output counts as failed when its completion status is ``"error"`` or it has no
-        answer at all (no text, no structured value, no tool calls). A tool-call-only output
-        is an answer. An empty collection is ``"ok"``.
+        An output counts as failed when its interaction failed (``completion_status ==
+        "error"``). An empty but clean answer is not a failure (check ``Output.has_answer`` for
+        that). An empty collection is ``"ok"``.
         """
         if not self.outputs:
             return "ok"
-        failed = sum(1 for output in self.outputs if _is_failed(output))
+        failed = sum(1 for output in self.outputs if output.failed)
         if failed == len(self.outputs):
             return "error"
         return "partial" if failed else "ok"

@@ -9,9 +9,11 @@ that says what to do (an auth failure names the environment variable to set).
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -96,8 +98,49 @@ _CTX_FIRST_RE = re.compile(
 )
 
 
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _go_duration(text: str) -> float | None:
+    # OpenAI's x-ratelimit-reset-* spell durations as Go does: "1s", "6m0s", "20ms".
+    parts = _GO_DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    return sum(float(number) * _GO_UNITS[unit] for number, unit in parts)
+
+
+def _rate_limit_reset(lowered: Mapping[str, str]) -> float | None:
+    """Seconds until an exhausted rate limit resets, from the providers' own headers.
+
+    OpenAI and OpenRouter send ``x-ratelimit-remaining-{requests,tokens}`` with
+    ``x-ratelimit-reset-*`` durations; Anthropic sends ``anthropic-ratelimit-*-remaining`` with
+    RFC 3339 ``-reset`` instants. Only an exhausted limit (remaining 0) counts.
+    """
+    waits: list[float] = []
+    for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
+        if lowered.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0":
+            wait = _go_duration(lowered.get(f"x-ratelimit-reset-{kind}", ""))
+            if wait is not None:
+                waits.append(wait)
+        if lowered.get(f"anthropic-ratelimit-{kind}-remaining", "").strip() == "0":
+            raw = lowered.get(f"anthropic-ratelimit-{kind}-reset", "")
+            try:
+                when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            waits.append(when.timestamp() - time.time())
+    finite = [w for w in waits if math.isfinite(w)]
+    return max(0.0, max(finite)) if finite else None
+
+
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (delta seconds or an HTTP date)."""
+    """Seconds to wait before retrying, from the response headers.
+
+    ``retry-after-ms`` or ``Retry-After`` (delta seconds or an HTTP date) first; without them,
+    the reset time of an exhausted rate limit in the providers' ``x-ratelimit-*`` or
+    ``anthropic-ratelimit-*`` headers.
+    """
     if not headers:
         return None
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -109,7 +152,7 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
             pass
     raw = lowered.get("retry-after")
     if not raw:
-        return None
+        return _rate_limit_reset(lowered)
     try:
         return max(0.0, float(raw))
     except ValueError:

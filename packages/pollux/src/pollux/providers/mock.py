@@ -53,6 +53,8 @@ CAPABILITIES = Capabilities(
     deferred_delivery=True,
     seed=True,
     tool_result_errors=True,
+    # A CachePolicy is accepted offline (as pollux 2.0's mock does) and has no effect.
+    prompt_cache_ttl=True,
 )
 
 
@@ -305,7 +307,7 @@ class MockProvider(ProviderBase):
         self._deferred = MockDeferredJobs(self.name, self.model, self._answer)
 
     def capabilities_for(self, model: str | None) -> Capabilities:
-        """Everything the engine can express, except caches."""
+        """Everything the engine can express; a CachePolicy is accepted (as 2.0 did) and unused."""
         return CAPABILITIES.with_overrides(self.config.capabilities)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
@@ -318,7 +320,14 @@ class MockProvider(ProviderBase):
         )
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
-        """Read each source's size and fingerprint once per call (nothing is uploaded)."""
+        """Read each source's size and fingerprint once per call (nothing is uploaded).
+
+        In-memory and custom-loader sources are loaded, as a real provider would, so a failing
+        loader surfaces here as a `SourceError`.
+        """
+        for source in sources:
+            if source.source_type not in {"youtube", "uri", "arxiv"} and source._path is None:
+                source._read_bytes()
         parts = tuple(
             {"id": s.identifier, "mime": s.mime_type, "chars": s.size_bytes} for s in sources
         )

@@ -35,6 +35,7 @@ from ._emulator._faults import Latency as Latency
 from ._emulator._faults import MalformedBody as MalformedBody
 from ._emulator._faults import StreamError as StreamError
 from ._emulator._log import RecordedRequest as RecordedRequest
+from ._emulator._quota import EmulatorQuota as EmulatorQuota
 from ._emulator._script import Reply as Reply
 from ._emulator._script import ToolCall as ToolCall
 from ._emulator.wires._anthropic.reply import AnthropicReply as AnthropicReply
@@ -73,6 +74,7 @@ __all__ = [
     "DropConnection",
     "Emulator",
     "EmulatorError",
+    "EmulatorQuota",
     "ErrorResponse",
     "Fault",
     "GeminiReply",

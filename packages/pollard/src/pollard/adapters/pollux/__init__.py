@@ -84,6 +84,7 @@ from ._estimator import PolluxTokenEstimator
 from ._fanout import governed_run_many
 from ._identity import BRIDGE_VERSION, output_from_node
 from ._identity import request_identity as _payload  # noqa: F401  (the identity tests build payloads)
+from ._quota import SharedQuota
 from ._stream import governed_stream
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "BRIDGE_VERSION",
     "GovernedJob",
     "PolluxTokenEstimator",
+    "SharedQuota",
     "batch_price",
     "governed_cancel",
     "governed_collect",

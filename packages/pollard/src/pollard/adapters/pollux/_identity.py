@@ -157,12 +157,15 @@ def result_of(output: Output, *, batch: bool = False) -> dict[str, Any]:
     pollard keeps a node's first result and records a re-run's differing result as a conflict
     (compared by digest), so nothing that differs between identical calls may be recorded: not
     the measured ``metrics.duration_s`` (pollard's own measurement is ``meta["duration_s"]``,
-    which `output_from_node` restores) and not the id the provider gave this one response
+    which `output_from_node` restores), not a quota's wait (``diagnostics.raw["quota"]``) and
+    not the id the provider gave this one response
     (``diagnostics.raw["response"]["response_id"]``). A ``batch`` answer is collected exactly
     once and its response id names the batch item, so that id stays.
     """
     data = output.to_jsonable()  # fresh dicts: editing them leaves the Output alone
     del data["metrics"]["duration_s"]
+    # How long a quota held the call back is a fact of this dispatch, like its duration.
+    data.get("diagnostics", {}).pop("quota", None)
     response = data.get("diagnostics", {}).get("response")
     if not batch and isinstance(response, dict):
         response.pop("response_id", None)

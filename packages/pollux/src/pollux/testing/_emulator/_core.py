@@ -249,6 +249,8 @@ class Core:
         self.state: dict[str, Any] = {
             w.name: w.new_state(self) if w.new_state else None for w in wires
         }
+        # Rate limits per wire name (``Emulator(quotas=...)``): ``_quota.QuotaMeter`` values.
+        self.quotas: dict[str, Any] = {}
 
     def new_id(self, prefix: str) -> str:
         """A unique, deterministic id such as ``resp_000000000001``."""
@@ -348,6 +350,14 @@ class Core:
                     code="invalid_api_key",
                 ),
             )
+        meter = self.quotas.get(wire.name) if route.generates else None
+        quota_entry = None
+        if meter is not None:
+            from ._quota import rate_limit_error, request_tokens
+
+            quota_entry, refused = meter.admit(request_tokens(http.body, parsed))
+            if refused is not None:
+                return self.error_response(wire, rate_limit_error(wire.name, refused))
         if self.settings.latency > 0:
             await asyncio.sleep(self.settings.latency)
         item = self.scripts.take(route_name, route.generates)
@@ -410,6 +420,12 @@ class Core:
                     error_type="server_error",
                 ),
             )
+        if meter is not None and quota_entry is not None and isinstance(outcome, Response):
+            from ._quota import reported_tokens
+
+            used = reported_tokens(outcome.body) if outcome.status == 200 else 0
+            if used is not None:
+                meter.settle(quota_entry, used)
         if isinstance(outcome, StreamResponse) and self.settings.stream_delay and not outcome.delay:
             outcome.delay = self.settings.stream_delay
         if isinstance(item, Fault):

@@ -18,6 +18,7 @@ from ._core import ApiError, Call, Core, Route, Settings, WireSpec
 from ._http import HTTPRequest, Outcome, json_response
 from ._log import RecordedRequest, selector_matches
 from ._model import PrefixCache
+from ._quota import EmulatorQuota, QuotaMeter
 from ._script import Handler, Scripted
 from ._server import ServerThread
 from .wires import load_wires
@@ -61,6 +62,9 @@ class Emulator:
         process: Run the server in a child process (for benchmarks). Scripting and the request
             log are then unavailable; :meth:`advance` still works.
         port: The port to bind (0 picks a free one).
+        quotas: Rate limits by wire name (``{"openai": EmulatorQuota(requests=60)}``): a
+            generate request over one is answered with that provider's 429 and rate-limit
+            headers (see :class:`EmulatorQuota`); :meth:`set_quota` changes them while running.
 
     Example:
         >>> with Emulator() as emu:
@@ -83,6 +87,7 @@ class Emulator:
         batch_durations: Mapping[str, float] | None = None,
         process: bool = False,
         port: int = 0,
+        quotas: Mapping[str, EmulatorQuota] | None = None,
     ) -> None:
         if latency < 0 or stream_delay < 0:
             raise ValueError("latency and stream_delay must be >= 0 seconds")
@@ -125,6 +130,9 @@ class Emulator:
         self._thread: ServerThread | None = None
         self._child: subprocess.Popen[str] | None = None
         self._origin = ""
+        self._options["quotas"] = {}
+        for wire_name, quota in (quotas or {}).items():
+            self.set_quota(wire_name, quota)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -332,6 +340,51 @@ class Emulator:
         return list(self._core.errors)
 
     # --- scripting ----------------------------------------------------------------------------
+
+    def set_quota(self, wire: str, quota: EmulatorQuota | Mapping[str, Any] | None) -> None:
+        """Enforce ``quota`` on ``wire``'s generate routes from now on (None lifts it).
+
+        The windows start empty. Takes effect at once in this process; an emulator in a child
+        process takes its quotas from the constructor only.
+
+        Raises:
+            EmulatorError: ``wire`` is unknown, or the emulator runs in a child process and is
+                already started.
+        """
+        if wire not in self._mounts:
+            raise EmulatorError(
+                f"unknown wire format {wire!r}", hint=f"use one of: {', '.join(self.wires)}"
+            )
+        if self._process and self._origin:
+            self._require_in_process("set_quota on a running emulator")
+        if quota is not None and not isinstance(quota, EmulatorQuota):
+            quota = EmulatorQuota(**dict(quota))
+        if quota is None:
+            self._core.quotas.pop(wire, None)
+            self._options["quotas"].pop(wire, None)
+            return
+        self._core.quotas[wire] = QuotaMeter(quota)
+        self._options["quotas"][wire] = quota.to_dict()
+
+    def quota_log(self, wire: str) -> list[tuple[float, int, bool]]:
+        """Every generate request ``wire``'s quota checked: ``(arrival, tokens, admitted)``.
+
+        ``arrival`` is ``time.monotonic()`` in this process; ``tokens`` is what the request
+        counts against the limit now (its estimate, or what its answer reported; see
+        :class:`EmulatorQuota`). Empty without a quota.
+        """
+        self._require_in_process("quota_log")
+        meter = self._core.quotas.get(wire)
+        if meter is None:
+            return []
+        return [(at, round(entry[1]), admitted) for at, entry, admitted in meter.log]
+
+    def rate_limited(self, wire: str | None = None) -> int:
+        """How many generate requests a quota answered with 429 (on ``wire``, or on all)."""
+        self._require_in_process("rate_limited")
+        meters = self._core.quotas
+        chosen = meters.values() if wire is None else [m for w, m in meters.items() if w == wire]
+        return sum(int(meter.refused) for meter in chosen)
 
     def script(self, selector: str, *items: Scripted) -> None:
         """Queue replies and faults for the routes ``selector`` names.

@@ -1,0 +1,483 @@
+"""`SharedQuota`: one provider quota for many workers and hosts, kept in a pollard store.
+
+Every worker that opens a `SharedQuota` on the same store (a PostgreSQL ``store_id`` or a Redis
+server for many hosts, a SQLite file for one machine) with the same ``name`` draws on one window.
+It is built on the store's reservations, the same leased holds that make a pollard budget exact
+across workers (a Redis server keeps the same holds in one Lua script per decision):
+
+* An attempt is **admitted** by ``store.reserve`` with two window claims (one request, and its
+  worst case in tokens), judged atomically against everything held inside the window by every
+  worker. The hold's lease is the window's length: it counts for exactly one window and then
+  expires on its own, so a worker that crashes leaks nothing.
+* A refused attempt **waits** and asks again (paced, with jitter so workers share fairly),
+  until its call's deadline.
+* When the answer arrives the hold is **settled**: replaced by one holding the tokens the
+  provider reported, for what is left of the window (written before the worst case is dropped,
+  so the window never counts less than it used).
+* A **429** fills the window for the pause the provider asked for, so every worker slows down,
+  not only the one that was told.
+
+When the store cannot be reached the quota fails closed (``on_unreachable="fail"``, the default:
+the attempt fails with a retryable `pollux.APIError` naming the store), or with
+``on_unreachable="local"`` falls back to a bounded local share: the limits divided by the
+declared ``workers``, in this process only, until the store answers again. It never silently
+becomes N times the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import random
+import time
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Literal
+
+from pollard import PollardError, WindowClaim
+from pollux import APIError, ConfigurationError, LocalQuota
+from pollux.quota import (
+    DEFAULT_OUTPUT_TOKENS,
+    QuotaPermit,
+    QuotaRequest,
+    check_output_tokens,
+    check_window,
+    past_deadline,
+    too_large,
+)
+
+from ._quota_redis import RedisWindows, is_redis_url
+
+if TYPE_CHECKING:
+    from pollard import Store
+
+__all__ = ["SharedQuota"]
+
+_LOG = logging.getLogger("pollard.adapters.pollux.quota")
+
+# The limit a settlement or a pause is held under: it must always be admitted (it records what
+# was already used, it asks for nothing).
+_UNLIMITED = Decimal(10) ** 15
+# How long a local share lasts before the shared store is tried again.
+_RECHECK_S = 5.0
+
+Scope = Literal["model", "provider", "key"]
+
+
+def _positive_int(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"SharedQuota {name} must be an integer >= 1 or None, got {value!r}",
+            hint=f"Pass the provider's limit, for example {name}=500.",
+        )
+    return value
+
+
+def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+    if not isinstance(store, (str, os.PathLike)):
+        for method in ("reserve", "release"):
+            if not callable(getattr(store, method, None)):
+                raise ConfigurationError(
+                    f"SharedQuota needs a pollard Store, got {type(store).__name__}",
+                    hint="Pass a SQLite path, a postgresql://...#store_id DSN or a Store.",
+                )
+        return store, False
+    text = os.fspath(store)
+    if text.startswith(("postgresql://", "postgres://")):
+        from pollard import PostgresStore
+
+        dsn, sep, store_id = text.rpartition("#")
+        if not sep:
+            dsn, store_id = text, "default"
+        return PostgresStore(dsn, store_id=store_id or "default"), True
+    from pollard import SQLiteStore
+
+    return SQLiteStore(text), True
+
+
+class _SharedPermit:
+    __slots__ = ("_quota", "_request", "_reservation", "waited_s")
+
+    def __init__(
+        self, quota: SharedQuota, request: QuotaRequest, reservation: str | None, waited_s: float
+    ) -> None:
+        self._quota = quota
+        self._request = request
+        self._reservation = reservation
+        self.waited_s = waited_s
+
+    async def settle(self, tokens: int | None) -> None:
+        reservation, self._reservation = self._reservation, None
+        if tokens is None or reservation is None:
+            return  # the worst case stays held until its lease ends
+        try:
+            await self._quota._call(self._quota._settle, self._request, reservation, tokens)
+        except Exception as exc:  # the worst case stays held: safe, only conservative
+            _LOG.debug("quota settlement kept the worst case: %s", type(exc).__name__)
+
+
+class _LocalSharePermit:
+    __slots__ = ("_inner", "waited_s")
+
+    def __init__(self, inner: QuotaPermit) -> None:
+        self._inner = inner
+        self.waited_s = inner.waited_s
+
+    async def settle(self, tokens: int | None) -> None:
+        await self._inner.settle(tokens)
+
+
+class SharedQuota:
+    """A provider quota shared by every worker on one pollard store.
+
+    Pass it as ``pollux.Config(quota=...)``: every attempt of every call made with that config
+    (``run``, ``run_many``, ``stream``, the bridge's governed calls, the ``pollux`` command)
+    waits for room in the shared window, then dispatches.
+
+    Args:
+        store: The store the window lives in: a ``postgresql://...#store_id`` DSN (many hosts), a
+            ``redis://host:6379/0`` URL (many hosts, where a Redis server or cluster is already
+            run; needs ``pollard[redis]``), a SQLite path (one machine), or a `pollard.Store`. A
+            store opened from a string is closed by :meth:`close`.
+        requests_per_minute: The most attempts dispatched inside any window, summed over every
+            worker (None: no limit).
+        tokens_per_minute: The most tokens inside any window (input estimate plus output cap
+            while in flight, the reported tokens once answered; None: no limit).
+        name: The quota's name: workers with the same store and name share one window.
+        per: What one window covers: ``"model"`` (default, one window per provider and model),
+            ``"provider"`` (all models of a provider) or ``"key"`` (per API key, by a digest of
+            the key; the key itself never reaches the store).
+        window_s: The window length in seconds (60 for per-minute limits).
+        default_output_tokens: The output cap held for a call without ``max_tokens``.
+        on_unreachable: ``"fail"`` (default): an attempt that cannot check the window fails
+            (retryable); ``"local"``: fall back to this process's share, the limits divided by
+            ``workers``, until the store answers again.
+        workers: How many workers share the quota (required with ``on_unreachable="local"``).
+        poll_s: The longest pause between two checks of a full window (jittered).
+
+    Raises:
+        pollux.ConfigurationError: A bad limit, scope, window or fallback.
+
+    Example:
+        >>> import asyncio, tempfile, os
+        >>> from pollux import Config, run_many
+        >>> path = os.path.join(tempfile.mkdtemp(), "quota.db")
+        >>> quota = SharedQuota(path, requests_per_minute=600, tokens_per_minute=100_000)
+        >>> config = Config(provider="openai", model="gpt-5-nano", use_mock=True, quota=quota)
+        >>> len(asyncio.run(run_many(["A?", "B?"], config=config)).answers)
+        2
+        >>> quota.close()
+    """
+
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str],
+        *,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        name: str = "default",
+        per: Scope = "model",
+        window_s: float = 60.0,
+        default_output_tokens: int = DEFAULT_OUTPUT_TOKENS,
+        on_unreachable: Literal["fail", "local"] = "fail",
+        workers: int | None = None,
+        poll_s: float = 0.25,
+    ) -> None:
+        self.requests_per_minute = _positive_int("requests_per_minute", requests_per_minute)
+        self.tokens_per_minute = _positive_int("tokens_per_minute", tokens_per_minute)
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise ConfigurationError(
+                "SharedQuota needs requests_per_minute, tokens_per_minute or both",
+                hint="Pass the provider's limits, e.g. requests_per_minute=500.",
+            )
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(
+                "SharedQuota name must be a non-empty string", hint="Pass name='openai-prod'."
+            )
+        if per not in ("model", "provider", "key"):
+            raise ConfigurationError(
+                f"SharedQuota per must be 'model', 'provider' or 'key', got {per!r}",
+                hint="per='model' keeps one window per provider and model.",
+            )
+        if on_unreachable not in ("fail", "local"):
+            raise ConfigurationError(
+                f"on_unreachable must be 'fail' or 'local', got {on_unreachable!r}",
+                hint="'fail' refuses calls while the store is down; 'local' uses this "
+                "worker's share of the limits.",
+            )
+        self.workers = _positive_int("workers", workers)
+        if on_unreachable == "local" and self.workers is None:
+            raise ConfigurationError(
+                "on_unreachable='local' needs workers=N (the local share is the limit / N)",
+                hint="Declare how many workers share the quota, e.g. workers=8.",
+            )
+        self.name = name
+        self.per: Scope = per
+        self.window_s = check_window(window_s)
+        self.default_output_tokens = check_output_tokens(default_output_tokens)
+        self.on_unreachable = on_unreachable
+        self.poll_s = check_window(poll_s)
+        self._store_arg = store
+        self._store: Store | None = None
+        self._owned = False
+        self._redis = (
+            RedisWindows(store) if isinstance(store, str) and is_redis_url(store) else None
+        )
+        # One thread owns the store's connection; store calls never block the event loop.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="pollard-quota"
+        )
+        self._local: LocalQuota | None = None
+        self._local_until = 0.0
+        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self.unreachable_count = 0
+
+    # -- the store side (runs on the quota's thread) ------------------------------------------
+
+    def _open_store(self) -> Store:
+        if self._store is None:
+            self._store, self._owned = _open(self._store_arg)
+        return self._store
+
+    def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str]:
+        """The window's request and token keys, and its scope digest (for Redis)."""
+        scope = (
+            request.key_id
+            if self.per == "key"
+            else (request.model if self.per == "model" else None)
+        )
+        cache_key = (request.provider, scope, self.per)
+        keys = self._keys.get(cache_key)
+        if keys is None:
+            base = f"pollard/v1:quota\n{self.name}\n{request.provider}\n{self.per}\n{scope or ''}"
+            keys = (
+                hashlib.sha256((base + "\nrequests").encode()).hexdigest(),
+                hashlib.sha256((base + "\ntokens").encode()).hexdigest(),
+                hashlib.sha256(base.encode()).hexdigest(),
+            )
+            self._keys[cache_key] = keys
+        return keys
+
+    def _claims(
+        self, request: QuotaRequest, requests: int, tokens: int, limited: bool
+    ) -> list[WindowClaim]:
+        request_key, token_key, _scope = self._window_keys(request)
+        claims: list[WindowClaim] = []
+        if self.requests_per_minute is not None:
+            claims.append(
+                WindowClaim(
+                    request_key,
+                    "quota.requests",
+                    Decimal(self.requests_per_minute) if limited else _UNLIMITED,
+                    self.window_s,
+                    Decimal(requests),
+                )
+            )
+        if self.tokens_per_minute is not None:
+            claims.append(
+                WindowClaim(
+                    token_key,
+                    "quota.tokens",
+                    Decimal(self.tokens_per_minute) if limited else _UNLIMITED,
+                    self.window_s,
+                    Decimal(tokens),
+                    approximate=True,
+                )
+            )
+        return claims
+
+    def _try_admit(self, request: QuotaRequest) -> tuple[bool, str | None]:
+        if self._redis is not None:
+            held = self._redis.admit(
+                self._window_keys(request)[2],
+                1,
+                request.tokens,
+                (self.requests_per_minute, self.tokens_per_minute),
+                2 * self.window_s,
+            )
+            return held is not None, held
+        store = self._open_store()
+        # In flight for up to one window, then one more window once answered (see _settle); a
+        # worker that crashes mid-call leaks its hold for at most two windows.
+        admission = store.reserve(
+            (), self._claims(request, 1, request.tokens, True), lease_seconds=2 * self.window_s
+        )
+        return admission.ok, admission.reservation_id
+
+    def _settle(self, request: QuotaRequest, reservation: str, tokens: int) -> None:
+        if self._redis is not None:
+            scope = self._window_keys(request)[2]
+            self._redis.hold(scope, 1, max(0, tokens), self.window_s)
+            self._redis.release(scope, reservation)
+            return
+        store = self._open_store()
+        # What was used counts for one window from the answer (the provider saw the request
+        # before that, so its window forgets it no later). Written before the worst case is
+        # dropped: never a moment counting less.
+        store.reserve(
+            (), self._claims(request, 1, max(0, tokens), False), lease_seconds=self.window_s
+        )
+        store.release(reservation)
+
+    def _fill(self, request: QuotaRequest, seconds: float) -> None:
+        if self._redis is not None:
+            self._redis.hold(
+                self._window_keys(request)[2],
+                self.requests_per_minute or 0,
+                self.tokens_per_minute or 0,
+                seconds,
+            )
+            return
+        self._open_store().reserve(
+            (),
+            self._claims(
+                request, self.requests_per_minute or 0, self.tokens_per_minute or 0, False
+            ),
+            lease_seconds=seconds,
+        )
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    # -- the pollux side --------------------------------------------------------------------
+
+    def _local_share(self) -> LocalQuota:
+        if self._local is None:
+            workers = self.workers or 1
+            self._local = LocalQuota(
+                None
+                if self.requests_per_minute is None
+                else max(1, self.requests_per_minute // workers),
+                None
+                if self.tokens_per_minute is None
+                else max(1, self.tokens_per_minute // workers),
+                window_s=self.window_s,
+                default_output_tokens=self.default_output_tokens,
+            )
+        return self._local
+
+    def _unreachable(self, exc: BaseException) -> APIError | None:
+        """The error to raise for a store failure, or None to use the local share."""
+        self.unreachable_count += 1
+        reason = exc.message if isinstance(exc, PollardError) else type(exc).__name__
+        if self.on_unreachable == "local":
+            if time.monotonic() >= self._local_until:
+                _LOG.warning(
+                    "quota %r: the shared store is unreachable (%s); using this worker's share "
+                    "(1/%d of the limits) for %g s",
+                    self.name,
+                    reason,
+                    self.workers or 1,
+                    _RECHECK_S,
+                )
+            self._local_until = time.monotonic() + _RECHECK_S
+            return None
+        return APIError(
+            f"quota {self.name!r}: the shared quota store cannot be reached ({reason}), so the "
+            "call was not sent (on_unreachable='fail')",
+            hint="Check the store (is PostgreSQL up?), or pass on_unreachable='local' with "
+            "workers=N to run on each worker's share while it is down.",
+            retryable=True,
+            error_category="quota_unavailable",
+        )
+
+    def _too_large(self, request: QuotaRequest) -> None:
+        if self.tokens_per_minute is not None and request.tokens > self.tokens_per_minute:
+            raise too_large(request, self.tokens_per_minute, self.window_s)
+
+    async def acquire(self, request: QuotaRequest) -> QuotaPermit:
+        """Wait until the shared window has room, then hold the attempt (see `pollux.CallQuota`).
+
+        Raises:
+            pollux.RateLimitError: The window had no room before the call's deadline.
+            pollux.APIError: The store is unreachable and ``on_unreachable="fail"``.
+        """
+        self._too_large(request)
+        start = time.monotonic()
+        # One waiter of this process asks the store at a time (the others queue behind it in
+        # arrival order), so a full window costs the store one poll per worker, not per call.
+        async with self._admission_lock():
+            return await self._admit(request, start)
+
+    def _admission_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
+
+    async def _admit(self, request: QuotaRequest, start: float) -> QuotaPermit:
+        polled = time.monotonic() - start > 0.001  # queued behind another waiter
+        while True:
+            if time.monotonic() < self._local_until:
+                return _LocalSharePermit(await self._local_share().acquire(request))
+            try:
+                admitted, reservation = await self._call(self._try_admit, request)
+            except (APIError, ConfigurationError):
+                raise
+            except Exception as exc:
+                error = self._unreachable(exc)
+                if error is not None:
+                    raise error from None
+                continue
+            now = time.monotonic()
+            if admitted:
+                return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
+            pause = self._pause_s()
+            if request.deadline is not None and now + pause > request.deadline:
+                raise past_deadline(None)
+            polled = True
+            await asyncio.sleep(pause)
+
+    def _pause_s(self) -> float:
+        # About one request's spacing, so a full window is checked about as often as it frees
+        # room; jittered so workers that wait together do not ask together.
+        spacing = self.window_s / max(self.requests_per_minute or 1, 1)
+        base = min(self.poll_s, max(0.005, spacing))
+        return base * (0.5 + random.random())
+
+    async def pause(self, request: QuotaRequest, seconds: float) -> None:
+        """Fill the shared window for ``seconds``: every worker waits out the provider's 429."""
+        if not (math.isfinite(seconds) and seconds > 0):
+            return
+        if time.monotonic() < self._local_until:
+            await self._local_share().pause(request, seconds)
+            return
+        try:
+            await self._call(self._fill, request, seconds)
+        except Exception:
+            await self._local_share().pause(request, seconds)
+
+    def close(self) -> None:
+        """Close the store if this quota opened it, and stop its thread (idempotent)."""
+
+        def close_store() -> None:
+            if self._store is not None and self._owned:
+                self._store.close()
+            self._store = None
+            if self._redis is not None:
+                self._redis.close()
+
+        with contextlib.suppress(RuntimeError):  # already shut down
+            self._executor.submit(close_store).result()
+        self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> SharedQuota:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"SharedQuota(name={self.name!r}, requests_per_minute={self.requests_per_minute}, "
+            f"tokens_per_minute={self.tokens_per_minute}, per={self.per!r}, "
+            f"window_s={self.window_s:g})"
+        )

@@ -1,0 +1,67 @@
+"""`pollux ask`/`many --quota-*`: calls paced to a provider quota, shared through a store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pollux.testing import Emulator, EmulatorQuota
+
+from ._run import pollux
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with Emulator(quotas={"local": EmulatorQuota(requests=3, window_s=0.3)}) as emulator:
+        yield emulator
+
+
+def _local(emu: Emulator) -> list[str]:
+    return ["--provider", "local", "--model", "m", "--base-url", emu.base_url("local")]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_many_paced_by_a_quota_draws_no_429(emu: Emulator, tmp_path: Path, shared: bool) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(f"Question {i}?" for i in range(7)) + "\n")
+    store = ["--quota-store", str(tmp_path / "quota.db")] if shared else []
+    result = pollux(
+        "many",
+        "q.txt",
+        *_local(emu),
+        "--quota-rpm",
+        "3",
+        "--quota-window",
+        "0.3",
+        *store,
+        "--out",
+        "a.jsonl",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.stderr
+    records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert len(records) == 7 and all(r.get("error") is None for r in records)
+    assert emu.rate_limited("local") == 0
+    if shared:
+        assert (tmp_path / "quota.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--quota-rpm", "0"], "--quota-rpm needs a whole number >= 1"),
+        (["--quota-rpm", "1.5"], "--quota-rpm needs a whole number >= 1"),
+        (["--quota-store", "q.db"], "--quota-store needs --quota-rpm or --quota-tpm"),
+        (["--quota-rpm", "5", "--quota-workers", "2"], "need --quota-store"),
+        (["--quota-rpm", "5", "--quota-window", "0"], "--quota-window needs seconds > 0"),
+    ],
+)
+def test_malformed_quota_flags_are_one_line_and_exit_2(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    result = pollux("ask", "Hi?", "--mock", *flags, cwd=tmp_path)
+    assert result.code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

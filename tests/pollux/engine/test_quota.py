@@ -1,0 +1,254 @@
+"""Provider quotas (`Config(quota=...)`): every attempt waits for room, holds, settles.
+
+The emulator enforces a provider's rate limit (`EmulatorQuota`) and answers 429 with that
+provider's headers, so each wire shows both sides: without a quota a burst draws 429s, with one
+the same burst is paced and draws none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import pollux
+from pollux import Config, ConfigurationError, LocalQuota, RetryPolicy
+from pollux.quota import QuotaRequest
+from pollux.testing import Emulator, EmulatorQuota, ErrorResponse, Latency
+
+MODELS = {
+    "openai": "gpt-5-nano",
+    "anthropic": "claude-haiku-4-5",
+    "gemini": "gemini-2.5-flash",
+    "openrouter": "openai/gpt-4o-mini",
+    "local": "qwen3",
+}
+BASE_URL_VARS = {
+    "openai": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+    "openrouter": "OPENROUTER_BASE_URL",
+}
+WINDOW_S = 0.3
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with Emulator(models=list(MODELS.values())) as emulator:
+        yield emulator
+
+
+def config_for(emu: Emulator, wire: str, monkeypatch: pytest.MonkeyPatch, **extra: Any) -> Config:
+    if wire == "local":
+        return Config(provider="local", model=MODELS[wire], base_url=emu.base_url("local"), **extra)
+    monkeypatch.setenv(BASE_URL_VARS[wire], emu.base_url(wire))
+    return Config(provider=wire, model=MODELS[wire], api_key="test-key", **extra)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("wire", sorted(MODELS))
+async def test_a_burst_is_paced_to_the_quota_and_draws_no_429(
+    emu: Emulator, wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts = [f"Question {i}?" for i in range(8)]
+    base = config_for(emu, wire, monkeypatch, retry=RetryPolicy(max_attempts=1))
+    emu.set_quota(wire, EmulatorQuota(requests=4, window_s=WINDOW_S))
+    unpaced = await pollux.run_many(prompts, config=base)
+    assert emu.rate_limited(wire) > 0
+    assert any(o.diagnostics.error for o in unpaced.outputs)
+
+    emu.set_quota(wire, EmulatorQuota(requests=4, window_s=WINDOW_S))
+    quota = LocalQuota(requests_per_minute=4, window_s=WINDOW_S)
+    paced = await pollux.run_many(prompts, config=dataclasses.replace(base, quota=quota))
+    assert emu.rate_limited(wire) == 0
+    assert [o.diagnostics.error for o in paced.outputs] == [None] * len(prompts)
+    waits = [o.diagnostics.raw["quota"]["waited_s"] for o in paced.outputs]
+    assert sum(1 for w in waits if w > 0) >= len(prompts) - 4  # the second half waited
+    assert quota.in_flight == (0, 0)
+
+
+async def test_a_stream_waits_for_the_quota_and_reports_the_wait(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quota = LocalQuota(requests_per_minute=1, window_s=WINDOW_S)
+    config = config_for(emu, "openai", monkeypatch, quota=quota)
+    emu.set_quota("openai", EmulatorQuota(requests=1, window_s=WINDOW_S))
+    await pollux.run("first?", config=config)
+    done = None
+    async for event in pollux.stream(None, pollux.Input("second?"), config=config):
+        if event.type == "done":
+            done = event.output
+    assert done is not None and done.diagnostics.error is None
+    assert done.diagnostics.raw["quota"]["waited_s"] > 0
+    assert emu.rate_limited("openai") == 0
+    assert quota.in_flight == (0, 0)
+
+
+class Recording:
+    """A CallQuota that admits at once and records what the engine told it."""
+
+    def __init__(self) -> None:
+        self.requests: list[QuotaRequest] = []
+        self.settled: list[int | None] = []
+        self.paused: list[float] = []
+
+    async def acquire(self, request: QuotaRequest) -> Recording:
+        self.requests.append(request)
+        self.waited_s = 0.0
+        return self
+
+    async def settle(self, tokens: int | None) -> None:
+        self.settled.append(tokens)
+
+    async def pause(self, request: QuotaRequest, seconds: float) -> None:
+        self.paused.append(seconds)
+
+
+async def test_each_attempt_holds_its_worst_case_and_settles_to_the_reported_tokens(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quota = Recording()
+    config = config_for(
+        emu, "openai", monkeypatch, quota=quota, retry=RetryPolicy(max_attempts=2, jitter=False)
+    )
+    emu.script("openai.responses", ErrorResponse(429, retry_after=0.01))
+    output = await pollux.run("What is the capital of France?", config=config, max_tokens=50)
+    assert output.diagnostics.error is None
+    # Two attempts: the 429 paused every caller for what the provider asked and used nothing;
+    # the answer settled to what the provider reported.
+    assert len(quota.requests) == 2
+    assert quota.paused == [pytest.approx(0.01)]
+    usage = output.usage
+    assert quota.settled == [0, usage.input_tokens + usage.output_tokens]
+    request = quota.requests[0]
+    assert (request.provider, request.model) == ("openai", "gpt-5-nano")
+    assert request.tokens == 50 + 16 + len("What is the capital of France?") // 4 + 1
+    assert request.key_id is not None and "test-key" not in request.key_id
+
+
+async def test_waiting_is_bounded_by_the_calls_deadline(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quota = LocalQuota(requests_per_minute=1, window_s=30)
+    config = config_for(emu, "openai", monkeypatch, quota=quota, retry=RetryPolicy(max_elapsed_s=1))
+    await pollux.run("first?", config=config)
+    second = await pollux.run_many(["second?"], config=config)
+    error = second.outputs[0].diagnostics.error
+    assert error is not None and error["error_category"] == "rate_limit"
+    assert "quota" in error["message"] and "deadline" in error["message"]
+    assert "max_elapsed_s" in error["hint"]
+    assert len([r for r in emu.requests if r.route == "openai.responses.create"]) == 1
+
+
+async def test_a_call_that_can_never_fit_is_refused_without_waiting(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quota = LocalQuota(tokens_per_minute=100)
+    config = config_for(emu, "openai", monkeypatch, quota=quota)
+    outputs = await pollux.run_many(["Hi?"], config=config, max_tokens=500)
+    error = outputs.outputs[0].diagnostics.error
+    assert error is not None and error["error_category"] == "quota"
+    assert "max_tokens" in error["hint"]
+    assert emu.requests == []
+
+
+async def test_a_cancelled_call_leaves_nothing_in_flight(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quota = LocalQuota(requests_per_minute=10, tokens_per_minute=100_000, window_s=WINDOW_S)
+    config = config_for(emu, "openai", monkeypatch, quota=quota)
+    emu.script("openai.responses", Latency(5))
+    task = asyncio.create_task(pollux.run("slow?", config=config))
+    while quota.in_flight == (0, 0):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert quota.in_flight == (0, 0)
+
+
+def test_a_quota_without_its_methods_is_refused_with_a_hint() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Config(provider="openai", model="gpt-5-nano", use_mock=True, quota=object())  # type: ignore[arg-type]
+    assert "acquire" in str(caught.value)
+    assert caught.value.hint is not None and "LocalQuota" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"requests_per_minute": 0},
+        {"tokens_per_minute": -1},
+        {"requests_per_minute": True},
+        {"window_s": 0},
+        {"window_s": float("inf")},
+        {"default_output_tokens": 0},
+    ],
+)
+def test_bad_quota_settings_are_configuration_errors(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        LocalQuota(**kwargs)
+    assert caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("wire", "header"),
+    [
+        ("openai", "x-ratelimit-remaining-requests"),
+        ("openrouter", "x-ratelimit-remaining-requests"),
+        ("anthropic", "anthropic-ratelimit-requests-remaining"),
+    ],
+)
+def test_the_emulators_429_carries_the_providers_rate_limit_headers(wire: str, header: str) -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    paths = {"openai": "/responses", "openrouter": "/chat/completions", "anthropic": "/v1/messages"}
+    with Emulator(quotas={wire: EmulatorQuota(requests=1, window_s=30)}) as emu:
+        statuses = []
+        for _ in range(2):
+            request = urllib.request.Request(
+                emu.base_url(wire) + paths[wire],
+                data=json.dumps({"model": "m", "input": "hi", "max_tokens": 5}).encode(),
+                headers={"content-type": "application/json", "authorization": "Bearer k"},
+            )
+            try:
+                with urllib.request.urlopen(request) as answer:
+                    statuses.append((answer.status, {}))
+            except urllib.error.HTTPError as exc:
+                statuses.append((exc.code, dict(exc.headers)))
+        assert statuses[1][0] == 429
+        headers = {k.lower(): v for k, v in statuses[1][1].items()}
+        assert headers[header] == "0"
+        assert int(headers["retry-after"]) >= 1
+
+
+@pytest.mark.parametrize(
+    ("wire", "headers"),
+    [
+        ("openai", {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m2s"}),
+        ("openrouter", {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "62s"}),
+        (
+            "anthropic",
+            {
+                "anthropic-ratelimit-requests-remaining": "0",
+                "anthropic-ratelimit-requests-reset": "2099-01-01T00:00:00Z",
+            },
+        ),
+    ],
+)
+async def test_a_429_without_retry_after_is_paced_by_the_providers_rate_limit_headers(
+    emu: Emulator, wire: str, headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quota = Recording()
+    config = config_for(emu, wire, monkeypatch, quota=quota, retry=RetryPolicy(max_attempts=1))
+    route = {"openai": "responses", "openrouter": "chat", "anthropic": "messages.create"}[wire]
+    emu.script(f"{wire}.{route}", ErrorResponse(429, headers=headers))
+    outputs = await pollux.run_many(["Hi?"], config=config)
+    error = outputs.outputs[0].diagnostics.error
+    assert error is not None and error["error_category"] == "rate_limit"
+    # Every caller of the quota pauses until the exhausted limit resets.
+    assert len(quota.paused) == 1 and quota.paused[0] >= 61
