@@ -164,13 +164,19 @@ class AzureOpenAIProvider(OpenAIProvider):
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         """Stream one response (the OpenAI provider's stream; its errors relabelled)."""
+        inner = super().stream(compiled)
         try:
-            async for chunk in super().stream(compiled):
+            async for chunk in inner:
                 yield chunk
         except PolluxError as exc:
             # The stream mapper reports a failed response in OpenAI's name.
             relabel(exc, self._target)
             raise
+        finally:
+            # Leaving early closes the OpenAI stream now (its connection), not at collection.
+            aclose = getattr(inner, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the resource for its model list: the endpoint, version and credentials answer.
