@@ -57,3 +57,21 @@ stress: $(STAMP)  ## Bounded stress campaigns (faults, SIGKILL, contention, garb
 
 clean:  ## Remove the virtual environment and caches.
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site
+
+# (its own .PHONY line, so this target merges cleanly beside others)
+.PHONY: try-wheels
+TRY := /tmp/pollux-try-wheels
+try-wheels: $(STAMP)  ## Build the wheels, install them in a fresh venv under /tmp, run the README's shell quick start.
+	rm -rf $(TRY) && mkdir -p $(TRY)/work
+	$(UV) build --all-packages -o $(TRY)/dist
+	$(PYTHON) -m venv $(TRY)/venv
+	$(TRY)/venv/bin/pip install --quiet --disable-pip-version-check \
+	    "$$(ls $(TRY)/dist/pollux_ai-*.whl)[cli]" $(TRY)/dist/pollard-*.whl
+	cp examples/data/* $(TRY)/work/
+	cd $(TRY)/work && PATH=$(TRY)/venv/bin:$$PATH && \
+	    pollux many questions.txt --source dioscuri.txt --mock \
+	        --ledger runs.db --max-calls 10 --max-usd 0.01 --out answers.jsonl && \
+	    pollard report runs.db "pollux many questions.txt" && \
+	    pollux many questions.txt --source dioscuri.txt --mock --ledger runs.db --replay \
+	        --out replayed.jsonl && \
+	    cmp answers.jsonl replayed.jsonl && echo "try-wheels: the quick start ran from the wheels"

@@ -83,7 +83,7 @@ def run() -> list[Result]:
             async with AsyncRuntime(db, mode="replay") as rt:
                 run = rt.run(recorded[-1], budget=budget)
                 answers = await governed_run_many(run, prompts, sources=[source], config=config)
-                assert answers.status == "ok" and run.report()["spent"] == {}
+                assert answers.status == "ok" and not any(run.report()["spent"].values())
 
         replay_wall, _ = measure(replay, warm=False)
 

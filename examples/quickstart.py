@@ -4,11 +4,13 @@ Offline by default: with no configuration it uses pollux's mock provider, which 
 deterministically without a network or a key (its answers are placeholders, not a model's).
 Configure a real backend through the environment and the same code runs against it:
 
-- ``POLLUX_LOCAL_BASE_URL=http://localhost:8080/v1`` (plus ``POLLUX_LOCAL_MODEL`` if the server
-  needs a model name): any OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio);
-- ``OPENROUTER_API_KEY=...``: OpenRouter (``POLLUX_OPENROUTER_MODEL``, default
-  ``openai/gpt-4o-mini``);
-- ``OPENAI_API_KEY=...``: OpenAI (``POLLUX_OPENAI_MODEL``, default ``gpt-5-nano``).
+- ``POLLUX_LOCAL_BASE_URL=http://localhost:8080/v1``: any OpenAI-compatible server (llama.cpp,
+  vLLM, Ollama, LM Studio), plus ``POLLUX_MODEL`` when the server needs a model name and
+  ``POLLUX_LOCAL_API_KEY`` when it needs a key;
+- ``OPENROUTER_API_KEY=...``: OpenRouter (model ``POLLUX_MODEL``, default ``openai/gpt-4o-mini``);
+- ``OPENAI_API_KEY=...``: OpenAI (model ``POLLUX_MODEL``, default ``gpt-5-nano``).
+
+``POLLUX_MODEL`` is the one model variable, the same one the ``pollux`` command reads.
 
 Part 2 records the same fan-out through pollard (``pollard.adapters.pollux``) into a SQLite ledger,
 each question a budgeted step, and replays it from the ledger without calling the provider. With a
@@ -57,21 +59,21 @@ async def choose_config(force_mock: bool) -> tuple[Config, str]:
     mock_note = "mock provider (offline; answers are deterministic placeholders, not a model's)"
     if force_mock:
         return mock, mock_note
+    model = os.environ.get("POLLUX_MODEL") or None
     base_url = os.environ.get("POLLUX_LOCAL_BASE_URL")
     if base_url:
-        local = Config(
-            provider="local", base_url=base_url, model=os.environ.get("POLLUX_LOCAL_MODEL")
-        )
+        local = Config(provider="local", base_url=base_url, model=model)
         status = await pollux.check_ready(local)
         if status.ready:
-            return local, f"local server at {base_url} ({status.message})"
+            unnamed = "" if model else "; set POLLUX_MODEL=NAME if the server needs a model name"
+            return local, f"local server at {base_url} ({status.message}{unnamed})"
         print(f"Local server not ready: {status.message}\nFalling back to the mock provider.\n")
         return mock, mock_note
     if os.environ.get("OPENROUTER_API_KEY"):
-        model = os.environ.get("POLLUX_OPENROUTER_MODEL", "openai/gpt-4o-mini")
+        model = model or "openai/gpt-4o-mini"
         return Config(provider="openrouter", model=model), f"OpenRouter, model {model}"
     if os.environ.get("OPENAI_API_KEY"):
-        model = os.environ.get("POLLUX_OPENAI_MODEL", "gpt-5-nano")
+        model = model or "gpt-5-nano"
         return Config(provider="openai", model=model), f"OpenAI, model {model}"
     return mock, mock_note
 
@@ -123,11 +125,13 @@ async def governed(config: Config) -> bool:
             return recorded.status != "error"
         replayed, report = await governed_fan_out(ledger, "replay", config, budget)
     same = replayed.answers == recorded.answers
+    # report() lists every meter, at zero when nothing was charged to it
+    spent = {name: amount for name, amount in report["spent"].items() if amount}
     print(
-        f"  replay: spent {report['spent'] or 'nothing'} (no provider call), "
+        f"  replay: spent {spent or 'nothing'} (no provider call), "
         f"{report['avoided'].get('steps', '0')} steps served from the ledger; same answers: {same}"
     )
-    return same and not report["spent"]
+    return same and not spent
 
 
 async def governed_fan_out(

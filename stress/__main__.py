@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from stress._report import Outcome, table
 
-CAMPAIGNS = ["faults", "crash", "contention", "cli", "loaders", "secrets", "quota"]
+CAMPAIGNS = ["faults", "crash", "contention", "cli", "loaders", "secrets", "quota", "once"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,7 +71,7 @@ def _top_level_imports(package: str) -> dict[Path, set[str]]:
 
 def test_pollux_never_imports_pollard() -> None:
     # The one exception is the command line's --ledger module: the `pollux` command is an
-    # application over both libraries (pollux[cli] installs pollard), loaded only by the command.
+    # application over both libraries (pollux-ai[cli] installs pollard), loaded only by the command.
     allowed = SRC["pollux"] / "_cli" / "ledger.py"
     offenders = [
         path
@@ -105,8 +105,10 @@ def test_all_matches_public_namespace(package: str) -> None:
     assert list(module.__all__) == sorted(module.__all__), "__all__ is kept sorted"
 
 
-@pytest.mark.parametrize("package", ["pollux", "pollard"])
-def test_version_is_exposed_and_matches_metadata(package: str) -> None:
+@pytest.mark.parametrize(
+    ("package", "distribution"), [("pollux", "pollux-ai"), ("pollard", "pollard")]
+)
+def test_version_is_exposed_and_matches_metadata(package: str, distribution: str) -> None:
     module = importlib.import_module(package)
     assert isinstance(module.__version__, str) and module.__version__
-    assert module.__version__ == metadata.version(package)
+    assert module.__version__ == metadata.version(distribution)

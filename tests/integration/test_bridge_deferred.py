@@ -66,7 +66,7 @@ async def test_worst_case_that_does_not_fit_is_refused_before_anything_is_sent(
             await governed_defer(run, PROMPTS, config=config(), max_tokens=64)
         assert refused.value.meter == "tokens"
         assert run.cursor.kind.value == "refusal"
-        assert run.report()["total"] == {}
+        assert not any(run.report()["total"].values())  # every meter listed, nothing charged
     assert openai_requests(emu) == []
 
 
@@ -244,7 +244,7 @@ async def test_an_unpriced_model_is_marked_and_refused_under_a_usd_budget(
         await governed_collect(run, job)
         answers = [c for c in run.store.children(job.node_id) if c.kind.value == "model_call"]
         assert answers and all(c.meta["unpriced"] is True for c in answers)
-        assert "usd" not in run.report()["total"]
+        assert run.report()["total"].get("usd", 0) == 0  # listed at zero: nothing was priced
 
 
 async def test_a_job_is_collected_only_in_its_run_and_is_not_submitted_twice(

@@ -24,7 +24,7 @@ def test_examples_run_in_order_and_print_what_the_page_says(
     assert len(BLOCKS) == 6
     assert lines == [
         "[False, False, True] 2",
-        "True {} 2",
+        "True 0 2",
         "['api', 'environment', 'input', 'mock', 'model', 'pollux', 'provider', 'requirements']",
         "{'temperature': 0.2} text",
         "True",

@@ -153,7 +153,7 @@ async def test_fan_out_records_each_prompt_and_replays_without_a_provider(
         report = run.report()
     assert mock_calls == []
     assert answer(replayed) == answer(recorded)
-    assert report["spent"] == {}
+    assert report["spent"] and not any(report["spent"].values())  # every meter, at zero
     assert report["avoided"]["steps"] == 3
 
 

@@ -92,7 +92,7 @@ def test_async_replay_serves_a_recorded_node_and_raises_for_a_missing_one(tmp_pa
                 "model_call", {"j": 1}, charges={"steps": 1}, fn=lambda p: 1 / 0
             )
             assert node.result == {"j": 1}
-            assert run.report()["avoided"] == {"steps": 1}
+            assert {k: v for k, v in run.report()["avoided"].items() if v} == {"steps": 1}
             with pytest.raises(MissingRecording):
                 await run.record_charged("model_call", {"j": 2}, charges={}, fn=dict)
 

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The console script of pollux[cli], installed next to the interpreter.
+#: The console script of pollux-ai[cli], installed next to the interpreter.
 POLLUX = Path(sys.executable).with_name("pollux")
 POLLARD = Path(sys.executable).with_name("pollard")
 
@@ -17,6 +17,7 @@ _CLEARED = (
     "POLLUX_PROVIDER",
     "POLLUX_MODEL",
     "POLLUX_LOCAL_BASE_URL",
+    "POLLUX_LOCAL_API_KEY",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "GEMINI_API_KEY",

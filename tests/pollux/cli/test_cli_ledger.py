@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pollard import SQLiteStore
+from pollux._cli.main import main
 from pollux.testing import Emulator
 from tests.pollard._postgres import drop_store, fresh_schema, fresh_store_id, row_count
 
@@ -73,13 +77,52 @@ def test_a_call_budget_refuses_the_rest_and_reports_them(tmp_path: Path) -> None
         isinstance(error, dict) and error["type"] == "BudgetExceeded" and error["meter"] == "steps"
     )
     assert "1 refused" in result.stderr
-    # The budget belongs to the run label: a second run has nothing left.
+    # The budget belongs to the run label: a second run has nothing left, and the ledger (not
+    # an --out file) decides what was answered: the two answers are served, not asked again.
     again = pollux(*args, cwd=tmp_path)
     assert again.code == 1
-    assert sum(r["status"] == "refused" for r in _records(again.stdout).values()) == 3
+    assert [_records(again.stdout)[i]["status"] for i in range(3)] == ["ok", "ok", "refused"]
+    assert "spent nothing; avoided steps=2 " in again.stderr
     # Replay serves the refusal as recorded, and no budget can be given to it.
     replay = pollux("many", "q.txt", "--mock", "--ledger", "runs.db", "--replay", cwd=tmp_path)
     assert replay.code == 1 and _records(replay.stdout)[2]["status"] == "refused"
+
+
+def test_answers_in_the_ledger_but_not_in_out_are_served_not_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A command killed (or interrupted) after a step committed and before its line was written
+    # leaves answers that only the ledger has; the resume serves them from it. In process (the
+    # console script is the same main()), so the test stays fast.
+    monkeypatch.chdir(tmp_path)
+    prompts = [f"Question {i}?" for i in range(6)]
+    (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
+    args = [
+        "many",
+        "q.txt",
+        "--mock",
+        "--ledger",
+        "runs.db",
+        "--max-calls",
+        "6",
+        "--out",
+        "a.jsonl",
+    ]
+    assert main(args) == 0
+    out = tmp_path / "a.jsonl"
+    lines = out.read_text().splitlines()
+    out.write_text("".join(f"{x}\n" for x in lines if json.loads(x)["index"] not in (1, 4)))
+    capsys.readouterr()
+    assert main(args) == 0
+    stderr = capsys.readouterr().err
+    assert "6 of 6 answered (4 earlier)" in stderr
+    assert "spent nothing; avoided steps=2 " in stderr
+    assert "run total steps=6 " in stderr  # 6 prompts, exactly 6 charged steps
+    assert sorted(json.loads(x)["index"] for x in out.read_text().splitlines()) == [*range(6)]
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        (root,) = store.roots()
+        children = store.children(root.id)
+    assert [n.kind.value for n in children] == ["model_call"] * 6  # no call_repeated note
 
 
 def test_a_token_budget_refuses_before_the_call(tmp_path: Path, emu: Emulator) -> None:
@@ -220,3 +263,106 @@ def test_replay_from_a_missing_postgresql_store_says_what_is_missing(
         assert "never creates" in result.stderr
     finally:
         drop_store(pg_dsn, known)
+
+
+@pytest.mark.parametrize("command", ["many", "ask"])
+def test_a_tampered_ledger_is_one_integrity_line_on_replay(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.txt").write_text("Who are the twins?\n")
+    ledger = ["--mock", "--ledger", "runs.db", "--label", "twins"]
+    what = ["q.txt"] if command == "many" else ["Who are the twins?"]
+    assert main([command, *what, *ledger]) == 0
+    with sqlite3.connect(tmp_path / "runs.db") as conn:  # an answer changed behind pollard
+        conn.execute("UPDATE nodes SET result = replace(result, 'Mock', 'Evil') WHERE kind = 1")
+    capsys.readouterr()
+    assert main([command, *what, *ledger, "--replay"]) == 2
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if "integrity" in line]
+    assert len(errors) == 1 and errors[0].startswith("pollux: ledger integrity error: node ")
+    assert "hint: run 'pollard verify runs.db'" in captured.err
+    assert "Evil" not in captured.out
+
+
+@pytest.mark.postgres
+def test_a_postgresql_connection_loss_mid_many_is_reported_and_resumed(
+    tmp_path: Path,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The server ends the store's sessions (pg_terminate_backend, as a restart would) while
+    # the fan-out commits: no traceback, every prompt is accounted for, and the resume after a
+    # kill asks nothing the ledger already has.
+    psycopg = pytest.importorskip("psycopg")
+    from pollard import PostgresStore
+    from pollux._cli.ledger import Ledger
+
+    store_id = fresh_store_id("pollux-cli")
+
+    def lose(store: PostgresStore) -> None:
+        # Only this store's connections: others share the server.
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            for _, conn in list(store._connections):
+                if not conn.closed:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+
+    def losing(method: Any, at: int) -> Any:
+        calls = 0
+
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == at and isinstance(self, PostgresStore):
+                lose(self)
+            elif calls == at:  # the store went away for good (a server that stays down)
+                self.runtime.store.close()
+            return method(self, *args, **kwargs)
+
+        return call
+
+    # Connections lost before a reservation and before a commit; no store for the cost line.
+    for owner, name, at in (
+        (PostgresStore, "reserve", 5),
+        (PostgresStore, "commit", 7),
+        (Ledger, "report_line", 1),
+    ):
+        monkeypatch.setattr(owner, name, losing(getattr(owner, name), at))
+    monkeypatch.chdir(tmp_path)
+    prompts = [f"Question {i}?" for i in range(10)]
+    (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
+    spec = f"{pg_dsn}#{store_id}"
+    args = ["many", "q.txt", "--mock", "--ledger", spec, "--max-calls", "10", "--out", "a.jsonl"]
+    try:
+        code = main(args)  # in process: a traceback would be this call raising
+        stderr = capsys.readouterr().err
+        assert code in (0, 1), stderr
+        out = tmp_path / "a.jsonl"
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert sorted(r["index"] for r in records) == [*range(10)]  # not abandoned
+        failed = [r for r in records if r["status"] == "failed"]
+        assert failed and all("lost the connection" in r["error"]["message"] for r in failed)
+        assert f"{10 - len(failed)} of 10 answered" in stderr
+        assert f"ledger postgresql#{store_id} run" in stderr and pg_dsn not in stderr
+        assert "the cost report could not be read (PollardError: the PostgreSQL store" in stderr
+        # Killed before it wrote some lines: the resume serves those from the ledger.
+        monkeypatch.undo()
+        monkeypatch.chdir(tmp_path)
+        ok = [r for r in records if r["status"] == "ok"]
+        out.write_text("".join(json.dumps(r) + "\n" for r in ok[2:]))
+        assert main(args) == 0
+        stderr = capsys.readouterr().err
+        assert "10 of 10 answered" in stderr
+        assert "avoided steps=2 " in stderr
+        with PostgresStore(pg_dsn, store_id=store_id) as store:
+            (root,) = store.roots()
+            children = store.children(root.id)
+        answers = [n for n in children if n.kind.value == "model_call"]
+        assert len(answers) == 10
+        assert not any(n.payload.get("event") == "call_repeated" for n in children)
+    finally:
+        drop_store(pg_dsn, store_id)

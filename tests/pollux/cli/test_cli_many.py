@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pollard import SQLiteStore
 from pollux.testing import Emulator, ErrorResponse, RecordedRequest
 
 from ._run import POLLUX, clean_env, pollard, pollux
@@ -137,7 +138,9 @@ def _wait_for(predicate: object, what: str, limit: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("ledger", [[], ["--ledger", "runs.db"]], ids=["plain", "ledger"])
+@pytest.mark.parametrize(
+    "ledger", [[], ["--ledger", "runs.db", "--max-calls", "4"]], ids=["plain", "ledger"]
+)
 def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
     tmp_path: Path, emu: Emulator, ledger: list[str]
 ) -> None:
@@ -187,7 +190,17 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
         tree = pollard("show", "runs.db", "pollux many q.txt", "--payloads", cwd=tmp_path)
         assert tree.code == 0, tree.stderr
         assert len(re.findall(r"^[|`]-- model_call ", tree.stdout, re.MULTILINE)) == 4
-        assert "call_cancelled" in tree.stdout
+        assert "call_cancelled" in tree.stdout and "call_repeated" not in tree.stdout
+        # The resume reused the cancelled call's charge: four prompts, four calls charged,
+        # and --max-calls 4 refused nothing (it charged one step more, and refused the fourth
+        # prompt, before resumes reused it).
+        with SQLiteStore(tmp_path / "runs.db") as store:
+            (root,) = store.roots()
+            assert store.totals(root.id)["steps"] == 4
+            third = [n for n in store.children(root.id) if "slow" in json.dumps(n.payload)]
+        (answer,) = [n for n in third if n.kind.value == "model_call"]
+        assert answer.meta["credited"]["steps"] == 1
+        assert "spent steps=1 " in again.stderr and "run total steps=4 " in again.stderr
 
 
 def _on_a_terminal(tmp_path: Path, *args: str, stdout_too: bool) -> str:
@@ -235,7 +248,9 @@ def test_live_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert len(_records(tmp_path / "a.jsonl")) == 3
 
 
-@pytest.mark.parametrize("ledger", [[], ["--ledger", "runs.db"]], ids=["plain", "ledger"])
+@pytest.mark.parametrize(
+    "ledger", [[], ["--ledger", "runs.db", "--max-calls", "4"]], ids=["plain", "ledger"]
+)
 def test_a_shared_file_is_uploaded_once_for_every_prompt(
     tmp_path: Path, emu: Emulator, ledger: list[str]
 ) -> None:

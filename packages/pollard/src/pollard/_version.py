@@ -1,1 +1,1 @@
-__version__ = "0.9.0.dev0"
+__version__ = "2.0.0.dev0"

@@ -197,6 +197,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="also require the seal digest to equal DIGEST (kept apart from the file)",
     )
     _json_flag(p)
+
+    p = add(
+        "migrate",
+        "bring a pollard 0.8 store into this version's layout",
+        "With DST: copy the pollard 0.8 SQLite file SRC into the new file DST (SRC is only "
+        "read). Without: migrate SRC (a SQLite file or a PostgreSQL store spec) in place, in "
+        "one transaction, keeping the 0.8 data (FILE.pollard-0.8.bak, or the pollard08_* "
+        "tables). Every node is rebuilt and checked against its id and result digest; settled "
+        "ledger totals and window events are carried over. Prints each run's seal (equal to "
+        "0.8's).",
+    )
+    p.add_argument("src", metavar="SRC", help="the pollard 0.8 store (file or store spec)")
+    p.add_argument(
+        "dst", metavar="DST", nargs="?", help="a new SQLite file to copy into (must not exist)"
+    )
+    _json_flag(p)
     return parser
 
 

@@ -1,1 +1,1 @@
-__version__ = "2.0.0.dev0"
+__version__ = "2.1.0.dev0"

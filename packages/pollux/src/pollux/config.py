@@ -58,6 +58,9 @@ API_KEY_ENV_VARS: Mapping[str, str] = MappingProxyType(
     }
 )
 LOCAL_BASE_URL_ENV_VAR = "POLLUX_LOCAL_BASE_URL"
+#: The key a key-protected local server wants (sent as ``Authorization: Bearer``), when
+#: ``api_key`` is not passed.
+LOCAL_API_KEY_ENV_VAR = "POLLUX_LOCAL_API_KEY"
 #: The Azure OpenAI resource endpoint when ``Config(base_url=...)`` is unset (the SDK's name).
 AZURE_ENDPOINT_ENV_VAR = "AZURE_OPENAI_ENDPOINT"
 #: The dated Azure OpenAI ``api-version`` when ``Config(api_version=...)`` is unset (the SDK's
@@ -164,14 +167,17 @@ class Config:
     OpenAI-compatible servers may omit ``model`` when the server does not need one. API keys
     are resolved from ``GEMINI_API_KEY``, ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` or
     ``OPENROUTER_API_KEY`` (or a ``.env`` file) when not passed. ``repr``/``str`` never show
-    the key.
+    the key. Gemini's endpoint comes from the SDK's variables: ``GOOGLE_GEMINI_BASE_URL`` (a
+    gateway, a proxy, the emulator) and ``GOOGLE_GENAI_API_VERSION`` (``v1`` by default;
+    ``v1beta`` for a gateway that serves only that, such as LiteLLM's Gemini route).
 
     Args:
         provider: ``"gemini"``, ``"openai"``, ``"anthropic"``, ``"openrouter"``, ``"local"``
             or ``"azure_openai"``.
         model: The provider's model name; optional only for ``provider="local"``. For
             ``"azure_openai"`` it is the deployment name.
-        api_key: Resolved from the provider's environment variable when ``None``.
+        api_key: Resolved from the provider's environment variable when ``None``
+            (``POLLUX_LOCAL_API_KEY`` for ``provider="local"``, where no key is required).
         base_url: Required for ``provider="local"`` (falls back to ``POLLUX_LOCAL_BASE_URL``)
             and ``provider="azure_openai"`` (the resource endpoint,
             ``https://<resource>.openai.azure.com``; falls back to ``AZURE_OPENAI_ENDPOINT``);
@@ -260,8 +266,10 @@ use_mock=False)
             )
         if self.base_url is not None:
             raise ConfigurationError(
-                f"base_url is only valid for provider='local', not {self.provider!r}",
-                hint="Remove base_url, or use provider='local' for an OpenAI-compatible server.",
+                f"base_url is only valid for provider='local' or 'azure_openai', not "
+                f"{self.provider!r}",
+                hint="Remove base_url, or use provider='local' for an OpenAI-compatible server "
+                "(provider='azure_openai' for an Azure OpenAI endpoint).",
             )
         if self.api_key is None and not self.use_mock:
             object.__setattr__(self, "api_key", resolve_api_key(self.provider))
@@ -430,6 +438,10 @@ use_mock=False)
             env_url = _env_value(LOCAL_BASE_URL_ENV_VAR)
             if env_url:
                 object.__setattr__(self, "base_url", env_url)
+        if self.api_key is None and not self.use_mock:
+            # No key is required; a server behind a key (a gateway, vLLM --api-key) gets this one.
+            object.__setattr__(self, "api_key", _env_value(LOCAL_API_KEY_ENV_VAR))
+            register_secret(self.api_key)
         if self.base_url is not None and (
             not isinstance(self.base_url, str)
             or not self.base_url.startswith(("http://", "https://"))

@@ -87,7 +87,18 @@ class PolluxError(Exception):
 
     @hint.setter
     def hint(self, value: str | None) -> None:
-        self.__dict__["_hint"] = scrub(value) if isinstance(value, str) else value
+        value = scrub(value) if isinstance(value, str) else value
+        self.__dict__["_hint"] = value
+        # A printed traceback shows the hint as a note (PEP 678), kept in step with the attribute
+        # when a wrapper rewrites it; notes added by others stay.
+        notes: list[str] = self.__dict__.setdefault("__notes__", [])
+        old = self.__dict__.pop("_hint_note", None)
+        if old in notes:
+            notes.remove(old)
+        if value:
+            note = f"hint: {value}"
+            notes.insert(0, note)
+            self.__dict__["_hint_note"] = note
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore_error, (type(self), self.args, dict(self.__dict__)))

@@ -465,6 +465,99 @@ def cmd_import(args: argparse.Namespace, stack: ExitStack) -> int:
     return 0
 
 
+def _migrated(args: argparse.Namespace, store: Store, message: str, extra: dict[str, Any]) -> int:
+    """Verify a migrated store and print its seals (0.8's); exit 1 on findings."""
+    findings = verify(store)
+    seals = {root.id: seal(store, root.id).digest for root in store.roots()}
+    if args.json:
+        _json({**extra, "ok": findings.ok, "seals": seals})
+    else:
+        _out(message)
+        for root_id, digest in seals.items():
+            _out(f"seal {root_id} {digest}")
+    return 0 if findings.ok else 1
+
+
+def _migrate_in_place(args: argparse.Namespace, spec: StoreSpec, stack: ExitStack) -> int:
+    if spec.kind == "postgres":
+        from pollard.stores.postgres import is_legacy_schema
+
+        dsn = spec.dsn()
+        try:
+            legacy = is_legacy_schema(dsn)
+        except ImportError:
+            raise
+        except Exception as exc:
+            # The driver's message may echo the DSN: open_store reports the problem scrubbed.
+            open_store(spec).close()
+            raise CLIError(f"cannot open {spec.label}: {type(exc).__name__}") from None
+        if not legacy:
+            raise CLIError(f"{spec.label} holds no pollard 0.8 tables: nothing to migrate")
+        store = open_store(spec, create=True)
+        stack.callback(store.close)
+        kept = getattr(store, "migration_backup", None)
+        return _migrated(
+            args,
+            store,
+            f"migrated the pollard 0.8 tables of {spec.label} in place (kept as {kept})",
+            {"source": spec.label, "target": spec.label, "backup": kept},
+        )
+    from pollard.stores.sqlite import SQLiteStore, is_legacy_store
+
+    assert spec.path is not None
+    if not spec.path.is_file():
+        raise CLIError(f"no such file: {args.src}")
+    if not is_legacy_store(spec.path):
+        raise CLIError(f"{args.src} is not a pollard 0.8 store: nothing to migrate")
+    sqlite_store = SQLiteStore(spec.path)
+    stack.callback(sqlite_store.close)
+    backup = None if sqlite_store.migration_backup is None else str(sqlite_store.migration_backup)
+    return _migrated(
+        args,
+        sqlite_store,
+        f"migrated {spec.path} in place (the pollard 0.8 file is kept as {backup})",
+        {"source": str(spec.path), "target": str(spec.path), "backup": backup},
+    )
+
+
+def cmd_migrate(args: argparse.Namespace, stack: ExitStack) -> int:
+    from pollard.stores.sqlite import SQLiteStore, copy_legacy_file, is_legacy_store
+
+    spec = parse_store_spec(args.src)
+    if args.dst is None:
+        return _migrate_in_place(args, spec, stack)
+    if spec.kind != "sqlite" or spec.path is None:
+        raise CLIError(
+            "migrate SRC DST copies a SQLite file; migrate a PostgreSQL store in place with "
+            f"`pollard migrate {args.src}` (then `pollard merge` copies it elsewhere)"
+        )
+    source, target = spec.path, Path(args.dst)
+    if not source.is_file():
+        raise CLIError(f"no such file: {args.src}")
+    if not is_legacy_store(source):
+        raise CLIError(
+            f"{args.src} is not a pollard 0.8 store: nothing to migrate (this version opens it "
+            "as it is)"
+        )
+    if target.exists():
+        raise CLIError(f"{args.dst} exists: migrate writes a new file (choose another name)")
+    store = SQLiteStore(target)
+    stack.callback(store.close)
+    try:
+        count = copy_legacy_file(source, store)
+    except BaseException:
+        store.close()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        raise
+    return _migrated(
+        args,
+        store,
+        f"migrated {count} node(s) from {source} (pollard 0.8) to {target}",
+        {"source": str(source), "target": str(target), "nodes": count},
+    )
+
+
 COMMANDS: dict[str, Handler] = {
     "runs": cmd_runs,
     "show": cmd_show,
@@ -475,6 +568,7 @@ COMMANDS: dict[str, Handler] = {
     "gc": cmd_gc,
     "export": cmd_export,
     "import": cmd_import,
+    "migrate": cmd_migrate,
 }
 
 

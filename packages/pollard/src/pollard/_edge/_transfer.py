@@ -6,6 +6,13 @@ The file is JSON (``indent=2``, sorted keys) in the ``pollard/subtree/v1`` forma
      "content_digest": ..., "nodes": [{"id", "parent", "kind", "attempt", "payload",
      "result", "result_digest", "meta"}, ...]}
 
+The seal is written in pollard 0.8's layout (every entry with its ``kind``, ``parent_id``,
+``result_digest``, ``previous`` and ``seal``), so pollard 0.8 imports these files (it ignores the
+keys it does not know). Import reads both that layout and the short one earlier versions of this
+project wrote (``index``, ``node_id``, ``digest`` per entry), and files exported by pollard 0.8,
+which have no ``content_digest``: their metadata is covered by no digest (0.8 had none), their
+ids, results and seal are checked as usual.
+
 Nodes are in walk (preorder) order; ``payload``, ``result`` and ``meta`` are the exact stored JSON
 texts, so digests recompute byte for byte. ``content_digest`` is a SHA-256 over every node record
 including metadata (the seal leaves metadata out).
@@ -258,7 +265,9 @@ def read_subtree(
             )
         seen.add(node.id)
         nodes.append(node)
-    if document.get("content_digest") != content_digest(records):
+    # pollard 0.8 wrote neither key: its files carry no digest over the metadata.
+    from_08 = "content_digest" not in document and "pollard_version" not in document
+    if not from_08 and document.get("content_digest") != content_digest(records):
         raise IntegrityError(
             "the file's content digest does not match its nodes (edited after export)", root_id
         )

@@ -30,6 +30,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pollard._core._canon import node_id, payload_digest, validate_json
 from pollard._core._node import NodeKind
+from pollard._governance._legacy08 import (
+    blocked_digests_08,
+    identity_payload_08,
+    registry_digest_08,
+)
 from pollard._step._effects import Effect, Invoke, Offload, Step, io
 from pollard.errors import ConfirmationRequired, IntegrityError, PolicyViolation, PollardError
 from pollard.policy import Decision, PolicyContext
@@ -128,8 +133,12 @@ def _refuse(
     spec: ActionSpec | None = None,
     extra: Mapping[str, Any] | None = None,
     error: Callable[[str], PollardError] | None = None,
+    original: Mapping[str, Any] | None = None,
 ) -> Step:
-    """Record a policy refusal under the cursor and raise (the generator never returns)."""
+    """Record a policy refusal under the cursor and raise (the generator never returns).
+
+    ``original``: the call's unredacted args, to find a refusal pollard 0.8 recorded in replay.
+    """
     registry = fw.registry
     payload = _refusal_payload(rule, detail, blocked, tool=tool, version=version, spec=spec)
     payload.update(extra or {})
@@ -137,9 +146,13 @@ def _refuse(
     def violation(refusal_id: str) -> PollardError:
         return PolicyViolation(f"tool_call refused: {detail}", refusal_id, detail=detail)
 
+    legacy = () if original is None else blocked_digests_08(tool, original, spec, registry)
     return (
         yield from state.refuse(
-            payload, error or violation, meta={"registry_digest": registry.registry_digest}
+            payload,
+            error or violation,
+            meta={"registry_digest": registry.registry_digest},
+            legacy_digests=legacy,
         )
     )
 
@@ -179,6 +192,7 @@ def tool_call(
                 blocked,
                 tool=name,
                 version=version,
+                original=original,
             )
         )
     redacted = spec.redact_args(original, _marker(registry))
@@ -194,6 +208,7 @@ def tool_call(
                 tool=name,
                 version=version,
                 spec=spec,
+                original=original,
             )
         )
     finding = spec.validate(original, engine=registry.schema_engine)
@@ -208,6 +223,7 @@ def tool_call(
                 tool=name,
                 version=spec.version,
                 spec=spec,
+                original=original,
             )
         )
     return (yield from _admit(fw, state, spec, original, payload, attempt, confirmed=False))
@@ -271,6 +287,12 @@ def _admit(
     step_payload = {**payload, "dry_run": True} if dry else payload
     if state.mode != "record":
         found = yield from state.lookup(_TOOL, step_payload, attempt)
+        if found is None and not dry:
+            # A call pollard 0.8 recorded has its older identity: serve that node as it is.
+            legacy = identity_payload_08(spec, fw.registry, original)
+            found = yield from state.lookup(_TOOL, legacy, attempt)
+            if found is not None and found.result is not None:
+                return (yield from state.step(_TOOL, legacy, _unreachable, None, attempt=attempt))
         if found is not None and (found.result is not None or found.meta.get("dry_run")):
             # Recorded calls were admitted when they were recorded: serve them as they are.
             if dry:
@@ -288,6 +310,7 @@ def _admit(
                 tool=spec.name,
                 version=spec.version,
                 spec=spec,
+                original=original,
             )
         )
     if decision is Decision.CONFIRM and not confirmed:
@@ -560,6 +583,8 @@ def bind_root(fw: Firewall, state: RunState) -> None:
     if root is None:  # replay of a run that was never recorded: MissingRecording comes later
         return
     bound = root.meta.get("registry_digest")
+    if bound is not None and bound != digest and bound == registry_digest_08(fw.registry):
+        return  # recorded by pollard 0.8 under this same registry (0.8 digested it differently)
     if bound is not None and bound != digest:
         raise IntegrityError(
             f"run root is already bound to a different registry (run {state.label!r} was "

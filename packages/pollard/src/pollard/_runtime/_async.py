@@ -203,6 +203,7 @@ class AsyncRun(RunView):
         attempt: int = 0,
         on_delta: Callable[[Any], Any] | None = None,
         keep_chunks: bool = False,
+        resume: bool = False,
     ) -> Node:
         """Run a model call as one governed step; see `Run.model_call`."""
         if not callable(fn):
@@ -216,6 +217,7 @@ class AsyncRun(RunView):
                 attempt=attempt,
                 on_delta=on_delta,
                 keep_chunks=keep_chunks,
+                resume=resume,
             )
         )
 

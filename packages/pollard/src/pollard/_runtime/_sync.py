@@ -494,6 +494,7 @@ class Run(RunView):
         attempt: int = 0,
         on_delta: Callable[[Any], Any] | None = None,
         keep_chunks: bool = False,
+        resume: bool = False,
     ) -> Node:
         """Run a model call as one governed step.
 
@@ -509,6 +510,10 @@ class Run(RunView):
             attempt: The attempt number (identical calls with different attempts are distinct).
             on_delta: Called with each chunk, in order.
             keep_chunks: Store the chunks with the result.
+            resume: This call may have been dispatched before, by a run that was interrupted:
+                in every mode its stored answer (the same call, parent and attempt) is served
+                instead of sending it again, and what its cancelled dispatches were charged
+                counts toward this one rather than adding to it (hybrid mode always resumes).
 
         Returns:
             The recorded (or served) node; the cursor moves onto it.
@@ -529,6 +534,7 @@ class Run(RunView):
                 attempt=attempt,
                 on_delta=on_delta,
                 keep_chunks=keep_chunks,
+                resume=resume,
             )
         )
 

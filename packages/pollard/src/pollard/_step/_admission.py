@@ -8,7 +8,7 @@ exception.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,18 +30,37 @@ from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 if TYPE_CHECKING:
     from pollard._step._state import CursorState
 
-__all__ = ["Estimates", "admit", "check_depth", "precheck", "refuse", "refuse_budget"]
+__all__ = [
+    "Estimates",
+    "admit",
+    "check_depth",
+    "net_estimates",
+    "precheck",
+    "refuse",
+    "refuse_budget",
+]
 
 Estimates = dict[str, tuple[Decimal | None, bool]]
 """Precheck estimates by meter: ``(amount or None, whether approximate)``."""
 
 
-def admit(state: CursorState, node: Node) -> Step:
-    """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``."""
+def admit(state: CursorState, node: Node, credit: Mapping[str, Decimal] | None = None) -> Step:
+    """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``.
+
+    ``credit`` (a resumed step, see `pollard._step._resume`) is what the call's cancelled
+    dispatches were already charged: only the estimate beyond it is held, and a meter it covers
+    is not claimed at all (so a budget those dispatches exhausted still admits their resume).
+    """
     rt = state.rt
     yield from check_depth(state, node)
     estimates = _estimates(state, node.kind.value, node.payload)
-    claims, windows = _claims(state, estimates)
+    if credit:
+        net = net_estimates(estimates, credit)
+        claims, windows = _claims(state, net)
+        covered = {name for name in credit if net.get(name, (None, False))[0] == 0}
+        claims = [claim for claim in claims if claim.meter not in covered]
+    else:
+        claims, windows = _claims(state, estimates)
     if not (claims or windows):
         return estimates, None
     # If the step is cancelled while an offloaded reserve runs, the driver waits for it and
@@ -83,6 +102,16 @@ def check_depth(state: CursorState, node: Node) -> Step:
                 Decimal(state.depth),
             )
             yield from refuse_budget(state, short, node)
+
+
+def net_estimates(estimates: Estimates, credit: Mapping[str, Decimal]) -> Estimates:
+    """What a resumed dispatch may cost beyond its credit, by meter (never below zero)."""
+    out = dict(estimates)
+    for name, amount in credit.items():
+        estimate, approximate = out.get(name, (None, False))
+        if estimate is not None:
+            out[name] = (max(estimate - amount, ZERO), approximate)
+    return out
 
 
 def _estimates(state: CursorState, kind: str, payload: Any) -> Estimates:
@@ -159,8 +188,13 @@ def refuse(
     error: Callable[[str], PollardError],
     *,
     meta: Mapping[str, Any] | None = None,
+    legacy_digests: Sequence[str] = (),
 ) -> Generator[Effect, Any, NoReturn]:
-    """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``."""
+    """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``.
+
+    ``legacy_digests``: the blocked payload digests pollard 0.8 would have recorded for this
+    refusal; replay serves such a recorded refusal (0.8's refusal payloads differ from ours).
+    """
     rt = state.rt
     node = Node.create(
         NodeKind.REFUSAL,
@@ -169,6 +203,18 @@ def refuse(
         meta={"created_at": utc_now_iso(), **(meta or {})},
     )
     if rt.mode == "replay" and not (yield io(rt.store.exists, node.id)):
+        if legacy_digests:
+            siblings: list[Node] = yield io(rt.store.children, state.cursor_id)
+            for sibling in siblings:
+                recorded = sibling.payload if isinstance(sibling.payload, Mapping) else {}
+                if (
+                    sibling.kind is NodeKind.REFUSAL
+                    and recorded.get("reason") == payload.get("reason")
+                    and recorded.get("blocked_kind") == payload.get("blocked_kind")
+                    and recorded.get("blocked_payload_digest") in legacy_digests
+                ):
+                    state.move(sibling)
+                    raise error(sibling.id)
         shown = ", ".join(f"{key}={payload[key]}" for key in sorted(payload) if key != "detail")
         digest = hashlib.sha256(node.canonical_payload or b"").hexdigest()
         raise MissingRecording(

@@ -17,18 +17,22 @@ twice); a repeated dispatch of an existing node in record mode is charged and re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
-from typing import Any, NoReturn
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._step import _admission as admission
 from pollard._step import _execute as execute
 from pollard._step import _replay as replay
+from pollard._step import _resume
 from pollard._step import _settle as settle
 from pollard._step._effects import Effect, Step, io
 from pollard._step._state import CursorState
 from pollard.errors import MissingRecording, PollardError
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["ARGS", "PAYLOAD", "RunState"]
 
@@ -68,8 +72,13 @@ class RunState(CursorState):
         on_delta: Callable[[Any], Any] | None = None,
         keep_chunks: bool = False,
         meta: Mapping[str, Any] | None = None,
+        resume: bool = False,
     ) -> Step:
-        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node."""
+        """Run one step: lookup, admission, ``fn(arg)`` once, settlement; return the node.
+
+        ``resume`` (always on in hybrid mode): a stored answer of this call is served, and
+        the charges of its cancelled dispatches count toward this one (`_resume`).
+        """
         node = Node.create(kind, self.cursor_id, payload, attempt=attempt)
         # fn gets the caller's own object: the identity was snapshotted above, so nothing fn or
         # the caller does to it later can change the recorded payload.
@@ -81,11 +90,18 @@ class RunState(CursorState):
             found = yield from replay.recorded(self, node, executable=True)
             if found is not None:
                 return (yield from replay.serve(self, found, on_delta))
-        estimates, reservation = yield from admission.admit(self, node)
+        credit = None
+        if self.rt.mode == "record" and resume:
+            found, credit = yield from _resume.lookup(self, node)
+            if found is not None:
+                return (yield from replay.serve(self, found, on_delta))
+        elif self.rt.mode == "hybrid":
+            credit = yield from _resume.credit(self, node)
+        estimates, reservation = yield from admission.admit(self, node, credit)
         try:
             return (
                 yield from execute.execute(
-                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta
+                    self, node, fn, arg, estimates, reservation, on_delta, keep_chunks, meta, credit
                 )
             )
         finally:
@@ -98,12 +114,14 @@ class RunState(CursorState):
         error: Callable[[str], PollardError],
         *,
         meta: Mapping[str, Any] | None = None,
+        legacy_digests: Sequence[str] = (),
     ) -> Generator[Effect, Any, NoReturn]:
         """Record a refusal under the cursor, move onto it and raise ``error(refusal_id)``.
 
-        In replay mode the refusal must already be recorded (it is never written).
+        In replay mode the refusal must already be recorded (it is never written); one pollard
+        0.8 recorded is found by its blocked payload digest among ``legacy_digests``.
         """
-        yield from admission.refuse(self, payload, error, meta=meta)
+        yield from admission.refuse(self, payload, error, meta=meta, legacy_digests=legacy_digests)
         raise AssertionError("unreachable: refuse() raises")  # pragma: no cover
 
     def lookup(self, kind: str, payload: Any, attempt: int = 0) -> Step:

@@ -6,16 +6,18 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from pollard._core._amounts import charges_meta
+from pollard._core._amounts import charges_meta, plain_map
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node
 from pollard._core._usage import TOKEN_FIELDS, unusable_counts
 from pollard._step import _settle as settle
-from pollard._step._admission import Estimates
+from pollard._step._admission import Estimates, net_estimates
 from pollard._step._effects import END, CloseStream, Emit, Invoke, NextChunk, Step
 from pollard._step._protocols import Readings
+from pollard._step._resume import net_charges
 
 if TYPE_CHECKING:
     from pollard._step._state import CursorState
@@ -33,8 +35,13 @@ def execute(
     on_delta: Callable[[Any], Any] | None,
     keep_chunks: bool,
     extra_meta: Mapping[str, Any] | None,
+    credit: Mapping[str, Decimal] | None = None,
 ) -> Step:
-    """Run ``fn(arg)`` for an admitted step and settle it; a failure is recorded, then raised."""
+    """Run ``fn(arg)`` for an admitted step and settle it; a failure is recorded, then raised.
+
+    ``credit`` (a resumed step) is what the call's cancelled dispatches were charged: the
+    answer, or another cancellation, is charged only beyond it (`pollard._step._resume`).
+    """
     rt = state.rt
     kind = node.kind.value
     meta: dict[str, Any] = {"created_at": utc_now_iso()}
@@ -79,6 +86,9 @@ def execute(
         if extra_meta:
             meta.update(extra_meta)
         amounts = settle.charges(state, kind, node.payload, result, meta, estimates=None)
+        if credit:
+            amounts, used = net_charges(amounts, credit)
+            meta["credited"] = plain_map(used)
         for meter in rt.annotators:
             patch = meter.settle_meta(kind, node.payload, result, meta)
             if patch:
@@ -94,6 +104,8 @@ def execute(
         if isinstance(exc, Exception):
             yield from settle.record_failure(state, node, exc, estimates, reservation, duration)
             raise
+        if credit:  # cancelled again: charged only beyond what the earlier ones were
+            estimates = net_estimates(estimates, credit)
         try:
             yield from settle.record_failure(state, node, exc, estimates, reservation, duration)
         except Exception:

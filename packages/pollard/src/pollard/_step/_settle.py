@@ -79,10 +79,21 @@ def _commit(
     windows: Sequence[WindowEvent],
     reservation: str | None,
 ) -> Io:
-    """The effect committing ``node`` with its charges into every scope (False: id exists)."""
+    """The effect committing ``node`` with its charges into every scope (False: id exists).
+
+    A step cancelled while its commit runs in a worker thread never sees the commit's answer,
+    so the charges a finished commit settled are counted as spent there (``undo``): the run's
+    ``spent`` is what the ledger charged, cancellation or not.
+    """
+
+    def counted(committed: bool) -> None:
+        if committed:
+            state.add_spent(charges)
+
     return io(
         state.rt.store.commit,
         node,
+        undo=counted,
         scopes=state.scope_ids(),
         charges=charges,
         windows=windows,

@@ -8,6 +8,7 @@ for typing (``tests/test_pollard_layers.py`` checks the package has no import cy
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from pollard._core._store import Store
 
 __all__ = ["CursorState"]
+
+_SPENT_LOCK = threading.Lock()
 
 
 class CursorState:
@@ -117,10 +120,14 @@ class CursorState:
         return self._scope_ids
 
     def add_spent(self, charges: Mapping[str, Decimal]) -> None:
-        """Count settled charges as spent by this run object."""
-        spent = self.spent
-        for name, amount in charges.items():
-            spent[name] = spent.get(name, ZERO) + amount
+        """Count settled charges as spent by this run object.
+
+        Locked: a cancelled step's finished commit is counted from a worker thread.
+        """
+        with _SPENT_LOCK:
+            spent = self.spent
+            for name, amount in charges.items():
+                spent[name] = spent.get(name, ZERO) + amount
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -146,11 +153,14 @@ class CursorState:
     def report(self, *, exact: bool = False) -> dict[str, dict[str, Any]]:
         """Spent and avoided charges of this run object, plus the root scope's ledger totals.
 
-        Plain numbers by default; ``exact=True`` gives exact decimal strings.
+        Plain numbers by default; ``exact=True`` gives exact decimal strings. Every meter of
+        the runtime is listed, at zero when nothing was charged to it, so a report reads the
+        same whether or not this run object spent anything (a replay, a refused step).
         """
         form = exact_map if exact else plain_map
+        zeros = dict.fromkeys(self.rt.meter_names, Decimal(0))
         return {
-            "spent": form(self.spent),
-            "avoided": form(self.avoided),
-            "total": form(self.rt.store.totals(self.root_id)),
+            "spent": form(zeros | dict(self.spent)),
+            "avoided": form(zeros | dict(self.avoided)),
+            "total": form(zeros | dict(self.rt.store.totals(self.root_id))),
         }

@@ -14,6 +14,7 @@ import importlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
@@ -33,6 +34,7 @@ from pollard._core._ledger import (
 from pollard._core._node import Node
 from pollard.errors import IntegrityError, PollardError
 from pollard.stores._common import check_new_node
+from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._pgtext import (
     COMMIT_NAME,
     FUNCTION_NAMES,
@@ -43,6 +45,7 @@ from pollard.stores._pgtext import (
 )
 from pollard.stores._sql import (
     LEDGER_HINT,
+    SCHEMA_VERSION,
     Dialect,
     SqlStore,
     check_store_id,
@@ -51,7 +54,7 @@ from pollard.stores._sql import (
     stored_amount,
 )
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "is_legacy_schema"]
 
 _INSTALL = 'PostgresStore needs psycopg 3: pip install "pollard[pg]"'
 
@@ -329,6 +332,8 @@ class PostgresStore(SqlStore):
         self._closed = False
         self._tables_exist = False
         self._functions = False  # whether the database holds the step functions (on open)
+        # The 0.8 tables kept when this open migrated them ("pollard08_*"), else None.
+        self.migration_backup: str | None = None
         self._prepare_statements()
         try:
             self._init_schema()
@@ -1074,12 +1079,77 @@ class PostgresStore(SqlStore):
         # An existing schema needs no DDL, so a role without CREATE privilege can open it.
         self._tables_exist = row is not None and row[0] == len(names)
         self._functions = row is not None and bool(row[1])
+        legacy = self._is_legacy()
         if self.read_only:
+            if legacy:
+                raise PollardError(
+                    "the pollard_* tables in this PostgreSQL schema were written by pollard 0.8 "
+                    "and are not migrated yet; a writable open (or `pollard migrate STORE`) "
+                    "migrates them",
+                    hint="open the store once without read_only=True: it is migrated in one "
+                    "transaction, the 0.8 tables are kept as pollard08_*",
+                )
             self._check_readable()
             return
+        if legacy:
+            self._migrate_legacy()
         super()._init_schema()
         if not self._functions:
             self._create_functions()
+
+    def _is_legacy(self) -> bool:
+        """Whether this schema's ``pollard_nodes`` is pollard 0.8's (it has no ``interned``)."""
+        with self._cursor() as cur:
+            return self._is_legacy_in(cur)
+
+    def _migrate_legacy(self) -> None:
+        """Migrate every store of pollard 0.8's tables to this layout, in one transaction.
+
+        The 0.8 tables (and their indexes) are renamed to ``pollard08_*`` and kept, as the backup;
+        a concurrent opener waits on the schema lock and then finds the migrated layout.
+        """
+        with self._transaction() as cur:
+            cur.execute(self.dialect.schema_lock)
+            if not self._is_legacy_in(cur):
+                return
+            renamed: dict[str, str] = {}
+            for name in LEGACY_TABLES:
+                old, new = f"pollard_{name}", f"{LEGACY_PREFIX}{name}"
+                cur.execute("SELECT to_regclass(%s) IS NOT NULL", (old,))
+                found = cur.fetchone()
+                if not (found and found[0]):
+                    continue
+                cur.execute(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                    "AND tablename = %s",
+                    (old,),
+                )
+                for (index,) in cur.fetchall():
+                    target = LEGACY_PREFIX + index.removeprefix("pollard_")
+                    cur.execute(f'ALTER INDEX "{index}" RENAME TO "{target}"')
+                cur.execute(f"ALTER TABLE {old} RENAME TO {new}")
+                renamed[name] = new
+            for statement in SqlStore._schema(self):
+                cur.execute(statement)
+            ids: set[str] = set()
+            for name in ("nodes", "budget_state", "window_events"):
+                if name in renamed:
+                    cur.execute(f"SELECT DISTINCT store_id FROM {renamed[name]}")
+                    ids.update(row[0] for row in cur.fetchall())
+            for store_id in sorted(ids):
+                writer = _Statements(store_id, self.intern_payloads, self.intern_threshold)
+                writer.copy_from(cur, renamed)
+        self.migration_backup = ", ".join(sorted(renamed.values()))
+        self._tables_exist = False  # the new tables exist now; _init_schema re-checks nothing
+
+    def _is_legacy_in(self, cur: Any) -> bool:
+        cur.execute(
+            "SELECT count(*) FILTER (WHERE column_name = 'interned'), count(*) FROM "
+            "information_schema.columns WHERE table_schema = current_schema() AND table_name = %s",
+            (self._t["nodes"],),
+        )
+        row = cur.fetchone()
+        return row is not None and row[1] > 0 and row[0] == 0
 
     def _create_functions(self) -> None:
         """Add the step functions to a new store or to one an older version created.
@@ -1146,3 +1216,48 @@ class PostgresStore(SqlStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore(store_id={self._store_id!r})"
+
+
+def is_legacy_schema(conninfo: str) -> bool:
+    """Whether the schema ``conninfo`` searches holds pollard 0.8's tables (read only).
+
+    Raises:
+        ImportError: psycopg is not installed.
+    """
+    psycopg = _psycopg()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE column_name = 'interned'), count(*) FROM "
+            "information_schema.columns WHERE table_schema = current_schema() AND "
+            "table_name = 'pollard_nodes'"
+        ).fetchone()
+    return row is not None and row[1] > 0 and row[0] == 0
+
+
+class _Statements(SqlStore):
+    """PostgreSQL statements and row encoding for one store id, without a connection.
+
+    A migration writes every 0.8 store of the schema inside one transaction of the store being
+    opened; this gives it each store id's statements (the id is a literal in them).
+    """
+
+    dialect = PostgresStore.dialect
+
+    def __init__(self, store_id: str, intern_payloads: bool, intern_threshold: int) -> None:
+        super().__init__(
+            store_id=store_id,
+            intern_payloads=intern_payloads,
+            intern_threshold=intern_threshold,
+            clock=time.time,
+        )
+
+    def copy_from(self, cur: Any, tables: dict[str, str]) -> int:
+        """Copy this store id's rows of the renamed 0.8 ``tables`` through ``cur``."""
+        cur.execute(self._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
+        cur.execute(self._sql["kv_init"], ("migrated_from", "pollard 0.8"))
+        return copy_legacy(
+            cur, tables, self._sql, self._encode, cur, store_id=self._store_id, param="%s"
+        )
+
+    def close(self) -> None:
+        """Nothing to close."""

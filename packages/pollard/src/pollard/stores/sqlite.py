@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 import weakref
@@ -15,7 +17,8 @@ from typing import Any
 
 from pollard.errors import PollardError
 from pollard.stores._io_thread import IoThread, Outcome, run_each
-from pollard.stores._sql import Dialect, SqlStore
+from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
+from pollard.stores._sql import SCHEMA_VERSION, Dialect, SqlStore
 
 __all__ = ["SQLiteStore", "read_only_uri"]
 
@@ -60,6 +63,60 @@ def has_pollard_tables(path: Path) -> bool:
         return connection.execute(query).fetchone() is not None
     finally:
         connection.close()
+
+
+_LEGACY_NODE_COLUMNS = frozenset(
+    ("id", "parent", "kind", "attempt", "payload", "result", "result_digest", "meta")
+)
+
+
+def is_legacy_store(path: Path) -> bool:
+    """Whether ``path`` is a SQLite store written by pollard 0.8 (read without writing)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    connection = sqlite3.connect(read_only_uri(path), uri=True)
+    try:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(nodes)")}
+        kv = {row[1] for row in connection.execute("PRAGMA table_info(kv)")}
+    except sqlite3.DatabaseError:
+        return False  # not a database: the normal open reports it
+    finally:
+        connection.close()
+    # 0.8's exact layout, so another application's "nodes" table is never taken for one.
+    return columns == _LEGACY_NODE_COLUMNS and kv == {"k", "v"}
+
+
+def _legacy_tables(cur: Any, prefix: str = "") -> dict[str, str]:
+    cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    present = {row[0] for row in cur.fetchall()}
+    return {name: f"{prefix}{name}" for name in LEGACY_TABLES if f"{prefix}{name}" in present}
+
+
+def _legacy_version(cur: Any, kv: str | None) -> str:
+    if kv is None:
+        return "pollard 0.8"
+    cur.execute(f"SELECT v FROM {kv} WHERE k = 'schema_version'")
+    row = cur.fetchone()
+    return f"pollard 0.8 (schema_version {row[0] if row else '?'})"
+
+
+def backup_path(path: Path) -> Path:
+    """The first free ``<file>.pollard-0.8.bak[.N]`` name beside ``path``."""
+    candidate = Path(f"{path}.pollard-0.8.bak")
+    n = 1
+    while candidate.exists():
+        candidate = Path(f"{path}.pollard-0.8.bak.{n}")
+        n += 1
+    return candidate
+
+
+def copy_legacy_file(src_path: Path, store: SQLiteStore) -> int:
+    """Copy the pollard 0.8 store at ``src_path`` (read only) into ``store`` in one transaction.
+
+    Returns:
+        The number of nodes copied.
+    """
+    return store._copy_legacy_file(src_path)
 
 
 def _refuse_unwritable(path: Path) -> None:
@@ -146,14 +203,103 @@ class SQLiteStore(SqlStore):
         self._closed = False
         self._io: IoThread | None = None
         self._io_conn: sqlite3.Connection | None = None  # the I/O thread's one connection
+        # What connections open: the file itself, or for a read-only open of a pollard 0.8
+        # store a migrated copy in a temporary folder (reading never writes the store).
+        self._data_path = self.path
+        self._scratch: str | None = None
+        # The backup copy kept when this open migrated a pollard 0.8 file in place.
+        self.migration_backup: Path | None = None
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"no SQLite store at {self.path}")
+        legacy = is_legacy_store(self.path)
         if not read_only:
+            if legacy:
+                effective = os.access in os.supports_effective_ids
+                if not os.access(self.path, os.W_OK, effective_ids=effective):
+                    raise PollardError(
+                        f"{self.path} was written by pollard 0.8 and is not writable, so it "
+                        "cannot be migrated in place; copy it with "
+                        f"`pollard migrate {self.path} NEW.db`",
+                        hint="open it read-only to read it as it is, make the file writable, "
+                        f"or copy it with `pollard migrate {self.path} NEW.db`",
+                    )
             _refuse_unwritable(self.path)
+            if legacy:
+                self.migration_backup = self._migrate_in_place()
             self._init_schema()
         else:
+            if legacy:
+                self._open_migrated_copy()
             with self._use():
                 pass
+
+    def _migrate_in_place(self) -> Path | None:
+        """Migrate a pollard 0.8 file to this layout in one transaction, after a backup copy.
+
+        Returns:
+            The backup file (``None`` when another process migrated it first).
+        """
+        backup = backup_path(self.path)
+        source = sqlite3.connect(read_only_uri(self.path), uri=True)
+        try:
+            target = sqlite3.connect(backup)
+            try:
+                source.backup(target)  # a consistent copy, the 0.8 WAL included
+            finally:
+                target.close()
+        finally:
+            source.close()
+        try:
+            return self._migrate_tables(backup)
+        except BaseException:
+            self.close()  # the constructor fails: nobody else will close its connection
+            backup.unlink(missing_ok=True)  # nothing was migrated: the file is the backup
+            raise
+
+    def _migrate_tables(self, backup: Path) -> Path | None:
+        with self._transaction() as cur:
+            cur.execute("PRAGMA table_info(nodes)")
+            if "interned" in {row[1] for row in cur.fetchall()}:
+                backup.unlink()  # migrated meanwhile by another process
+                return None
+            tables = _legacy_tables(cur)
+            version = _legacy_version(cur, tables.get("kv"))
+            renamed = {}
+            for name, table in tables.items():
+                cur.execute(f"ALTER TABLE {table} RENAME TO {LEGACY_PREFIX}{name}")
+                renamed[name] = f"{LEGACY_PREFIX}{name}"
+            for statement in self._schema():
+                cur.execute(statement)
+            cur.execute(self._sql["kv_init"], ("schema_version", SCHEMA_VERSION))
+            cur.execute(self._sql["kv_init"], ("migrated_from", version))
+            copy_legacy(cur, renamed, self._sql, self._encode, cur)
+            for table in renamed.values():
+                cur.execute(f"DROP TABLE {table}")
+        return backup
+
+    def _copy_legacy_file(self, src_path: Path) -> int:
+        source = sqlite3.connect(read_only_uri(src_path), uri=True)
+        try:
+            src = source.cursor()
+            tables = _legacy_tables(src)
+            version = _legacy_version(src, tables.get("kv"))
+            with self._transaction() as cur:
+                cur.execute(self._sql["kv_init"], ("migrated_from", version))
+                return copy_legacy(src, tables, self._sql, self._encode, cur)
+        finally:
+            source.close()
+
+    def _open_migrated_copy(self) -> None:
+        """Read a pollard 0.8 file through a migrated copy in a temporary folder."""
+        scratch = tempfile.mkdtemp(prefix="pollard-0.8-")
+        self._scratch = scratch
+        weakref.finalize(self, shutil.rmtree, scratch, True)
+        copy = SQLiteStore(Path(scratch) / "migrated.db")
+        try:
+            copy_legacy_file(self.path, copy)
+        finally:
+            copy.close()
+        self._data_path = copy.path
 
     def _connect(self) -> sqlite3.Connection:
         # check_same_thread=False only so that close() may close connections of other threads;
@@ -161,7 +307,10 @@ class SQLiteStore(SqlStore):
         # while an operation is running on it (see _use).
         if self.read_only:
             conn = sqlite3.connect(
-                read_only_uri(self.path), uri=True, isolation_level=None, check_same_thread=False
+                read_only_uri(self._data_path),
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
             )
         else:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -375,6 +524,8 @@ class SQLiteStore(SqlStore):
         for conn in idle:
             conn.close()
         self._local = threading.local()
+        if self._scratch is not None and not self._orphans:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> SQLiteStore:
         return self

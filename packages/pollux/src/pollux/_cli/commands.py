@@ -80,8 +80,16 @@ def _prompt_text(text: str) -> str:
 
 # -- ask ----------------------------------------------------------------------------------------
 
+# The library's hints name Output fields; a shell user gets what to do in the shell.
+_FAILED_HINT = {
+    "structured_output": "loosen the --schema, state the format in the prompt, or use a model "
+    "with native structured output",
+}
 
-def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None:
+
+def _open_ledger(
+    options: LedgerOptions | None, config: Config, *, resume: bool = False
+) -> Ledger | None:
     """The ledger of ``--ledger`` (pollard is imported only then)."""
     if options is None:
         return None
@@ -89,9 +97,9 @@ def _open_ledger(options: LedgerOptions | None, config: Config) -> Ledger | None
         from .ledger import Ledger
     except ImportError as exc:
         raise CLIError(
-            f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux[cli]"'
+            f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux-ai[cli]"'
         ) from None
-    return Ledger.open(options, config)
+    return Ledger.open(options, config, resume=resume)
 
 
 def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
@@ -131,10 +139,20 @@ def _ask(args: argparse.Namespace) -> int:
             answer = await ledger.ask(prompt, environment=environment, output=schema)
         if args.json:
             _out(json.dumps(answer.to_jsonable(), indent=2, ensure_ascii=False))
+        elif answer.failed:
+            pass  # the error below says what went wrong; the text is not the answer asked for
         elif answer.structured is not None:
             _out(json.dumps(jsonable(answer.structured), indent=2, ensure_ascii=False))
         else:
             _out(answer.text)
+        if answer.failed:  # a schema-invalid or non-JSON answer, as 'many' fails its record
+            error = answer.diagnostics.error or {}
+            raise CLIError(
+                f"{error.get('type', 'error')}: {error.get('message', 'the call failed')}",
+                hint=_FAILED_HINT.get(str(error.get("type")), "see the error above")
+                + ("" if args.json else "; --json prints the whole Output, the model's text too"),
+                code=EXIT_FAILED,
+            )
         return EXIT_OK
 
     return _with_report(ledger, lambda: _run(ask()))
@@ -161,7 +179,7 @@ def _many(args: argparse.Namespace) -> int:
         return EXIT_OK
     sink = RecordSink(out)
     try:
-        ledger = _open_ledger(options, config)
+        ledger = _open_ledger(options, config, resume=True)
     except CLIError:
         sink.close()
         raise
@@ -292,6 +310,9 @@ def _status(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     poll = number_option(args.poll_seconds, "--poll-seconds")
+    timeout = None if args.timeout is None else number_option(args.timeout, "--timeout")
+    if timeout is not None and not args.wait:
+        raise CLIError("--timeout needs --wait", hint="pass --wait --timeout N, or drop --timeout")
     handle = read_handle(args.handle)
     ledger: Ledger | None = None
     job: dict[str, Any] = {}
@@ -320,13 +341,24 @@ def _collect(args: argparse.Namespace) -> int:
     async def collect() -> int:
         if args.wait and not (ledger is not None and ledger.options.replay):
             progress = job_progress()
+            loop = asyncio.get_running_loop()
+            deadline = None if timeout is None else loop.time() + timeout
             try:
                 while True:
                     snapshot = await pollux.inspect_deferred(handle)
                     progress.update(snapshot)
                     if snapshot.is_terminal:
                         break
-                    await asyncio.sleep(poll)
+                    if deadline is not None and loop.time() >= deadline:
+                        raise CLIError(
+                            f"job {handle.job_id} is not finished after --timeout {args.timeout} "
+                            f"s (status={snapshot.status}, {snapshot.pending} pending)",
+                            hint=f"it keeps running: collect it later (pollux collect "
+                            f"{args.handle} --wait), or check it with pollux status {args.handle}",
+                            code=EXIT_FAILED,
+                        )
+                    pause = poll if deadline is None else min(poll, deadline - loop.time())
+                    await asyncio.sleep(max(pause, 0))
             finally:
                 progress.close()
         try:

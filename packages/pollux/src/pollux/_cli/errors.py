@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CLIError", "report"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CLIError",
+    "report",
+    "shell_hint",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,9 +37,35 @@ class CLIError(Exception):
         self.code = code
 
 
+# The library's and pollard's hints are written for Python code (``Config(api_key=...)``,
+# ``run.report()``); a shell user can only pass flags and set variables, so the command says those.
+_SHELL_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r" \(or pass (Config\()?api_key=\.\.\.\)?\)", ""),
+        (r"pass Config\(api_key=\.\.\.\)", "set the provider's key variable"),
+        (r"Config\.base_url / ", "--base-url / "),
+        (r"base_url='([^']*)'", r"--base-url \1"),
+        (r"Config\(provider='(\w+)', model='([^']*)'\)", r"--provider \1 --model \2"),
+        (r"(for example )?model='([^']*)'", r"--model \2 (or POLLUX_MODEL)"),
+        (r"use_mock=True", "--mock"),
+        (r"Config\.request_concurrency", "--concurrency"),
+        (r"inspect run\.report\(\)", "run 'pollard report STORE LABEL'"),
+        (r"run\.report\(\)", "'pollard report STORE LABEL'"),
+    )
+)
+
+
+def shell_hint(hint: str) -> str:
+    """A library hint in the shell's terms: flags and variables instead of Python calls."""
+    for pattern, replacement in _SHELL_HINTS:
+        hint = pattern.sub(replacement, hint)
+    return hint
+
+
 def report(error: CLIError) -> int:
     """Print ``error`` as ``pollux: MESSAGE`` and ``hint: HINT`` on stderr; return its exit code."""
     sys.stderr.write(f"pollux: {error.message}\n")
-    sys.stderr.write(f"hint: {error.hint or 'see pollux --help'}\n")
+    sys.stderr.write(f"hint: {shell_hint(error.hint or 'see pollux --help')}\n")
     sys.stderr.flush()
     return error.code

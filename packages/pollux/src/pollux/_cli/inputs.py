@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from pollux import Config, ConfigurationError, DeferredHandle, PolluxError, Source
 from pollux.config import API_KEY_ENV_VARS, KEY_MISSING
+from pollux.interaction._schema_check import check_schema
 
 from .errors import CLIError
 
@@ -255,6 +256,10 @@ def load_schema(path: str | None) -> dict[str, Any] | None:
         ) from None
     if not isinstance(schema, dict):
         raise CLIError(f"--schema {path}: not a JSON object", hint="pass a JSON Schema object")
+    try:  # before any call: a misspelt type would otherwise come back as a silent null
+        check_schema(schema, what=f"--schema {path}")
+    except ConfigurationError as exc:
+        raise CLIError(exc.message, hint="fix the schema file (the path names the spot)") from None
     return schema
 
 

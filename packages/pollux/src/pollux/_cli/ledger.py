@@ -1,6 +1,6 @@
 """``--ledger``: every call as a governed pollard step, through the bridge.
 
-This is the one module of pollux that imports pollard (``pollux[cli]`` installs it): the command
+This is the one module of pollux that imports pollard (``pollux-ai[cli]`` installs it): the command
 line is an application on top of both libraries, and ``import pollux`` never loads it. It uses
 only pollard's public API and the bridge, ``pollard.adapters.pollux``.
 
@@ -18,7 +18,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, MissingRecording, PollardError
+from pollard import (
+    AsyncRun,
+    AsyncRuntime,
+    Budget,
+    BudgetExceeded,
+    IntegrityError,
+    MissingRecording,
+    PollardError,
+)
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
     SharedQuota,
@@ -29,7 +37,7 @@ from pollard.adapters.pollux import (
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import Config, Environment, Output, OutputCollection, PolluxError, Source
 
-from .errors import EXIT_FAILED, CLIError
+from .errors import EXIT_FAILED, CLIError, shell_hint
 from .options import LedgerOptions
 from .records import Record, record_for
 
@@ -43,7 +51,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
     detail: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     hint = getattr(exc, "hint", None)
     if hint:
-        detail["hint"] = hint
+        detail["hint"] = shell_hint(hint)
     return detail
 
 
@@ -56,14 +64,18 @@ class Ledger:
     runtime: AsyncRuntime
     budget: Budget | None
     priced: bool
-    # Run objects on the label's root, one per call in flight (each has its own cursor): every
-    # step is a child of the root, so a run is put back on the root and reused.
+    # The label's run, opened on its root by the first call. Every step is a child of the root,
+    # through a fork of it (its own cursor, no store I/O, charges counted into this run), so
+    # concurrent steps never share a cursor and one report counts them all.
     _runs: list[AsyncRun] = field(default_factory=list)
-    _idle: list[AsyncRun] = field(default_factory=list)
 
     @classmethod
-    def open(cls, options: LedgerOptions, config: Config) -> Ledger:
+    def open(cls, options: LedgerOptions, config: Config, *, resume: bool = False) -> Ledger:
         """Open the store with the meters the budget needs.
+
+        With ``resume`` (``pollux many``) the runtime is pollard's hybrid mode: the ledger, not
+        ``--out``, decides what was answered, so a prompt answered by an earlier (interrupted,
+        killed) command is served from it, and one cancelled in flight reuses its charge.
 
         Raises:
             CLIError: The store cannot be opened, or ``--max-usd`` for a model without a price.
@@ -81,16 +93,24 @@ class Ledger:
         if usd is not None:
             meters.append(usd)
         elif options.max_usd is not None:
+            if not _prices_installed():  # the package is missing, not the model's price
+                raise CLIError(
+                    "--max-usd needs the price package genai-prices, which is not installed",
+                    hint='pip install "pollard[prices]" (or "pollux-ai[cli]"), or use '
+                    "--max-tokens / --max-calls",
+                )
             raise CLIError(
                 f"--max-usd: no price is known for model {config.model!r}",
-                hint='install the prices (pip install "pollard[prices]") or use --max-tokens',
+                hint="use --max-tokens or --max-calls for this model",
             )
         budget = None
         if any(v is not None for v in (options.max_usd, options.max_tokens, options.max_calls)):
             budget = Budget(usd=options.max_usd, tokens=options.max_tokens, steps=options.max_calls)
         try:
             runtime = AsyncRuntime(
-                options.store, meters=meters, mode="replay" if options.replay else "record"
+                options.store,
+                meters=meters,
+                mode="replay" if options.replay else "hybrid" if resume else "record",
             )
         except ImportError as exc:
             raise CLIError(
@@ -124,8 +144,8 @@ class Ledger:
         self.runtime.close()
 
     def _take(self) -> AsyncRun:
-        if self._idle:
-            return self._idle.pop()
+        if self._runs:
+            return self._runs[0].fork()
         try:
             run = self.runtime.run(self.options.label, budget=self.budget)
         except PollardError as exc:
@@ -134,12 +154,32 @@ class Ledger:
                 hint="in --replay, use the --label the calls were recorded under",
             ) from None
         self._runs.append(run)
-        return run
+        return run.fork()
 
-    def _give_back(self, run: AsyncRun) -> None:
-        if run.cursor_id != run.root_id:
-            run.checkout(run.root_id)
-        self._idle.append(run)
+    def _hidden(self, text: str) -> str:
+        """``text`` with the store's DSN (which may hold a password) replaced by its display."""
+        dsn = self.options.store.rpartition("#")[0] or self.options.store
+        return text.replace(dsn, self.options.display)
+
+    def _integrity(self, exc: IntegrityError) -> CLIError:
+        """A ledger changed outside pollard: one line and the command that lists the damage."""
+        return CLIError(
+            f"ledger integrity error: {self._hidden(str(exc))}",
+            hint=f"run 'pollard verify {self.options.display}' to see every finding; the "
+            "ledger was changed outside pollard, so nothing is served from it",
+        )
+
+    def _store_failed(self, exc: PollardError) -> CLIError:
+        """The store failed (a lost connection, a full disk): one line, exit 1."""
+        return CLIError(
+            f"ledger {self.options.display}: {self._hidden(str(exc))}",
+            hint=self._hidden(
+                exc.hint
+                or "check that the ledger is reachable, then run the "
+                "same command again: what the ledger recorded is not asked again"
+            ),
+            code=EXIT_FAILED,
+        )
 
     def _charges(self) -> tuple[dict[str, Decimal], dict[str, Decimal], dict[str, str]]:
         """Spent and avoided by this command's steps, and the label's ledger totals."""
@@ -178,6 +218,10 @@ class Ledger:
                 hint="record it first: run the same command without --replay",
                 code=EXIT_FAILED,
             ) from None
+        except IntegrityError as exc:
+            raise self._integrity(exc) from None
+        except PollardError as exc:
+            raise self._store_failed(exc) from None
 
     async def one(
         self, index: int, prompt: str, attempt: int, *, environment: Environment, output: Any
@@ -201,13 +245,21 @@ class Ledger:
         except MissingRecording as exc:
             error = _error(exc) | {"hint": "record it first: run without --replay"}
             record = Record(index, "missing", prompt=prompt, error=error)
+        except IntegrityError as exc:  # every later prompt would meet it: stop the command
+            raise self._integrity(exc) from None
+        except PollardError as exc:
+            # The store failed for this prompt (a lost connection): it is reported as failed,
+            # and the others go on; a resume asks again only what the ledger has not recorded.
+            error = _error(exc)
+            error["message"] = self._hidden(error["message"])
+            if "hint" in error:
+                error["hint"] = self._hidden(error["hint"])
+            record = Record(index, "failed", prompt=prompt, error=error)
         except PolluxError as exc:
             record = Record(index, "failed", prompt=prompt, error=_error(exc))
         else:
             record = record_for(index, answer, prompt=prompt)
             record.node = run.cursor_id
-        # Not reached when the step was cancelled: that run object is not reused.
-        self._give_back(run)
         return record
 
     async def defer(
@@ -283,12 +335,23 @@ class Ledger:
         """The one-line cost report of this command."""
 
         def amounts(values: dict[str, Any]) -> str:
+            # report() lists every meter, zeros too; the line names only what was charged
             shown = [
-                f"{name}={Decimal(value).normalize():f}" for name, value in sorted(values.items())
+                f"{name}={Decimal(value).normalize():f}"
+                for name, value in sorted(values.items())
+                if Decimal(value)
             ]
             return " ".join(shown) if shown else "nothing"
 
-        spent, avoided, total = self._charges()
+        try:
+            spent, avoided, total = self._charges()
+        except PollardError as exc:  # the store is unreachable: say so, never raise again here
+            return (
+                f"ledger {self.options.display} run {self.options.label!r}: the cost report "
+                f"could not be read ({type(exc).__name__}: {self._hidden(str(exc))}); "
+                f"'pollard report {self.options.display} {self.options.label!r}' shows it "
+                "once the ledger is reachable"
+            )
         price = "" if self.priced else f" (no usd price for {self.config.model})"
         mock = (
             " (mock prices the mock's estimated tokens)"
@@ -299,6 +362,14 @@ class Ledger:
             f"ledger {self.options.display} run {self.options.label!r}: spent {amounts(spent)}; "
             f"avoided {amounts(avoided)}; run total {amounts(total)}{price}{mock}"
         )
+
+
+def _prices_installed() -> bool:
+    try:  # only on the error path: which of the two things is missing decides the message
+        import genai_prices  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _cost_meter(config: Config) -> Any:

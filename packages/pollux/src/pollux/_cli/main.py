@@ -248,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between polls with --wait (default: 30)",
     )
     p.add_argument(
+        "--timeout",
+        metavar="N",
+        help="with --wait: give up after N seconds (exit 1; the job keeps running and can be "
+        "collected later); default: wait until the job is terminal",
+    )
+    p.add_argument(
         "--schema",
         metavar="FILE.json",
         help="the JSON Schema given to 'pollux defer', to rebuild the structured answers",
@@ -308,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(
             CLIError(
                 f"the pollux command needs its extra ({exc.name} is missing)",
-                hint='pip install "pollux[cli]"',
+                hint='pip install "pollux-ai[cli]"',
             )
         )
     try:

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from pollux import Output
 
-from .errors import CLIError
+from .errors import CLIError, shell_hint
 
 __all__ = ["STATUSES", "Record", "RecordSink", "answered_indexes", "jsonable", "record_for"]
 
@@ -66,6 +66,8 @@ def _error_of(output: Output) -> dict[str, Any]:
     error = output.diagnostics.error or {}
     names: tuple[str, ...] = ("type", "message", "hint", "refusal_id")
     kept: dict[str, Any] = {key: error[key] for key in names if key in error}
+    if isinstance(kept.get("hint"), str):
+        kept["hint"] = shell_hint(kept["hint"])
     return kept or {"type": "Error", "message": "the call failed without an error record"}
 
 

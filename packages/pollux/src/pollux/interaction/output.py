@@ -55,7 +55,10 @@ CacheMode = Literal["persistent", "implicit", "none"]
 """Which caching path served an interaction."""
 
 CollectionStatus = Literal["ok", "partial", "error"]
-"""``"ok"``: every output has an answer; ``"partial"``: some do; ``"error"``: none do."""
+"""``"ok"``: no call failed; ``"partial"``: some failed; ``"error"``: every call failed.
+
+A clean but empty answer is not a failure (the status comes from execution failures).
+"""
 
 _COMPLETION_STATUSES = ("clean", "truncated", "cutoff", "error")
 _CACHE_MODES = ("persistent", "implicit", "none")
@@ -551,7 +554,7 @@ class OutputCollection:
 
     Example:
         >>> OutputCollection((Output(text="a"), Output(text=""))).status
-        'partial'
+        'ok'
     """
 
     outputs: tuple[Output, ...] = ()

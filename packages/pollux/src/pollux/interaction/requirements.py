@@ -12,6 +12,7 @@ from pollux.config import PROVIDER_NAMES
 from pollux.errors import ConfigurationError
 
 from ._json import canonical_dumps, is_finite_number, json_copy
+from ._schema_check import check_schema
 from .tools import ToolChoice, validate_tool_choice
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class OutputRequirements:
         if schema is not None:
             if isinstance(schema, dict):
                 json_copy(schema, what="output_schema")
+                check_schema(schema)
             elif not is_pydantic_model_class(schema):
                 raise ConfigurationError(
                     "output_schema must be a Pydantic model class or JSON schema dict",

@@ -157,6 +157,13 @@ class DirectPost:
                     raise self._status_error(
                         status, response.headers, raw, f"{self._base_url}{path}"
                     )
+                media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if media and media != "text/event-stream":
+                    # A gateway that does not stream this route answers with one plain body.
+                    # Read as events it would look like a cut stream and be retried; it is a
+                    # well-formed answer in the wrong shape, so say which shape.
+                    raw = await response.read()
+                    raise plain_body_error(self._provider, media, status, len(raw))
                 decoder = SSEDecoder()
                 loads = json.loads
                 async for block in response.iter_bytes():
@@ -168,6 +175,21 @@ class DirectPost:
                     yield events
         except TransportError as exc:
             raise self._network_error(exc, phase) from exc
+
+
+def plain_body_error(provider: str, media: str, status: int, size: int) -> APIError:
+    """The error for a stream request answered with a plain body (``media``) instead of SSE."""
+    return APIError(
+        f"{provider} stream request was answered with a plain {media} body ({size} bytes) "
+        "instead of server-sent events (text/event-stream)",
+        hint="The server or gateway in between does not stream this route: call run() or "
+        "interact() instead of stream(), or turn streaming on at the gateway.",
+        provider=provider,
+        phase="stream",
+        status_code=status,
+        retryable=False,
+        error_category="malformed_response",
+    )
 
 
 def stainless_status_error(client: Any) -> Callable[[int, Mapping[str, str], bytes, str], Any]:

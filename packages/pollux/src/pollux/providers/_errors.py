@@ -17,7 +17,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pollux.config import API_KEY_ENV_VARS, LOCAL_BASE_URL_ENV_VAR
+from pollux.config import API_KEY_ENV_VARS, LOCAL_API_KEY_ENV_VAR, LOCAL_BASE_URL_ENV_VAR
 from pollux.errors import APIError, ContextOverflowError, RateLimitError
 
 __all__ = [
@@ -254,13 +254,20 @@ def is_unknown_model(status: int | None, message: str) -> bool:
     return status in (None, 400, 404, 422) and bool(_UNKNOWN_MODEL_RE.search(message))
 
 
+_MODEL_MISSING_RE = re.compile(
+    r"(missing|required|must provide|no)\b[^.]{0,40}\bmodel\b|\bmodel\b[^.]{0,20}\b(is )?required",
+    re.IGNORECASE,
+)
+
+
 def _hint(provider: str, category: str | None, status: int | None, message: str) -> str:
     if category == "auth_refreshable":
         env_var = API_KEY_ENV_VARS.get(provider)
         if env_var:
             return f"Check the API key: set {env_var} (or pass api_key=...) to a valid key."
         return (
-            "The server rejected the credentials: pass Config(api_key=...) with a key it accepts."
+            f"The server rejected the credentials: set {LOCAL_API_KEY_ENV_VAR} (or pass "
+            "Config(api_key=...)) to a key it accepts."
         )
     if category == "rate_limit":
         return (
@@ -277,6 +284,12 @@ def _hint(provider: str, category: str | None, status: int | None, message: str)
         if provider == "local":
             return "The local server failed; check its logs."
         return "The provider is overloaded or failing; retry later or raise RetryPolicy limits."
+    if category == "invalid_request" and _MODEL_MISSING_RE.search(message):
+        # A server that needs a model name got none (vLLM, a LiteLLM gateway): say where it goes.
+        return (
+            "This server needs a model name: pass Config(model='...') (the pollux command and "
+            "make demo read POLLUX_MODEL)."
+        )
     if category == "invalid_request":
         return "The provider rejected the request; read the message for the offending field."
     return "See the provider message above."

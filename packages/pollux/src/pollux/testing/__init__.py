@@ -33,6 +33,7 @@ from ._emulator._faults import ErrorResponse as ErrorResponse
 from ._emulator._faults import Fault as Fault
 from ._emulator._faults import Latency as Latency
 from ._emulator._faults import MalformedBody as MalformedBody
+from ._emulator._faults import RawResponse as RawResponse
 from ._emulator._faults import StreamError as StreamError
 from ._emulator._log import RecordedRequest as RecordedRequest
 from ._emulator._quota import EmulatorQuota as EmulatorQuota
@@ -80,6 +81,7 @@ __all__ = [
     "GeminiReply",
     "Latency",
     "MalformedBody",
+    "RawResponse",
     "RecordedRequest",
     "Reply",
     "StreamError",

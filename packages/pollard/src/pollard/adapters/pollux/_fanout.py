@@ -133,6 +133,10 @@ class _FanOut:
             seen[key] = self.attempts[-1] + 1
         self.node_ids: list[str | None] = [None] * len(self.payloads)
         self.ordered = run.mode != "replay" and run.limited
+        # A resume (the cursor already has children: an earlier, interrupted fan-out's steps)
+        # serves what that fan-out answered and reuses what its cancelled calls were charged.
+        # A first fan-out has nothing to resume, so its steps skip those lookups.
+        self.resume = run.mode == "record" and bool(run.store.children(run.cursor_id))
         # admitted[i] is set once call i passed admission (or gave up); call i + 1 waits for it.
         self.admitted = [asyncio.Event() for _ in self.payloads]
 
@@ -152,7 +156,7 @@ class _FanOut:
 
         try:
             node = await forked.model_call(
-                self.payloads[index], fn=fn, attempt=self.attempts[index]
+                self.payloads[index], fn=fn, attempt=self.attempts[index], resume=self.resume
             )
         except BudgetExceeded as exc:
             self.node_ids[index] = exc.refusal_id

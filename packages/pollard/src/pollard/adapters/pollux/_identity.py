@@ -220,5 +220,24 @@ def output_from_node(node: Node, *, output: ResponseSchemaInput | None = None) -
             and math.isfinite(duration)
         ):
             data = {**data, "metrics": {**metrics, "duration_s": duration}}
+    data = _structured_in_answer_order(data)
     model = requirements_from({"output": output}).output_schema_model()
     return Output.from_jsonable(data, response_schema=model)
+
+
+def _structured_in_answer_order(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The recorded output with ``structured`` in the key order the model answered in.
+
+    A store keeps a node's result as canonical JSON, keys sorted, so the structured value comes
+    back reordered while the answer's text is verbatim. When the text parses to the same value,
+    that parse (the model's order) is served: a replay prints byte for byte what the call did.
+    """
+    structured = data.get("structured")
+    text = data.get("text")
+    if not isinstance(structured, (dict, list)) or not isinstance(text, str):
+        return data
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return data
+    return {**data, "structured": parsed} if parsed == structured else data

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,7 +90,11 @@ def cache_identity(
     fingerprint = Environment(
         instructions=instructions, sources=tuple(sources), tools=tuple(tools)
     ).fingerprint(provider=PROVIDER)
-    account = hashlib.sha256((api_key or "").encode("utf-8")).hexdigest()
+    # The account is the key at one endpoint: a cache known at a gateway (or an emulator) is not
+    # one at another, even in one process. The default endpoint keeps the identity it had.
+    endpoint = os.environ.get("GOOGLE_GEMINI_BASE_URL") or ""
+    account_of = (api_key or "") + (f"|{endpoint}" if endpoint else "")
+    account = hashlib.sha256(account_of.encode("utf-8")).hexdigest()
     return hashlib.sha256(f"{fingerprint}|{model}|{account}".encode()).hexdigest()
 
 

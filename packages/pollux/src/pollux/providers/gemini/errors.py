@@ -10,6 +10,7 @@ never imported: exceptions are recognised by class name along the MRO.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,7 +20,10 @@ from pollux.providers._errors import api_error, network_error, redirect_from
 
 __all__ = [
     "API_KEY_ENV_VAR",
+    "API_VERSION_ENV_VAR",
+    "BASE_URL_ENV_VAR",
     "PROVIDER",
+    "endpoint",
     "error_details",
     "is_not_found",
     "retry_delay_s",
@@ -28,6 +32,31 @@ __all__ = [
 
 PROVIDER = "gemini"
 API_KEY_ENV_VAR = "GEMINI_API_KEY"
+#: Where the SDK (and so pollux) sends Gemini calls: a gateway, a proxy or the emulator.
+BASE_URL_ENV_VAR = "GOOGLE_GEMINI_BASE_URL"
+#: The API version of every path (``v1``, the SDK's default, or ``v1beta``; ``beta`` means
+#: ``v1beta``). A gateway may serve only one: LiteLLM's Gemini route serves ``v1beta``.
+API_VERSION_ENV_VAR = "GOOGLE_GENAI_API_VERSION"
+_DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
+_DEFAULT_API_VERSION = "v1"
+
+
+def endpoint() -> tuple[str, str]:
+    """The base URL and API version Gemini calls use, as the SDK resolves them."""
+    base = os.environ.get(BASE_URL_ENV_VAR) or _DEFAULT_BASE_URL
+    version = os.environ.get(API_VERSION_ENV_VAR) or _DEFAULT_API_VERSION
+    return base.rstrip("/"), "v1beta" if version == "beta" else version
+
+
+def _path_hint(status_code: int) -> str:
+    base, version = endpoint()
+    verb = "refused the method" if status_code == 405 else "does not know the path"
+    return (
+        f"The server at {base} {verb} on the {version} API ({base}/{version}/models/...): a "
+        f"gateway may serve another version. Set {API_VERSION_ENV_VAR} to the one it serves "
+        f"(v1beta for LiteLLM's Gemini route), or point {BASE_URL_ENV_VAR} at the Gemini API."
+    )
+
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 _NETWORK_CLASSES = frozenset(
@@ -241,6 +270,12 @@ def _status_error(exc: BaseException, *, phase: str) -> APIError:
             "expired); pollux uploads or creates it again on the next call."
         )
         error.error_category = "not_found"
+    elif status_code == 405 or (
+        status_code == 404 and os.environ.get(BASE_URL_ENV_VAR) and "model" not in message.lower()
+    ):
+        # Behind a gateway, a path of the wrong API version: the request itself is fine.
+        error.hint = _path_hint(status_code)
+        error.retryable = False
     elif status == "FAILED_PRECONDITION" and "location" in message.lower():
         error.hint = "The Gemini API is not available in this region for this key or model."
     return error

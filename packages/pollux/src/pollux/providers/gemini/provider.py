@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
@@ -54,7 +55,7 @@ from .compile import (
     validate_options,
 )
 from .deferred import GeminiBatches
-from .errors import PROVIDER, wrap_gemini_error
+from .errors import PROVIDER, endpoint, wrap_gemini_error
 from .extract import extract_response
 from .stream import GeminiStreamMapper
 from .uploads import UploadRegistry, file_names, uses_url_context, validate_sources
@@ -468,13 +469,25 @@ class GeminiProvider(BatchDelegation, ProviderBase):
     # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
-        """Ask the API for the model; ready when it answers."""
-        return await model_readiness(
-            model or self._config.model,
-            lambda target: self._sdk().aio.models.get(model=target),
+        """Probe the model on the path calls use; ready when it answers.
+
+        The probe is ``models/{model}:countTokens`` (free, no generation) at the configured
+        base URL and API version, the ``models/{model}:...`` family every call posts to: a
+        gateway that lists models on another route, or serves only another API version, is
+        not reported ready while every call would fail.
+        """
+        target = model or self._config.model
+        readiness = await model_readiness(
+            target,
+            lambda name: self._sdk().aio.models.count_tokens(model=name, contents="ready?"),
             wrap_gemini_error,
             provider=PROVIDER,
         )
+        base, version = endpoint()
+        where = f" at {base}/{version}"
+        if readiness.ready:
+            return replace(readiness, message=f"model {target!r} answers{where}")
+        return replace(readiness, message=f"{readiness.message}{where}")
 
 
 def _genai_event_error(payload: Mapping[str, Any]) -> Any:

@@ -24,6 +24,7 @@ from ._faults import (
     Fault,
     Latency,
     MalformedBody,
+    RawResponse,
     StreamError,
 )
 from ._http import Drop, HTTPRequest, Outcome, Response, StreamResponse, json_response
@@ -404,6 +405,15 @@ class Core:
             return self.error_response(wire, fault_error(item))
         if isinstance(item, DropConnection):
             return Drop()
+        if isinstance(item, RawResponse):
+            raw = (
+                item.body
+                if isinstance(item.body, bytes)
+                else item.body.encode()
+                if isinstance(item.body, str)
+                else json.dumps(item.body).encode()
+            )
+            return Response(item.status, raw, item.content_type, dict(item.headers))
         reply = item if isinstance(item, Reply) else None
         call = Call(self, wire, route, record, params, reply, self.state[wire.name])
         try:

@@ -55,6 +55,34 @@ retry_after=2, headers={}, body=None)
 
 
 @dataclass(frozen=True, slots=True)
+class RawResponse(Fault):
+    """Answer with exactly this status, body and content type: what a gateway really sent.
+
+    For answers no well-behaved API gives, such as a gateway that answers a streamed request
+    with one plain JSON body (``application/json``, no events).
+
+    Args:
+        body: A JSON value (sent as JSON), or ``str``/``bytes`` sent as is.
+        status: The HTTP status (default 200).
+        content_type: The ``content-type`` header (default ``application/json``).
+        headers: Extra response headers.
+
+    Example:
+        >>> RawResponse({"id": "msg_1"}).status
+        200
+    """
+
+    body: Any
+    status: int = 200
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 100 <= self.status <= 599:
+            raise ValueError(f"RawResponse status must be 100-599, got {self.status!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class Latency(Fault):
     """Wait ``seconds``, then answer the same request normally.
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pollux.testing._emulator._core import Call, Core, Route, WireSpec
+from pollux.testing._emulator._core import ApiError, Call, Core, Route, WireSpec
 from pollux.testing._emulator._http import Outcome, StreamResponse, json_response, sse_event
 from pollux.testing._emulator._model import (
     FunctionSpec,
@@ -442,8 +442,17 @@ def list_models(call: Call, *, catalog_fields: bool = False) -> Outcome:
 def retrieve_model(call: Call, *, catalog_fields: bool = False) -> Outcome:
     """``GET /models/{model}``."""
     model = call.params["model"]
-    if model not in model_catalog(call.core):
-        raise bad_request(f"The model '{model}' does not exist", "model", "model_not_found")
+    # As generation does: without ``Emulator(models=...)`` every model name exists (the listing
+    # still shows only the default); an unknown one is the real API's 404 model_not_found.
+    allowed = call.core.settings.models
+    if allowed and model not in allowed:
+        raise ApiError(
+            404,
+            f"The model '{model}' does not exist",
+            error_type="invalid_request_error",
+            param="model",
+            code="model_not_found",
+        )
     entry: dict[str, Any] = {
         "id": model,
         "object": "model",
