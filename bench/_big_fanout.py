@@ -77,7 +77,7 @@ def _reset_peak() -> bool:
 def _client(url: str, name: str, c: int) -> tuple[Callable[[Sequence[str]], Awaitable[None]], Any]:
     """(fan out these prompts, close) for one client."""
     # The workload and the floor client are bench_transport's (imported here, in the worker).
-    from bench.bench_transport import MODELS, _Bare
+    from bench.bench_transport import MODELS, _Bare, _base_url
 
     if name == BARE:
         bare = _Bare(url)
@@ -100,7 +100,7 @@ def _client(url: str, name: str, c: int) -> tuple[Callable[[Sequence[str]], Awai
         provider=name,  # type: ignore[arg-type]
         model=MODELS[name],
         api_key="bench-key",
-        base_url=f"{url}/v1" if name == "local" else None,
+        base_url=_base_url(url, name),
         request_concurrency=c,
         retry=pollux.RetryPolicy(max_attempts=1),
     )

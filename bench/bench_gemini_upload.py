@@ -22,7 +22,7 @@ SIZE_MIB = 40
 
 async def _measure(path: Path) -> tuple[float, float]:
     from pollux import Config
-    from pollux.providers.gemini.provider import build_client
+    from pollux.providers.gemini.client import build_client
     from pollux.providers.gemini.uploads import UploadRegistry
     from pollux.source import Source
 

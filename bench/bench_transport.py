@@ -5,7 +5,8 @@ against one canned loopback server (``bench/_canned_server.py``, its own process
 every wire after 50 ms. Each client is warmed up first (imports, connections), then measured in
 the same run, rounds interleaved, best round kept (the machine is shared):
 
-- pollux ``run_many`` for ``local``, ``openrouter``, ``openai``, ``anthropic`` and ``gemini``;
+- pollux ``run_many`` for ``local``, ``openrouter``, ``openai``, ``anthropic``, ``gemini`` and
+  ``azure_openai`` (the OpenAI provider's direct path at an Azure endpoint's v1 API);
 - the raw official SDK (retries off, a 32-slot semaphore) for ``openai`` (Responses),
   ``anthropic`` (Messages) and ``gemini`` (``generate_content``), each on its default transport;
 - a bare asyncio socket client (keep-alive HTTP/1.1, JSON encode/decode, nothing else) posting the
@@ -51,7 +52,15 @@ MODELS = {
     "openai": "gpt-5-nano",
     "anthropic": "claude-sonnet-4-6",
     "gemini": "gemini-2.5-flash",
+    "azure_openai": "bench-deployment",
 }
+
+
+def _base_url(url: str, provider: str) -> str | None:
+    """``Config.base_url`` for ``provider``: a local server's, or the Azure endpoint."""
+    if provider == "local":
+        return f"{url}/v1"
+    return url if provider == "azure_openai" else None
 
 
 def _sdk_env(url: str) -> dict[str, str]:
@@ -94,7 +103,7 @@ def _pollux(url: str, provider: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -
             provider=provider,  # type: ignore[arg-type]
             model=MODELS[provider],
             api_key="bench-key",
-            base_url=f"{url}/v1" if provider == "local" else None,
+            base_url=_base_url(url, provider),
             request_concurrency=c,
             retry=pollux.RetryPolicy(max_attempts=1),
         )

@@ -561,6 +561,7 @@ _PROVIDERS = {
     "openai": ("gpt-5-nano", "OPENAI_BASE_URL"),
     "anthropic": ("claude-sonnet-4-6", "ANTHROPIC_BASE_URL"),
     "gemini": ("gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL"),
+    "azure_openai": ("prod-deployment", None),  # the endpoint is Config(base_url=...)
 }
 
 
@@ -568,6 +569,8 @@ def _provider(
     name: str, base_url: str, monkeypatch: pytest.MonkeyPatch, retry: RetryPolicy = ONCE
 ) -> Config:
     model, env_var = _PROVIDERS[name]
+    if name == "azure_openai":
+        return Config(provider=name, model=model, base_url=base_url, api_key="sk-test", retry=retry)
     if env_var is None:
         return Config(provider="local", model=model, base_url=base_url, retry=retry)
     monkeypatch.setenv(env_var, base_url)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pollux.providers.anthropic import CAPABILITIES as ANTHROPIC
+from pollux.providers.azure_openai import CAPABILITIES as AZURE_OPENAI
 from pollux.providers.base import Capabilities
 from pollux.providers.gemini import CAPABILITIES as GEMINI
 from pollux.providers.openai.provider import CAPABILITIES as OPENAI
@@ -23,6 +24,7 @@ DOC = Path(__file__).parents[3] / "docs" / "pollux" / "providers.md"
 
 SECTIONS: dict[str, Capabilities] = {
     "OpenAI provider": OPENAI,
+    "Azure OpenAI provider": AZURE_OPENAI,
     "Anthropic provider": ANTHROPIC,
     "Gemini provider": GEMINI,
 }

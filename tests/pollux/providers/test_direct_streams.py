@@ -60,6 +60,8 @@ WIRES = {
     "openrouter": Wire(
         "OPENROUTER_BASE_URL", "/openrouter/api/v1", "emulator-model", "openrouter", False
     ),
+    # The resource endpoint is Config(base_url=...); the model is the deployment name.
+    "azure_openai": Wire(None, "/azure", "prod-deployment", "azure_openai.responses", True),
 }
 SDK_PROVIDERS = [name for name, wire in WIRES.items() if wire.sdk]
 LONG = "Tell me " + " ".join(f"word{i}" for i in range(60))
@@ -322,7 +324,12 @@ async def test_an_error_status_is_the_sdk_exception_mapped_as_before(
     assert info.value.status_code == 429 and info.value.retryable is True
     assert info.value.phase == "stream"
     cause = info.value.__cause__
-    sdk = {"openai": "openai", "anthropic": "anthropic", "gemini": "google.genai"}[provider]
+    sdk = {
+        "openai": "openai",
+        "azure_openai": "openai",
+        "anthropic": "anthropic",
+        "gemini": "google.genai",
+    }[provider]
     assert cause is not None and type(cause).__module__.startswith(sdk)
 
 

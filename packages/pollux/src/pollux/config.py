@@ -17,7 +17,7 @@ from .retry import RetryPolicy
 
 __all__ = ["KNOWN_CAPABILITIES", "PROVIDER_NAMES", "Config", "ProviderName", "resolve_api_key"]
 
-ProviderName = Literal["gemini", "openai", "anthropic", "openrouter", "local"]
+ProviderName = Literal["gemini", "openai", "anthropic", "openrouter", "local", "azure_openai"]
 """The provider names :class:`Config` accepts."""
 
 PROVIDER_NAMES: tuple[str, ...] = get_args(ProviderName)
@@ -55,12 +55,18 @@ API_KEY_ENV_VARS: Mapping[str, str] = MappingProxyType(
         "openai": "OPENAI_API_KEY",
         "anthropic": "ANTHROPIC_API_KEY",
         "openrouter": "OPENROUTER_API_KEY",
+        "azure_openai": "AZURE_OPENAI_API_KEY",
     }
 )
 LOCAL_BASE_URL_ENV_VAR = "POLLUX_LOCAL_BASE_URL"
 #: The key a key-protected local server wants (sent as ``Authorization: Bearer``), when
 #: ``api_key`` is not passed.
 LOCAL_API_KEY_ENV_VAR = "POLLUX_LOCAL_API_KEY"
+#: The Azure OpenAI resource endpoint when ``Config(base_url=...)`` is unset (the SDK's name).
+AZURE_ENDPOINT_ENV_VAR = "AZURE_OPENAI_ENDPOINT"
+#: The dated Azure OpenAI ``api-version`` when ``Config(api_version=...)`` is unset (the SDK's
+#: name); neither set means Azure's v1 API, which takes none.
+AZURE_API_VERSION_ENV_VAR = "OPENAI_API_VERSION"
 
 
 class _Capabilities(Mapping[str, bool]):
@@ -167,12 +173,16 @@ class Config:
     ``v1beta`` for a gateway that serves only that, such as LiteLLM's Gemini route).
 
     Args:
-        provider: ``"gemini"``, ``"openai"``, ``"anthropic"``, ``"openrouter"`` or ``"local"``.
-        model: The provider's model name; optional only for ``provider="local"``.
+        provider: ``"gemini"``, ``"openai"``, ``"anthropic"``, ``"openrouter"``, ``"local"``
+            or ``"azure_openai"``.
+        model: The provider's model name; optional only for ``provider="local"``. For
+            ``"azure_openai"`` it is the deployment name.
         api_key: Resolved from the provider's environment variable when ``None``
             (``POLLUX_LOCAL_API_KEY`` for ``provider="local"``, where no key is required).
-        base_url: Required for ``provider="local"`` (falls back to ``POLLUX_LOCAL_BASE_URL``);
-            rejected for cloud providers.
+        base_url: Required for ``provider="local"`` (falls back to ``POLLUX_LOCAL_BASE_URL``)
+            and ``provider="azure_openai"`` (the resource endpoint,
+            ``https://<resource>.openai.azure.com``; falls back to ``AZURE_OPENAI_ENDPOINT``);
+            rejected for the providers with a fixed endpoint.
         use_mock: Use the offline mock provider (no key, no network).
         request_concurrency: How many calls may run at once (an integer >= 1).
         request_timeout_s: HTTP request timeout in seconds (> 0).
@@ -182,6 +192,13 @@ class Config:
         quota: A provider rate limit every attempt waits for (:class:`pollux.LocalQuota` for
             one process, ``pollard.adapters.pollux.SharedQuota`` for many workers and hosts);
             see :mod:`pollux.quota`. ``None`` (default): only the provider's 429s pace calls.
+        api_version: ``provider="azure_openai"`` only: a dated Azure ``api-version``
+            (``"2025-04-01-preview"``; falls back to ``OPENAI_API_VERSION``). Unset, pollux
+            uses Azure's v1 API (``<endpoint>/openai/v1``), which takes none.
+        credentials: ``provider="azure_openai"`` only: a Microsoft Entra ID token provider
+            (a callable returning a bearer token, sync or async, such as
+            ``azure.identity.get_bearer_token_provider(...)``), used instead of an API key and
+            called for every request. A Config holding one pickles only if it does.
 
     Raises:
         ConfigurationError: An invalid field, or a missing key/base_url; the hint says how to
@@ -203,6 +220,8 @@ use_mock=False)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     capabilities: Mapping[str, bool] | None = None
     quota: CallQuota | None = None
+    api_version: str | None = None
+    credentials: Any = None
 
     def __post_init__(self) -> None:
         """Validate the fields and resolve credentials."""
@@ -232,9 +251,13 @@ use_mock=False)
         self._validate_limits()
         self._validate_capabilities()
         self._validate_quota()
+        self._validate_cloud_fields()
 
         if self.provider == "local":
             self._resolve_local()
+            return
+        if self.provider == "azure_openai":
+            self._resolve_azure()
             return
 
         if self.model is None:
@@ -244,8 +267,10 @@ use_mock=False)
             )
         if self.base_url is not None:
             raise ConfigurationError(
-                f"base_url is only valid for provider='local', not {self.provider!r}",
-                hint="Remove base_url, or use provider='local' for an OpenAI-compatible server.",
+                f"base_url is only valid for provider='local' or 'azure_openai', not "
+                f"{self.provider!r}",
+                hint="Remove base_url, or use provider='local' for an OpenAI-compatible server "
+                "(provider='azure_openai' for an Azure OpenAI endpoint).",
             )
         if self.api_key is None and not self.use_mock:
             object.__setattr__(self, "api_key", resolve_api_key(self.provider))
@@ -335,6 +360,80 @@ use_mock=False)
         # A private copy: mutating the caller's dict later must not change this config.
         object.__setattr__(self, "capabilities", _Capabilities(self.capabilities))
 
+    def _validate_cloud_fields(self) -> None:
+        # Nothing is silent: a setting the chosen provider would not read is refused.
+        if self.provider == "azure_openai":
+            return
+        for name in ("api_version", "credentials"):
+            if getattr(self, name) is not None:
+                raise ConfigurationError(
+                    f"{name} is only valid for provider='azure_openai', not {self.provider!r}",
+                    hint=f"Remove {name}, or use provider='azure_openai'.",
+                )
+
+    def _resolve_azure(self) -> None:
+        if self.model is None:
+            raise ConfigurationError(
+                "model required for provider='azure_openai': the deployment name",
+                hint="Pass model='<deployment>', the name of the deployment in your Azure "
+                "OpenAI resource (not the base model's name, unless they are the same).",
+            )
+        if self.base_url is None and not self.use_mock:
+            env_url = _env_value(AZURE_ENDPOINT_ENV_VAR)
+            if env_url:
+                object.__setattr__(self, "base_url", env_url)
+        if self.base_url is not None and (
+            not isinstance(self.base_url, str)
+            or not self.base_url.startswith(("http://", "https://"))
+        ):
+            raise ConfigurationError(
+                f"base_url must be the Azure OpenAI endpoint URL, got {self.base_url!r}",
+                hint="Pass base_url='https://<resource>.openai.azure.com'.",
+            )
+        if not self.use_mock and not self.base_url:
+            raise ConfigurationError(
+                "Azure OpenAI endpoint required for provider='azure_openai'",
+                hint="Pass base_url='https://<resource>.openai.azure.com' or set "
+                f"{AZURE_ENDPOINT_ENV_VAR}.",
+            )
+        if self.api_version is None and not self.use_mock:
+            env_version = _env_value(AZURE_API_VERSION_ENV_VAR)
+            if env_version:
+                object.__setattr__(self, "api_version", env_version)
+        if self.api_version is not None and (
+            not isinstance(self.api_version, str) or not self.api_version.strip()
+        ):
+            raise ConfigurationError(
+                f"api_version must be a non-empty string, got {self.api_version!r}",
+                hint="Pass api_version='2025-04-01-preview', for example, or leave it unset "
+                "for Azure's v1 API.",
+            )
+        if self.credentials is not None:
+            if not callable(self.credentials):
+                raise ConfigurationError(
+                    "credentials for provider='azure_openai' must be an Entra ID token provider "
+                    f"(a callable returning a token), got {type(self.credentials).__name__}",
+                    hint="Pass credentials=azure.identity.get_bearer_token_provider("
+                    "DefaultAzureCredential(), 'https://cognitiveservices.azure.com/.default').",
+                )
+            if self.api_key is not None:
+                raise ConfigurationError(
+                    "provider='azure_openai' takes an api_key or Entra ID credentials, not both",
+                    hint="Remove api_key to authenticate with the token provider, or remove "
+                    "credentials to use the key.",
+                )
+            return
+        if self.api_key is None and not self.use_mock:
+            object.__setattr__(self, "api_key", resolve_api_key(self.provider))
+            register_secret(self.api_key)
+        if not self.use_mock and not self.api_key:
+            raise ConfigurationError(
+                f"{KEY_MISSING}azure_openai",
+                hint="Set the AZURE_OPENAI_API_KEY environment variable (or put it in .env), "
+                "pass api_key=..., pass credentials=<an Entra ID token provider>, or use "
+                "use_mock=True for offline runs.",
+            )
+
     def _resolve_local(self) -> None:
         if self.base_url is None and not self.use_mock:
             env_url = _env_value(LOCAL_BASE_URL_ENV_VAR)
@@ -400,5 +499,7 @@ use_mock=False)
                 self.retry,
                 caps,
                 id(self.quota) if self.quota is not None else None,
+                self.api_version,
+                id(self.credentials) if self.credentials is not None else None,
             )
         )

@@ -136,7 +136,7 @@ class RuntimeBase:
         chosen_meters = _default_meters(meters)
         mode_value = _mode(mode)
         self._policies: tuple[Policy, ...] = tuple(policies or ())
-        gate: Gate | None = None
+        gate: Gate[RunState] | None = None
         if registry is not None:
             gate = Firewall(registry, self._policies)
         self._unrecorded = _unrecorded_path(store, mode_value)
@@ -286,7 +286,7 @@ def _deepest_leaf(store: Store, root_id: str) -> tuple[str, int]:
     return best[1], best[0]
 
 
-def gate_of(state: RunState, what: str) -> Gate:
+def gate_of(state: RunState, what: str) -> Gate[RunState]:
     """The runtime's governance gate, or a `PollardError` saying ``what`` needs a registry."""
     gate = state.rt.gate
     if gate is None:

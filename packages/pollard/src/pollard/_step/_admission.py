@@ -30,7 +30,7 @@ from pollard._step._effects import Effect, Emit, Pause, Step, io
 from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = [
     "Estimates",
@@ -54,7 +54,7 @@ def holding() -> contextvars.ContextVar[bool]:
     return _HOLDING
 
 
-def admit(state: RunState, node: Node, credit: Mapping[str, Decimal] | None = None) -> Step:
+def admit(state: CursorState, node: Node, credit: Mapping[str, Decimal] | None = None) -> Step:
     """Check depth and every limit, holding the estimates; return ``(estimates, reservation)``.
 
     ``credit`` (a resumed step, see `pollard._step._resume`) is what the call's cancelled
@@ -97,7 +97,7 @@ def _held_elsewhere(short: Shortfall) -> bool:
 
 
 def _wait_for_room(
-    state: RunState,
+    state: CursorState,
     claims: list[BudgetClaim],
     windows: list[WindowClaim],
     admission: Admission,
@@ -122,7 +122,7 @@ def _wait_for_room(
     return admission
 
 
-def precheck(state: RunState, node: Node) -> Step:
+def precheck(state: CursorState, node: Node) -> Step:
     """Check depth and every limit without holding anything (for records that run nothing)."""
     yield from check_depth(state, node)
     claims, windows = _claims(state, _estimates(state, node.kind.value, node.payload))
@@ -138,7 +138,7 @@ def precheck(state: RunState, node: Node) -> Step:
             yield from refuse_budget(state, admission.shortfall, node)
 
 
-def check_depth(state: RunState, node: Node) -> Step:
+def check_depth(state: CursorState, node: Node) -> Step:
     """Refuse (record and raise) when one more level would pass a scope's depth limit."""
     for scope in state.scopes:
         limit = scope.depth
@@ -165,7 +165,7 @@ def net_estimates(estimates: Estimates, credit: Mapping[str, Decimal]) -> Estima
     return out
 
 
-def _check_bounded(state: RunState, node: Node, estimates: Estimates) -> Step:
+def _check_bounded(state: CursorState, node: Node, estimates: Estimates) -> Step:
     """Refuse a step a hard meter cannot bound when a budget limits that meter."""
     hard = state.rt.hard
     for scope in state.scopes:
@@ -196,7 +196,7 @@ def _check_bounded(state: RunState, node: Node, estimates: Estimates) -> Step:
             yield from refuse(state, payload, error, meta={"scope": scope.id})
 
 
-def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:
+def _estimates(state: CursorState, kind: str, payload: Any) -> Estimates:
     estimates: Estimates = {}
     for meter, approx in state.rt.estimating:
         raw = meter.precheck_estimate(kind, payload)
@@ -204,7 +204,9 @@ def _estimates(state: RunState, kind: str, payload: Any) -> Estimates:
     return estimates
 
 
-def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], list[WindowClaim]]:
+def _claims(
+    state: CursorState, estimates: Estimates
+) -> tuple[list[BudgetClaim], list[WindowClaim]]:
     none = (None, False)
     claims = [
         BudgetClaim(scope.id, name, limit, *estimates.get(name, none))
@@ -224,7 +226,7 @@ def _claims(state: RunState, estimates: Estimates) -> tuple[list[BudgetClaim], l
     return claims, windows
 
 
-def refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
+def refuse_budget(state: CursorState, short: Shortfall, node: Node) -> Step:
     """Record and raise the `BudgetExceeded` refusal of ``node`` for ``short``."""
     kind = node.kind.value
     remaining = short.remaining if short.remaining > 0 else ZERO
@@ -263,7 +265,7 @@ def refuse_budget(state: RunState, short: Shortfall, node: Node) -> Step:
 
 
 def refuse(
-    state: RunState,
+    state: CursorState,
     payload: Mapping[str, Any],
     error: Callable[[str], PollardError],
     *,

@@ -27,7 +27,7 @@ from pollard._step._effects import Invoke, Step, io
 from pollard.errors import PollardError
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["record_charged"]
 
@@ -46,7 +46,7 @@ def _amounts(charges: Mapping[str, Any]) -> dict[str, Decimal]:
 
 
 def record_charged(
-    state: RunState,
+    state: CursorState,
     kind: str | NodeKind,
     payload: Any,
     *,

@@ -67,7 +67,7 @@ class RuntimeCore:
         *,
         meters: Sequence[Meter],
         mode: str,
-        gate: Gate | None,
+        gate: Gate[Any] | None,
         dry_run: bool,
         on_node: Callable[[Node], Any] | None,
         lease_seconds: float,

@@ -17,13 +17,10 @@ twice); a repeated dispatch of an existing node in record mode is charged and re
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from pollard._core._amounts import exact_map, plain_map
-from pollard._core._ledger import ZERO, utc_now_iso
+from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node, NodeKind
 from pollard._step import _admission as admission
 from pollard._step import _execute as execute
@@ -31,16 +28,11 @@ from pollard._step import _intent as intent
 from pollard._step import _replay as replay
 from pollard._step import _resume
 from pollard._step import _settle as settle
-from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Effect, Step, io
+from pollard._step._state import CursorState
 from pollard.errors import MissingRecording, PollardError, WriterConflict
 
-if TYPE_CHECKING:
-    from pollard._core._store import Store
-
 __all__ = ["ARGS", "PAYLOAD", "RunState"]
-
-_SPENT_LOCK = threading.Lock()
 
 PAYLOAD: Any = object()
 """``arg`` sentinel for `RunState.step`: call ``fn`` with the payload the caller passed."""
@@ -48,92 +40,14 @@ ARGS: Any = object()
 """``arg`` sentinel for `RunState.step`: call ``fn`` with ``payload["args"]``."""
 
 
-class RunState:
-    """The cursor and accounting of one run (or branch).
+class RunState(CursorState):
+    """The cursor of one run (or branch): its state plus the step primitives.
 
-    Attributes:
-        rt: The runtime core.
-        label: The run label.
-        root_id: The root node id.
-        cursor_id: The node new steps attach to.
-        depth: The cursor depth (the root is 0).
-        scopes: Budget scopes, outermost first (the root scope is always first).
-        spent: Charges settled through this run object, by meter.
-        avoided: Charges served from recordings instead of executed, by meter.
-        branch_counts: Branches made from each node by this run object.
-        owner: The runtime object that opened the run (kept alive while the run is used).
+    The primitives are short pipelines over the stage modules; the state they share is
+    `CursorState`.
     """
 
-    __slots__ = (
-        "_scope_ids",
-        "_scopes",
-        "avoided",
-        "branch_counts",
-        "cursor_id",
-        "depth",
-        "label",
-        "leased",
-        "own_cursor",
-        "owner",
-        "root_id",
-        "rt",
-        "spent",
-    )
-
-    def __init__(
-        self,
-        rt: RuntimeCore,
-        label: str,
-        root_id: str,
-        cursor_id: str,
-        depth: int,
-        scopes: tuple[Scope, ...],
-    ) -> None:
-        self.rt = rt
-        self.label = label
-        self.root_id = root_id
-        self.cursor_id = cursor_id
-        self.depth = depth
-        self.scopes = scopes
-        self.spent: dict[str, Decimal] = {}
-        self.avoided: dict[str, Decimal] = {}
-        self.branch_counts: dict[str, int] = {}
-        # Holding the runtime keeps one created inline (``Runtime("runs.db").run(...)``) and its
-        # store open for as long as the run is used.
-        self.owner: Any = None
-        # One writer per node: the cursor this run holds the append lease of, and whether this
-        # runtime committed the cursor itself (then it holds the node without asking).
-        self.leased: str | None = None
-        self.own_cursor = False
-
-    @property
-    def store(self) -> Store:
-        """The runtime's store."""
-        return self.rt.store
-
-    @property
-    def mode(self) -> str:
-        """``record``, ``hybrid`` or ``replay``."""
-        return self.rt.mode
-
-    @property
-    def scopes(self) -> tuple[Scope, ...]:
-        """Budget scopes, outermost first (the root scope is always first)."""
-        return self._scopes
-
-    @scopes.setter
-    def scopes(self, scopes: tuple[Scope, ...]) -> None:
-        self._scopes = scopes
-        # Charges settle into the root and every budgeted branch anchor; computed once per
-        # change of scopes rather than on every step.
-        self._scope_ids = tuple(
-            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits
-        )
-
-    @property
-    def limited(self) -> bool:
-        """Whether a budget or a rate window can refuse this run's steps."""
-        return any(scope.limits for scope in self.scopes) or bool(self.rt.windows)
+    __slots__ = ()
 
     def fork(self) -> RunState:
         """A second cursor at this cursor that reports into this run (no anchor node)."""
@@ -144,12 +58,6 @@ class RunState:
         child.leased = self.leased
         child.own_cursor = self.own_cursor
         return child
-
-    def move(self, node: Node) -> None:
-        """Put the cursor on ``node``, a child of the current cursor."""
-        self.cursor_id = node.id
-        self.depth += 1
-        self.own_cursor = False
 
     def check_writer(self) -> Step:
         """Refuse (`WriterConflict`) when another live writer appends under the cursor.
@@ -174,20 +82,6 @@ class RunState:
                 parent,
             )
         self.leased = parent
-
-    def scope_ids(self) -> tuple[str, ...]:
-        """The scopes a charge settles into: the root and every budgeted branch anchor."""
-        return self._scope_ids
-
-    def add_spent(self, charges: Mapping[str, Decimal]) -> None:
-        """Count settled charges as spent by this run object.
-
-        Locked: a cancelled step's finished commit is counted from a worker thread.
-        """
-        with _SPENT_LOCK:
-            spent = self.spent
-            for name, amount in charges.items():
-                spent[name] = spent.get(name, ZERO) + amount
 
     # -- primitives ----------------------------------------------------------------------------
 
@@ -362,39 +256,3 @@ class RunState:
                 return (yield from replay.serve(self, found, None))
         yield from admission.precheck(self, node)
         return (yield from settle.settle_dry_run(self, node, charges, meta))
-
-    # -- reads ---------------------------------------------------------------------------------
-
-    def ancestors(self, node_id: str) -> list[str]:
-        """Ids from ``node_id`` up to the run root (inclusive), nearest first."""
-        # SQL stores read the whole chain in one query (a round trip per node on PostgreSQL
-        # made every rollback cost as many round trips as the run was deep).
-        ancestry = getattr(self.rt.store, "ancestry", None)
-        if ancestry is not None:
-            chain = list(ancestry(node_id))
-            if self.root_id in chain:
-                return chain[: chain.index(self.root_id) + 1]
-            raise ValueError(f"node {node_id} is not in run {self.label!r}")
-        chain = []
-        current: str | None = node_id
-        while current is not None:
-            chain.append(current)
-            if current == self.root_id:
-                return chain
-            current = self.rt.store.get(current).parent
-        raise ValueError(f"node {node_id} is not in run {self.label!r}")
-
-    def report(self, *, exact: bool = False) -> dict[str, dict[str, Any]]:
-        """Spent and avoided charges of this run object, plus the root scope's ledger totals.
-
-        Plain numbers by default; ``exact=True`` gives exact decimal strings. Every meter of
-        the runtime is listed, at zero when nothing was charged to it, so a report reads the
-        same whether or not this run object spent anything (a replay, a refused step).
-        """
-        form = exact_map if exact else plain_map
-        zeros = dict.fromkeys(self.rt.meter_names, Decimal(0))
-        return {
-            "spent": form(zeros | dict(self.spent)),
-            "avoided": form(zeros | dict(self.avoided)),
-            "total": form(zeros | dict(self.rt.store.totals(self.root_id))),
-        }

@@ -20,13 +20,13 @@ from pollard._step._protocols import Readings
 from pollard._step._resume import net_charges
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["execute", "merge_delta"]
 
 
 def execute(
-    state: RunState,
+    state: CursorState,
     node: Node,
     fn: Callable[[Any], Any],
     arg: Any,

@@ -25,7 +25,7 @@ from pollard._step._effects import Step, io
 from pollard.errors import EffectAmbiguous, PollardError
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["begin", "fail", "idempotency_key", "running"]
 
@@ -58,7 +58,7 @@ def running() -> contextvars.ContextVar[str | None]:
     return _KEY
 
 
-def begin(state: RunState, node: Node, *, completed: bool = False) -> Step:
+def begin(state: CursorState, node: Node, *, completed: bool = False) -> Step:
     """Check for an ambiguous earlier dispatch, then record this one's intent; return its key.
 
     Dispatch ``n`` of a step claims ``effect:<node id>:<n>`` (a store claim: one winner across
@@ -90,6 +90,6 @@ def begin(state: RunState, node: Node, *, completed: bool = False) -> Step:
         number += 1
 
 
-def fail(state: RunState, intent_key: str) -> Step:
+def fail(state: CursorState, intent_key: str) -> Step:
     """Mark an intent resolved by a recorded failure (the step may be retried)."""
     yield io(state.rt.store.claim, f"{intent_key}:outcome", "failed")

@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pollard._step._effects import Step
-
-if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
 
 __all__ = ["Amount", "Annotator", "Gate", "Measurer", "Meter", "Readings", "WindowedMeter"]
 
 Amount = int | float | Decimal
+
+#: The run cursor a `Gate` is handed. The step machine only carries the gate (its shells call
+#: it), so the protocol is generic in the cursor rather than importing it: the cursor imports
+#: the context, which imports this module.
+CursorT_contra = TypeVar("CursorT_contra", contravariant=True)
 
 
 @runtime_checkable
@@ -80,7 +82,7 @@ class Annotator(Protocol):
         ...
 
 
-class Gate(Protocol):
+class Gate(Protocol[CursorT_contra]):
     """Governance as the step machine sees it: the registered branch of tool calls.
 
     Both step methods are generators of effects, driven by whichever shell runs the call.
@@ -97,15 +99,15 @@ class Gate(Protocol):
         ...
 
     def tool_call(
-        self, state: RunState, name: str, args: Any, *, version: str | None, attempt: int
+        self, state: CursorT_contra, name: str, args: Any, *, version: str | None, attempt: int
     ) -> Step:
         """Resolve, validate, redact, ask policies and run one registered tool call."""
         ...
 
-    def confirm(self, state: RunState, token: str, *, args: Any = None) -> Step:
+    def confirm(self, state: CursorT_contra, token: str, *, args: Any = None) -> Step:
         """Run a call a policy held for confirmation."""
         ...
 
-    def bind_root(self, state: RunState) -> None:
+    def bind_root(self, state: CursorT_contra) -> None:
         """Note the gate's audit facts on a run root (once per opened run)."""
         ...

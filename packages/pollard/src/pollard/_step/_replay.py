@@ -13,12 +13,12 @@ from pollard._step._effects import Emit, Step, io
 from pollard.errors import BudgetExceeded, MissingRecording, PolicyViolation
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["diff_paths", "recorded", "serve", "summary"]
 
 
-def recorded(state: RunState, node: Node, *, executable: bool) -> Step:
+def recorded(state: CursorState, node: Node, *, executable: bool) -> Step:
     """The recorded node that stands in for ``node`` (hybrid/replay), else None.
 
     A recorded dry run (no result) stands in for an executable step only when this runtime is
@@ -40,7 +40,7 @@ def recorded(state: RunState, node: Node, *, executable: bool) -> Step:
     return None
 
 
-def serve(state: RunState, found: Node, on_delta: Callable[[Any], Any] | None) -> Step:
+def serve(state: CursorState, found: Node, on_delta: Callable[[Any], Any] | None) -> Step:
     """Serve a recorded node: verify its ancestry, count its charges avoided, move onto it."""
     rt = state.rt
     yield io(rt.verify_ancestry, found)
@@ -99,7 +99,7 @@ def diff_paths(left: Any, right: Any, limit: int = 3) -> list[str]:
     return out[:limit]
 
 
-def _miss(state: RunState, node: Node) -> Step:
+def _miss(state: CursorState, node: Node) -> Step:
     """Raise for a step replay cannot serve: its recorded refusal, or the nearest difference."""
     kind = node.kind.value
     canonical = node.canonical_payload or b""

@@ -31,7 +31,7 @@ from pollard._step._effects import Step, io
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = ["CANCELLED_ERRORS", "credit", "lookup", "net_charges"]
 
@@ -39,7 +39,7 @@ CANCELLED_ERRORS = ("CancelledError", "KeyboardInterrupt")
 """The error types a ``call_cancelled`` note names for a cancelled task and a Ctrl-C."""
 
 
-def lookup(state: RunState, node: Node) -> Step:
+def lookup(state: CursorState, node: Node) -> Step:
     """``(answer, credit)`` of a resumed step, in one store effect (one hop to the I/O thread).
 
     ``answer`` is the stored answer of ``node`` (a node at its id with a result) or None; when
@@ -48,7 +48,7 @@ def lookup(state: RunState, node: Node) -> Step:
     return (yield io(_lookup, state.rt.store, node))
 
 
-def credit(state: RunState, node: Node) -> Step:
+def credit(state: CursorState, node: Node) -> Step:
     """The charges of ``node``'s earlier cancelled dispatches, by meter (empty: none)."""
     return (yield io(_credit, state.rt.store, node))
 

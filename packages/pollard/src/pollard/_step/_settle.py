@@ -32,7 +32,7 @@ from pollard._step._context import Unrecorded
 from pollard._step._effects import Emit, Io, Step, io
 
 if TYPE_CHECKING:
-    from pollard._step._cursor import RunState
+    from pollard._step._state import CursorState
 
 __all__ = [
     "DISPATCH_EVENTS",
@@ -48,14 +48,14 @@ DISPATCH_EVENTS = frozenset({"call_failed", "call_cancelled", "call_repeated"})
 """Note events that record a dispatch beside the tree's path (never a cursor position)."""
 
 
-def stored(state: RunState, node: Node) -> Step:
+def stored(state: CursorState, node: Node) -> Step:
     """Deliver a newly stored node to the runtime's ``on_node`` hook."""
     if state.rt.on_node is not None:
         yield Emit(state.rt.on_node, node, swallow=True)
 
 
 def commit_new(
-    state: RunState,
+    state: CursorState,
     node: Node,
     charges: Mapping[str, Decimal],
     windows: Sequence[WindowEvent] = (),
@@ -74,7 +74,7 @@ def commit_new(
 
 
 def _commit(
-    state: RunState,
+    state: CursorState,
     node: Node,
     charges: Mapping[str, Decimal],
     windows: Sequence[WindowEvent],
@@ -103,7 +103,7 @@ def _commit(
 
 
 def settle(
-    state: RunState, final: Node, charges: Mapping[str, Decimal], reservation: str | None
+    state: CursorState, final: Node, charges: Mapping[str, Decimal], reservation: str | None
 ) -> Step:
     """Commit an executed (or dry-run) step; the cursor moves onto the node that stands for it."""
     rt = state.rt
@@ -146,7 +146,7 @@ def settle(
 
 
 def _repeated(
-    state: RunState,
+    state: CursorState,
     final: Node,
     existing: Node,
     charges: Mapping[str, Decimal],
@@ -176,7 +176,7 @@ def _repeated(
 
 
 def settle_dry_run(
-    state: RunState,
+    state: CursorState,
     node: Node,
     charges: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
@@ -195,7 +195,7 @@ def settle_dry_run(
 
 
 def record_failure(
-    state: RunState,
+    state: CursorState,
     node: Node,
     exc: BaseException,
     estimates: Estimates,
@@ -224,7 +224,7 @@ def record_failure(
 
 
 def charges(
-    state: RunState,
+    state: CursorState,
     kind: str,
     payload: Any,
     result: Any,

@@ -144,9 +144,9 @@ def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool
         if not replay or args.mock:
             raise error_hint(exc, offline=True) from None
     # Replay: the same request identity without credentials (they are not part of it).
-    if provider == "local":
+    if provider in ("local", "azure_openai"):
         options["base_url"] = options["base_url"] or _REPLAY_BASE_URL
-    else:
+    if provider != "local":
         options["api_key"] = REPLAY_KEY
     try:
         return Config(**options)

@@ -30,7 +30,8 @@ __all__ = ["build_parser", "main"]
 _EPILOG = (
     "Configuration: --provider/--model, or POLLUX_PROVIDER and POLLUX_MODEL; keys from the "
     "provider's variable (OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY, "
-    "OPENROUTER_API_KEY, or .env); local servers from --base-url or POLLUX_LOCAL_BASE_URL. "
+    "OPENROUTER_API_KEY, AZURE_OPENAI_API_KEY, or .env); local servers from --base-url or "
+    "POLLUX_LOCAL_BASE_URL, an Azure OpenAI endpoint from --base-url or AZURE_OPENAI_ENDPOINT. "
     "Exit codes: 0 all answered, 1 some failed or refused, 2 usage or input errors, "
     "130 interrupted."
 )
@@ -48,13 +49,15 @@ def _provider_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--provider",
         metavar="P",
-        help="gemini, openai, anthropic, openrouter or local (default: $POLLUX_PROVIDER)",
+        help="gemini, openai, anthropic, openrouter, local or azure_openai "
+        "(default: $POLLUX_PROVIDER)",
     )
     g.add_argument("--model", metavar="M", help="the provider's model (default: $POLLUX_MODEL)")
     g.add_argument(
         "--base-url",
         metavar="URL",
-        help="an OpenAI-compatible server, for --provider local (default: $POLLUX_LOCAL_BASE_URL)",
+        help="an OpenAI-compatible server, for --provider local (default: $POLLUX_LOCAL_BASE_URL), "
+        "or the resource endpoint for azure_openai (default: $AZURE_OPENAI_ENDPOINT)",
     )
     g.add_argument(
         "--mock",

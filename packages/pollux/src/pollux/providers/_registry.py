@@ -22,6 +22,7 @@ __all__ = ["PROVIDERS", "build_provider"]
 #: provider name -> (module, class name). Adding a provider is one line here.
 PROVIDERS: dict[str, tuple[str, str]] = {
     "anthropic": ("pollux.providers.anthropic", "AnthropicProvider"),
+    "azure_openai": ("pollux.providers.azure_openai", "AzureOpenAIProvider"),
     "local": ("pollux.providers.local", "LocalProvider"),
     "openrouter": ("pollux.providers.openrouter", "OpenRouterProvider"),
     "openai": ("pollux.providers.openai", "OpenAIProvider"),

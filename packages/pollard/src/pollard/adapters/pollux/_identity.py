@@ -34,6 +34,7 @@ _GEN_AI_PROVIDERS = {
     "anthropic": "anthropic",
     "gemini": "gcp.gemini",
     "openrouter": "openrouter",
+    "azure_openai": "azure.ai.openai",
 }
 
 

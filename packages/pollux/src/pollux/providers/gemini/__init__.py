@@ -5,8 +5,9 @@ Modules, one job each: :mod:`.compile` (neutral request -> ``generate_content`` 
 :mod:`.uploads` (sources -> parts via the Files API, reused per Session), :mod:`.caching`
 (persistent context caches: :func:`delete_context_cache`, :func:`refresh_context_cache`),
 :mod:`.schema` (JSON
-Schema -> Gemini's subset), :mod:`.errors` (SDK exceptions -> pollux errors) and
-:mod:`.provider` (the client, the capability table, the Provider protocol).
+Schema -> Gemini's subset), :mod:`.errors` (SDK exceptions -> pollux errors),
+:mod:`.client` (the ``genai.Client`` builder, shared by the provider and the caches) and
+:mod:`.provider` (the capability table, the Provider protocol).
 The SDK itself is imported only when the first client is built.
 """
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pollux.errors import CacheError, ConfigurationError
 
+from .client import build_client
 from .compile import compile_tools
 from .errors import PROVIDER, is_not_found, wrap_gemini_error
 from .extract import field
@@ -349,8 +350,6 @@ class GeminiCaches:
 
 
 async def _with_client(config: Config, work: Callable[[Any], Any]) -> Any:
-    from .provider import build_client
-
     client = build_client(config)
     try:
         return await work(client)

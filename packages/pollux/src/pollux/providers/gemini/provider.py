@@ -47,6 +47,7 @@ from pollux.providers.base import (
 from pollux.transport import Transport
 
 from .caching import DEFAULT_TTL_S, REGISTRY, GeminiCaches, cache_names
+from .client import DEFAULT_TRANSPORT, build_client
 from .compile import (
     build_config,
     payload_contents,
@@ -77,11 +78,6 @@ __all__ = [
 
 _log = logging.getLogger("pollux.providers.gemini")
 
-#: The SDK transport of a client built by :func:`build_client` without a pollux transport
-#: (``"auto"``: aiohttp when installed, else httpx). The provider always passes its Session's
-#: transport instead.
-DEFAULT_TRANSPORT = "auto"
-
 # The SDK requires ``contents``; the real ones travel in the request body (see ``execute``).
 _PLACEHOLDER = "."
 
@@ -103,41 +99,6 @@ CAPABILITIES = Capabilities(
     max_tokens=True,
     tool_result_errors=True,
 )
-
-
-def build_client(config: Config, *, transport: str = "auto", http: Transport | None = None) -> Any:
-    """A ``genai.Client`` for ``config`` with SDK retries off.
-
-    Args:
-        config: The session config (``api_key``, ``request_timeout_s``).
-        transport: Without ``http``: ``"auto"`` (aiohttp when installed), ``"aiohttp"`` or
-            ``"httpx"`` (benchmarks compare them).
-        http: A pollux transport whose httpx client the SDK sends through (wins over
-            ``transport``).
-    """
-    try:
-        from google import genai
-        from google.genai import types
-    except ImportError as exc:  # pragma: no cover - google-genai is a pollux dependency
-        raise ConfigurationError(
-            "provider='gemini' needs the google-genai package",
-            hint='Install it: pip install "google-genai>=1.61"',
-        ) from exc
-    options: dict[str, Any] = {
-        "timeout": int(config.request_timeout_s * 1000),
-        "retry_options": types.HttpRetryOptions(attempts=1),
-    }
-    if http is not None:
-        options["httpx_async_client"] = http.httpx_client()
-        # The SDK's own (sync) client trusts what the transport trusts, and the SDK does not
-        # load a CA bundle of its own for it.
-        options["client_args"] = {"verify": http.ssl_context()}
-        options["async_client_args"] = {"ssl": http.ssl_context()}  # its websocket context
-    elif transport == "httpx":
-        import httpx
-
-        options["async_client_args"] = {"transport": httpx.AsyncHTTPTransport()}
-    return genai.Client(api_key=config.api_key, http_options=types.HttpOptions(**options))
 
 
 #: Send through the SDK's request pipeline directly (see :func:`post_generate`); tests turn it

@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
-from pollux.errors import APIError, ConfigurationError
+from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
 from pollux.providers._warm import import_off_loop
@@ -94,6 +94,10 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         self._client: Any = client
         self._owns_client = client is None
         self._closed = False
+        #: ``POST`` path of the Responses API under the direct path's base URL.
+        self._responses_path = "/responses"
+        #: Per-request auth headers (a refreshed token), or None when the defaults carry them.
+        self._request_auth: Callable[[], Awaitable[Mapping[str, str]]] | None = None
         self._batches = OpenAIBatches(
             self._sdk,
             self.compile,
@@ -106,24 +110,32 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
     def _sdk(self) -> Any:
         if self._closed:
             raise ConfigurationError(
-                "The openai provider was used after it was closed",
+                f"The {self.name} provider was used after it was closed",
                 hint="Open a new Session (or call the module-level function again).",
             )
         if self._client is None:
-            try:
-                from openai import AsyncOpenAI
-            except ImportError as exc:  # pragma: no cover - openai is a pollux dependency
-                raise ConfigurationError(
-                    "provider='openai' needs the openai package",
-                    hint='Install it: pip install "openai>=2"',
-                ) from exc
-            self._client = AsyncOpenAI(
-                api_key=self._config.api_key,
-                max_retries=0,
-                timeout=self._config.request_timeout_s,
-                http_client=self._http.httpx_client(),
-            )
+            self._client = self._build_client()
         return self._client
+
+    def _build_client(self) -> Any:
+        """The SDK client this provider owns (subclasses build theirs: Azure's)."""
+        try:
+            from openai import AsyncOpenAI
+        except ImportError as exc:  # pragma: no cover - openai is a pollux dependency
+            raise ConfigurationError(
+                "provider='openai' needs the openai package",
+                hint='Install it: pip install "openai>=2"',
+            ) from exc
+        return AsyncOpenAI(
+            api_key=self._config.api_key,
+            max_retries=0,
+            timeout=self._config.request_timeout_s,
+            http_client=self._http.httpx_client(),
+        )
+
+    def _direct_target(self, client: Any) -> tuple[str, dict[str, str]]:
+        """Base URL and default headers of the direct path, read from the SDK client."""
+        return str(client.base_url), sdk_headers({**client.default_headers, **client.auth_headers})
 
     def _poster(self) -> DirectPost | None:
         """The direct path for ``responses.create`` (None for an injected client)."""
@@ -131,11 +143,12 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             return None
         if self._direct is None:
             client = self._sdk()
+            base_url, headers = self._direct_target(client)
             self._direct = DirectPost(
                 self._http,
-                provider=PROVIDER,
-                base_url=str(client.base_url),
-                headers=sdk_headers({**client.default_headers, **client.auth_headers}),
+                provider=self.name,
+                base_url=base_url,
+                headers=headers,
                 timeout_s=self._config.request_timeout_s,
                 status_error=stainless_status_error(client),
             )
@@ -145,6 +158,10 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         """Import the openai SDK in a thread before the first call's deadline starts."""
         if self._client is None:
             await import_off_loop("openai")
+
+    def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
+        """The pollux error for an SDK or direct-path failure (subclasses relabel it)."""
+        return wrap_openai_error(exc, phase=phase, timeout_s=self._config.request_timeout_s)
 
     async def aclose(self) -> None:
         """Close the SDK client (idempotent)."""
@@ -165,7 +182,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             seed=requirements.seed,
             reasoning_effort=requirements.reasoning_effort,
             reasoning_budget_tokens=requirements.reasoning_budget_tokens,
-            provider_options=requirements.provider_options_for(PROVIDER),
+            provider_options=requirements.provider_options_for(self.name),
         )
         validate_sources(request.sources.sources)
         state = request.continuation_state
@@ -250,7 +267,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             "previous_response_id": _response_id(request.continuation_state),
             "history": history,
             "tool_results": turn.tool_results,
-            "provider_options": requirements.provider_options_for(PROVIDER),
+            "provider_options": requirements.provider_options_for(self.name),
             "stream": request.stream,
         }
 
@@ -268,13 +285,17 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         try:
             if poster is not None:
                 body = poster.encode(compiled)
-                response = await poster.post("/responses", body, phase="generate")
+                auth = self._request_auth
+                response = await poster.post(
+                    self._responses_path,
+                    body,
+                    phase="generate",
+                    headers=None if auth is None else await auth(),
+                )
             else:
                 response = await _create(self._sdk(), compiled, stream=False)
         except Exception as exc:
-            raise wrap_openai_error(
-                exc, phase="generate", timeout_s=self._config.request_timeout_s
-            ) from exc
+            raise self._wrap(exc, phase="generate") from exc
         return extract_response(response)
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
@@ -289,11 +310,16 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             async for sdk_chunk in self._sdk_stream(compiled):
                 yield sdk_chunk
             return
-        timeout_s = self._config.request_timeout_s
+        wrap = self._wrap
         mapper = ResponsesStreamMapper()
         feed = mapper.feed
         body = poster.encode(compiled)
-        events = poster.stream("/responses", body, phase="stream")
+        auth = self._request_auth
+        try:
+            headers = None if auth is None else await auth()
+        except Exception as exc:
+            raise wrap(exc, phase="stream") from exc
+        events = poster.stream(self._responses_path, body, phase="stream", headers=headers)
         draining = False
         try:
             while True:
@@ -302,7 +328,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    raise wrap_openai_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                    raise wrap(exc, phase="stream") from exc
                 if draining:
                     # Read to the end of the body (nothing follows the terminal event), so the
                     # connection goes back to the pool.
@@ -330,9 +356,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         try:
             events = await _create(client, compiled, stream=True)
         except Exception as exc:
-            raise wrap_openai_error(
-                exc, phase="stream", timeout_s=self._config.request_timeout_s
-            ) from exc
+            raise self._wrap(exc, phase="stream") from exc
         try:
             while True:
                 try:
@@ -340,9 +364,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    raise wrap_openai_error(
-                        exc, phase="stream", timeout_s=self._config.request_timeout_s
-                    ) from exc
+                    raise self._wrap(exc, phase="stream") from exc
                 chunk = mapper.feed(event)
                 if chunk is not None:
                     yield chunk
@@ -363,7 +385,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         if digest is not None:
             # The next turn sends no sources (the server keeps them): remember which they were.
             state["sources"] = digest
-        options = request.requirements.provider_options_for(PROVIDER) or {}
+        options = request.requirements.provider_options_for(self.name) or {}
         if options.get("store") is False:
             state["stored"] = False
         return state

@@ -283,7 +283,8 @@ class Emulator:
         at OpenRouter's paths; ``"anthropic"`` is what ``anthropic.Anthropic(base_url=...)``
         expects (Messages, token counting, Files, Message Batches, models).
         ``"gemini"`` is what ``google-genai`` takes as
-        ``HttpOptions(base_url=...)`` (the SDK adds the API version).
+        ``HttpOptions(base_url=...)`` (the SDK adds the API version); ``"azure_openai"`` is an
+        Azure OpenAI resource endpoint (``Config(provider="azure_openai", base_url=...)``).
 
         Raises:
             EmulatorError: ``wire`` is unknown, or the emulator is not running.

@@ -1,0 +1,175 @@
+"""`CursorState`: where one run's steps attach and what it spent, read by every stage.
+
+The stage modules (admission, replay, execute, settle, charged) take a `CursorState`; the cursor
+(`pollard._step._cursor.RunState`) subclasses it with the primitives that drive those stages. The
+state lives below the stages and the primitives above them, so no stage imports the cursor, even
+for typing (``tests/test_pollard_layers.py`` checks the package has no import cycle).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from pollard._core._amounts import exact_map, plain_map
+from pollard._core._ledger import ZERO
+from pollard._core._node import Node
+from pollard._step._context import RuntimeCore, Scope
+
+if TYPE_CHECKING:
+    from pollard._core._store import Store
+
+__all__ = ["CursorState"]
+
+_SPENT_LOCK = threading.Lock()
+
+
+class CursorState:
+    """The cursor and accounting of one run (or branch), without the step primitives.
+
+    The stage modules take this type; `pollard._step._cursor.RunState` adds the primitives that
+    drive them.
+
+    Attributes:
+        rt: The runtime core.
+        label: The run label.
+        root_id: The root node id.
+        cursor_id: The node new steps attach to.
+        depth: The cursor depth (the root is 0).
+        scopes: Budget scopes, outermost first (the root scope is always first).
+        spent: Charges settled through this run object, by meter.
+        avoided: Charges served from recordings instead of executed, by meter.
+        branch_counts: Branches made from each node by this run object.
+        owner: The runtime object that opened the run (kept alive while the run is used).
+        leased: The node this run holds the append lease of (one writer per node), or None.
+        own_cursor: Whether this runtime committed the cursor node itself.
+    """
+
+    __slots__ = (
+        "_scope_ids",
+        "_scopes",
+        "avoided",
+        "branch_counts",
+        "cursor_id",
+        "depth",
+        "label",
+        "leased",
+        "own_cursor",
+        "owner",
+        "root_id",
+        "rt",
+        "spent",
+    )
+
+    def __init__(
+        self,
+        rt: RuntimeCore,
+        label: str,
+        root_id: str,
+        cursor_id: str,
+        depth: int,
+        scopes: tuple[Scope, ...],
+    ) -> None:
+        self.rt = rt
+        self.label = label
+        self.root_id = root_id
+        self.cursor_id = cursor_id
+        self.depth = depth
+        self.scopes = scopes
+        self.spent: dict[str, Decimal] = {}
+        self.avoided: dict[str, Decimal] = {}
+        self.branch_counts: dict[str, int] = {}
+        # Holding the runtime keeps one created inline (``Runtime("runs.db").run(...)``) and its
+        # store open for as long as the run is used.
+        self.owner: Any = None
+        # One writer per node: the cursor this run holds the append lease of, and whether this
+        # runtime committed the cursor itself (then it holds the node without asking).
+        self.leased: str | None = None
+        self.own_cursor = False
+
+    @property
+    def store(self) -> Store:
+        """The runtime's store."""
+        return self.rt.store
+
+    @property
+    def mode(self) -> str:
+        """``record``, ``hybrid`` or ``replay``."""
+        return self.rt.mode
+
+    @property
+    def scopes(self) -> tuple[Scope, ...]:
+        """Budget scopes, outermost first (the root scope is always first)."""
+        return self._scopes
+
+    @scopes.setter
+    def scopes(self, scopes: tuple[Scope, ...]) -> None:
+        self._scopes = scopes
+        # Charges settle into the root and every budgeted branch anchor; computed once per
+        # change of scopes rather than on every step.
+        self._scope_ids = tuple(
+            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits
+        )
+
+    @property
+    def limited(self) -> bool:
+        """Whether a budget or a rate window can refuse this run's steps."""
+        return any(scope.limits for scope in self.scopes) or bool(self.rt.windows)
+
+    def move(self, node: Node) -> None:
+        """Put the cursor on ``node``, a child of the current cursor."""
+        self.cursor_id = node.id
+        self.depth += 1
+        self.own_cursor = False
+
+    def scope_ids(self) -> tuple[str, ...]:
+        """The scopes a charge settles into: the root and every budgeted branch anchor."""
+        return self._scope_ids
+
+    def add_spent(self, charges: Mapping[str, Decimal]) -> None:
+        """Count settled charges as spent by this run object.
+
+        Locked: a cancelled step's finished commit is counted from a worker thread.
+        """
+        with _SPENT_LOCK:
+            spent = self.spent
+            for name, amount in charges.items():
+                spent[name] = spent.get(name, ZERO) + amount
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def ancestors(self, node_id: str) -> list[str]:
+        """Ids from ``node_id`` up to the run root (inclusive), nearest first."""
+        # SQL stores read the whole chain in one query (a round trip per node on PostgreSQL
+        # made every rollback cost as many round trips as the run was deep).
+        ancestry = getattr(self.rt.store, "ancestry", None)
+        if ancestry is not None:
+            chain = list(ancestry(node_id))
+            if self.root_id in chain:
+                return chain[: chain.index(self.root_id) + 1]
+            raise ValueError(f"node {node_id} is not in run {self.label!r}")
+        chain = []
+        current: str | None = node_id
+        while current is not None:
+            chain.append(current)
+            if current == self.root_id:
+                return chain
+            current = self.rt.store.get(current).parent
+        raise ValueError(f"node {node_id} is not in run {self.label!r}")
+
+    def report(self, *, exact: bool = False) -> dict[str, dict[str, Any]]:
+        """Spent and avoided charges of this run object, plus the root scope's ledger totals.
+
+        Plain numbers by default; ``exact=True`` gives exact decimal strings. Every meter of
+        the runtime is listed, at zero when nothing was charged to it, so a report reads the
+        same whether or not this run object spent anything (a replay, a refused step).
+        """
+        form = exact_map if exact else plain_map
+        zeros = dict.fromkeys(self.rt.meter_names, Decimal(0))
+        return {
+            "spent": form(zeros | dict(self.spent)),
+            "avoided": form(zeros | dict(self.avoided)),
+            "total": form(zeros | dict(self.rt.store.totals(self.root_id))),
+        }
