@@ -59,30 +59,6 @@ class RunState(CursorState):
         child.own_cursor = self.own_cursor
         return child
 
-    def check_writer(self) -> Step:
-        """Refuse (`WriterConflict`) when another live writer appends under the cursor.
-
-        The run's root is shared (workers start their own lines under one label); any other
-        node has one writer at a time. A node this runtime committed is its own; any other is
-        taken once (a fencing token in the store), and again when this writer's liveness may
-        have lapsed meanwhile (a paused process whose node another writer took over).
-        """
-        rt = self.rt
-        parent = self.cursor_id
-        if parent == self.root_id or rt.mode == "replay":
-            return
-        stale = rt.writer_stale()
-        if not stale and (self.own_cursor or self.leased == parent):
-            return
-        token = yield io(rt.store.take_append, parent, rt.writer)
-        if not token:
-            raise WriterConflict(
-                f"another writer is appending to run {self.label!r} at node {parent}: two "
-                "processes at one cursor would fork the run, so this one does not write",
-                parent,
-            )
-        self.leased = parent
-
     # -- primitives ----------------------------------------------------------------------------
 
     def step(

@@ -17,6 +17,8 @@ from pollard._core._amounts import exact_map, plain_map
 from pollard._core._ledger import ZERO
 from pollard._core._node import Node
 from pollard._step._context import RuntimeCore, Scope
+from pollard._step._effects import Step, io
+from pollard.errors import WriterConflict
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -137,6 +139,30 @@ class CursorState:
             spent = self.spent
             for name, amount in charges.items():
                 spent[name] = spent.get(name, ZERO) + amount
+
+    def check_writer(self) -> Step:
+        """Refuse (`WriterConflict`) when another live writer appends under the cursor.
+
+        The run's root is shared (workers start their own lines under one label); any other
+        node has one writer at a time. A node this runtime committed is its own; any other is
+        taken once (a fencing token in the store), and again when this writer's liveness may
+        have lapsed meanwhile (a paused process whose node another writer took over).
+        """
+        rt = self.rt
+        parent = self.cursor_id
+        if parent == self.root_id or rt.mode == "replay":
+            return
+        stale = rt.writer_stale()
+        if not stale and (self.own_cursor or self.leased == parent):
+            return
+        token = yield io(rt.store.take_append, parent, rt.writer)
+        if not token:
+            raise WriterConflict(
+                f"another writer is appending to run {self.label!r} at node {parent}: two "
+                "processes at one cursor would fork the run, so this one does not write",
+                parent,
+            )
+        self.leased = parent
 
     # -- reads ---------------------------------------------------------------------------------
 
