@@ -89,8 +89,18 @@ _FAILED_HINT = {
 }
 
 
+def _output_cap(args: argparse.Namespace) -> int | None:
+    """``--max-output-tokens``: the answers' cap (sent as ``max_tokens``), or None."""
+    value = getattr(args, "max_output_tokens", None)
+    return None if value is None else positive_int_option(value, "--max-output-tokens")
+
+
 def _open_ledger(
-    options: LedgerOptions | None, config: Config, *, resume: bool = False
+    options: LedgerOptions | None,
+    config: Config,
+    *,
+    resume: bool = False,
+    output_cap: int | None = None,
 ) -> Ledger | None:
     """The ledger of ``--ledger`` (pollard is imported only then)."""
     if options is None:
@@ -101,7 +111,7 @@ def _open_ledger(
         raise CLIError(
             f"--ledger needs pollard ({exc.name} is missing)", hint='pip install "pollux-ai[cli]"'
         ) from None
-    return Ledger.open(options, config, resume=resume)
+    return Ledger.open(options, config, resume=resume, output_cap=output_cap)
 
 
 def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
@@ -142,7 +152,9 @@ def _ask(args: argparse.Namespace) -> int:
     config = build_config(args, replay=options is not None and options.replay)
     sources = parse_sources(args.source)
     schema = load_schema(args.schema)
-    ledger = _open_ledger(options, config)
+    cap = _output_cap(args)
+    ledger = _open_ledger(options, config, output_cap=cap)
+    settings: dict[str, Any] = {} if cap is None else {"max_tokens": cap}
 
     async def ask() -> int:
         if ledger is None:
@@ -152,10 +164,13 @@ def _ask(args: argparse.Namespace) -> int:
                 instructions=args.instructions,
                 output=schema,
                 config=config,
+                **settings,
             )
         else:
             environment = Environment(instructions=args.instructions, sources=tuple(sources))
-            answer = await ledger.ask(prompt, environment=environment, output=schema)
+            answer = await ledger.ask(
+                prompt, environment=environment, output=schema, settings=settings
+            )
         if args.json:
             _out(json.dumps(answer.to_jsonable(), indent=2, ensure_ascii=False))
         elif answer.failed:
@@ -200,7 +215,7 @@ def _many(args: argparse.Namespace) -> int:
         return EXIT_OK
     sink = RecordSink(out)
     try:
-        ledger = _open_ledger(options, config, resume=True)
+        ledger = _open_ledger(options, config, resume=True, output_cap=_output_cap(args))
     except CLIError:
         sink.close()
         raise
@@ -214,6 +229,7 @@ def _many(args: argparse.Namespace) -> int:
         ledger=ledger,
         sink=sink,
         skipped=len(done),
+        settings={} if (cap := _output_cap(args)) is None else {"max_tokens": cap},
     )
     try:
         return _with_report(ledger, lambda: _run(fan))

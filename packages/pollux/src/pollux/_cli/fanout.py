@@ -102,8 +102,13 @@ async def fan_out(
     ledger: Ledger | None,
     sink: RecordSink,
     skipped: int,
+    settings: dict[str, Any] | None = None,
 ) -> int:
-    """Run the prompts of ``todo``, writing each record as it arrives; return the exit code."""
+    """Run the prompts of ``todo``, writing each record as it arrives; return the exit code.
+
+    ``settings`` are generation settings every call gets (``--max-output-tokens``).
+    """
+    settings = settings or {}
     progress = fanout_progress(
         len(prompts), skipped, records_on_terminal=sink.path is None and sys.stdout.isatty()
     )
@@ -122,7 +127,7 @@ async def fan_out(
 
                 async def plain(index: int) -> Record:
                     results = await session.run_many(
-                        prompts[index], environment=environment, output=schema
+                        prompts[index], environment=environment, output=schema, **settings
                     )
                     return record_for(index, results.outputs[0], prompt=prompts[index])
 
@@ -143,6 +148,7 @@ async def fan_out(
                     attempts[index],
                     environment=environment,
                     output=schema,
+                    settings=settings,
                 )
 
             interrupted = await _drive(todo, governed, workers, on_record)

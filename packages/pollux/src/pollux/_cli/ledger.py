@@ -71,12 +71,24 @@ class Ledger:
     _runs: list[AsyncRun] = field(default_factory=list)
 
     @classmethod
-    def open(cls, options: LedgerOptions, config: Config, *, resume: bool = False) -> Ledger:
+    def open(
+        cls,
+        options: LedgerOptions,
+        config: Config,
+        *,
+        resume: bool = False,
+        output_cap: int | None = None,
+    ) -> Ledger:
         """Open the store with the meters the budget needs.
 
         With ``resume`` (``pollux many``) the runtime is pollard's hybrid mode: the ledger, not
         ``--out``, decides what was answered, so a prompt answered by an earlier (interrupted,
         killed) command is served from it, and one cancelled in flight reuses its charge.
+
+        With ``output_cap`` (``--max-output-tokens``, sent as every call's ``max_tokens``) the
+        token budget is hard: each call holds its input estimate plus the cap before it is sent
+        and settles to its usage, so concurrent calls cannot overshoot it. Without it the budget
+        is estimated: the input estimate is checked first and output tokens are charged after.
 
         Raises:
             CLIError: The store cannot be opened, or ``--max-usd`` for a model without a price.
@@ -88,9 +100,9 @@ class Ledger:
             )
         meters: list[Any] = [
             StepMeter(),
-            # The CLI sends no output cap, so its token budget stays estimated (soft): a hard
-            # meter would refuse every prompt as unbounded.
-            TokenMeter(PolluxTokenEstimator(), reserved_output_tokens=0, estimated=True),
+            # Without --max-output-tokens no call states an output cap, so the token budget
+            # stays estimated (a hard meter would refuse every prompt as unbounded).
+            TokenMeter(PolluxTokenEstimator(), estimated=output_cap is None),
         ]
         usd = _cost_meter(config)
         if usd is not None:
@@ -212,7 +224,14 @@ class Ledger:
             total = report["total"]
         return spent, avoided, total
 
-    async def ask(self, prompt: str, *, environment: Environment, output: Any) -> Output:
+    async def ask(
+        self,
+        prompt: str,
+        *,
+        environment: Environment,
+        output: Any,
+        settings: dict[str, Any] | None = None,
+    ) -> Output:
         """One governed ``pollux.run``; pollux errors propagate.
 
         Raises:
@@ -221,7 +240,12 @@ class Ledger:
         run = self._take()
         try:
             return await governed_run(
-                run, prompt, environment=environment, config=self.config, output=output
+                run,
+                prompt,
+                environment=environment,
+                config=self.config,
+                output=output,
+                **(settings or {}),
             )
         except BudgetExceeded as exc:
             raise CLIError(
@@ -241,7 +265,14 @@ class Ledger:
             raise self._store_failed(exc) from None
 
     async def one(
-        self, index: int, prompt: str, attempt: int, *, environment: Environment, output: Any
+        self,
+        index: int,
+        prompt: str,
+        attempt: int,
+        *,
+        environment: Environment,
+        output: Any,
+        settings: dict[str, Any] | None = None,
     ) -> Record:
         """One prompt of a fan-out as a governed step, its outcome as a record (never raises)."""
         run = self._take()
@@ -253,6 +284,7 @@ class Ledger:
                 config=self.config,
                 output=output,
                 attempt=attempt,
+                **(settings or {}),
             )
         except BudgetExceeded as exc:
             error = _error(exc) | {"refusal_id": exc.refusal_id}

@@ -132,7 +132,10 @@ def _ledger_options(p: argparse.ArgumentParser, label: str) -> None:
     )
     g.add_argument("--max-usd", metavar="USD", help="refuse calls once the run spent USD dollars")
     g.add_argument(
-        "--max-tokens", metavar="N", help="the run's token budget (calls are estimated first)"
+        "--max-tokens",
+        metavar="N",
+        help="the run's token budget: hard with --max-output-tokens (each call's worst case is "
+        "held before it is sent), else estimated (output tokens are charged after each call)",
     )
     g.add_argument("--max-calls", metavar="N", help="the run's budget of provider calls")
     g.add_argument(
@@ -168,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
     _prompt_options(p)
+    p.add_argument(
+        "--max-output-tokens",
+        metavar="N",
+        help="cap each answer at N output tokens (sent as max_tokens); with --max-tokens it "
+        "makes the token budget hard: each call holds its input estimate plus N before it is sent",
+    )
     p.add_argument("--json", action="store_true", help="print the Output as JSON")
     _provider_options(p)
     _quota_options(p)
@@ -194,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         default="6",
         help="how many provider calls run at once (default: 6)",
+    )
+    p.add_argument(
+        "--max-output-tokens",
+        metavar="N",
+        help="cap each answer at N output tokens (sent as max_tokens); with --max-tokens it "
+        "makes the token budget hard: each call holds its input estimate plus N before it is sent",
     )
     _provider_options(p)
     _quota_options(p)
