@@ -122,12 +122,19 @@ class CallQuota(Protocol):
         ...
 
 
-def _limit(name: str, value: object) -> int | None:
+def check_limit(name: str, value: object, *, owner: str = "") -> int | None:
+    """A quota limit (an integer >= 1, or None for no limit), or a ConfigurationError.
+
+    Args:
+        name: The parameter's name, for the message.
+        value: The value given.
+        owner: What the parameter belongs to, prefixed to the message (``"SharedQuota "``).
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(
-            f"{name} must be an integer >= 1 or None, got {describe(value)}",
+            f"{owner}{name} must be an integer >= 1 or None, got {describe(value)}",
             hint=f"Pass the provider's limit, for example {name}=500, or None for no limit.",
         )
     return value
@@ -275,8 +282,8 @@ class LocalQuota:
         default_output_tokens: int = DEFAULT_OUTPUT_TOKENS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.requests_per_minute = _limit("requests_per_minute", requests_per_minute)
-        self.tokens_per_minute = _limit("tokens_per_minute", tokens_per_minute)
+        self.requests_per_minute = check_limit("requests_per_minute", requests_per_minute)
+        self.tokens_per_minute = check_limit("tokens_per_minute", tokens_per_minute)
         self.window_s = check_window(window_s)
         self.default_output_tokens = check_output_tokens(default_output_tokens)
         self._clock = clock

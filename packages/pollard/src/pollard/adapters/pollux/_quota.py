@@ -44,6 +44,7 @@ from pollux.quota import (
     DEFAULT_OUTPUT_TOKENS,
     QuotaPermit,
     QuotaRequest,
+    check_limit,
     check_output_tokens,
     check_window,
     past_deadline,
@@ -66,17 +67,6 @@ _UNLIMITED = Decimal(10) ** 15
 _RECHECK_S = 5.0
 
 Scope = Literal["model", "provider", "key"]
-
-
-def _positive_int(name: str, value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(
-            f"SharedQuota {name} must be an integer >= 1 or None, got {value!r}",
-            hint=f"Pass the provider's limit, for example {name}=500.",
-        )
-    return value
 
 
 def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
@@ -189,8 +179,12 @@ class SharedQuota:
         workers: int | None = None,
         poll_s: float = 0.25,
     ) -> None:
-        self.requests_per_minute = _positive_int("requests_per_minute", requests_per_minute)
-        self.tokens_per_minute = _positive_int("tokens_per_minute", tokens_per_minute)
+        self.requests_per_minute = check_limit(
+            "requests_per_minute", requests_per_minute, owner="SharedQuota "
+        )
+        self.tokens_per_minute = check_limit(
+            "tokens_per_minute", tokens_per_minute, owner="SharedQuota "
+        )
         if self.requests_per_minute is None and self.tokens_per_minute is None:
             raise ConfigurationError(
                 "SharedQuota needs requests_per_minute, tokens_per_minute or both",
@@ -211,7 +205,7 @@ class SharedQuota:
                 hint="'fail' refuses calls while the store is down; 'local' uses this "
                 "worker's share of the limits.",
             )
-        self.workers = _positive_int("workers", workers)
+        self.workers = check_limit("workers", workers, owner="SharedQuota ")
         if on_unreachable == "local" and self.workers is None:
             raise ConfigurationError(
                 "on_unreachable='local' needs workers=N (the local share is the limit / N)",
@@ -237,7 +231,6 @@ class SharedQuota:
         self._local_until = 0.0
         self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-        self.unreachable_count = 0
 
     # -- the store side (runs on the quota's thread) ------------------------------------------
 
@@ -366,7 +359,6 @@ class SharedQuota:
 
     def _unreachable(self, exc: BaseException) -> APIError | None:
         """The error to raise for a store failure, or None to use the local share."""
-        self.unreachable_count += 1
         reason = exc.message if isinstance(exc, PollardError) else type(exc).__name__
         if self.on_unreachable == "local":
             if time.monotonic() >= self._local_until:
