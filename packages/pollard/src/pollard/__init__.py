@@ -19,6 +19,9 @@ import importlib as _importlib
 import typing as _typing
 
 from ._version import __version__ as __version__
+from .errors import ApprovalConflict as ApprovalConflict
+from .errors import ApprovalDenied as ApprovalDenied
+from .errors import ApprovalRequired as ApprovalRequired
 from .errors import BudgetExceeded as BudgetExceeded
 from .errors import ConfirmationRequired as ConfirmationRequired
 from .errors import EffectAmbiguous as EffectAmbiguous
@@ -49,6 +52,12 @@ if _typing.TYPE_CHECKING:
     from pollard._edge._transfer import ImportReport as ImportReport
     from pollard._edge._transfer import export_subtree as export_subtree
     from pollard._edge._transfer import import_subtree as import_subtree
+    from pollard._governance._approvals import Approval as Approval
+    from pollard._governance._approvals import decide_approval as decide_approval
+    from pollard._governance._approvals import get_approval as get_approval
+    from pollard._governance._approvals import list_approvals as list_approvals
+    from pollard._runtime._approvals import arequest_approval as arequest_approval
+    from pollard._runtime._approvals import request_approval as request_approval
     from pollard._runtime._async import AsyncRun as AsyncRun
     from pollard._runtime._async import AsyncRuntime as AsyncRuntime
     from pollard._runtime._sync import ReplayMode as ReplayMode
@@ -57,6 +66,7 @@ if _typing.TYPE_CHECKING:
     from pollard._step._intent import idempotency_key as idempotency_key
 
     from .meters import WindowMeter as WindowMeter
+    from .policy import ApprovalPolicy as ApprovalPolicy
     from .policy import Decision as Decision
     from .policy import Policy as Policy
     from .policy import PolicyContext as PolicyContext
@@ -71,6 +81,13 @@ if _typing.TYPE_CHECKING:
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
 # To add a lazily loaded export: add it here, to the TYPE_CHECKING block and to __all__ (sorted).
 _LAZY: dict[str, str] = {
+    "Approval": "pollard._governance._approvals",
+    "ApprovalPolicy": "pollard.policy",
+    "arequest_approval": "pollard._runtime._approvals",
+    "decide_approval": "pollard._governance._approvals",
+    "get_approval": "pollard._governance._approvals",
+    "list_approvals": "pollard._governance._approvals",
+    "request_approval": "pollard._runtime._approvals",
     "AsyncRun": "pollard._runtime._async",
     "AsyncRuntime": "pollard._runtime._async",
     "SealReport": "pollard._edge._seal",
@@ -111,6 +128,11 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ActionSpec",
+    "Approval",
+    "ApprovalConflict",
+    "ApprovalDenied",
+    "ApprovalPolicy",
+    "ApprovalRequired",
     "AsyncRun",
     "AsyncRuntime",
     "Budget",
@@ -147,13 +169,18 @@ __all__ = [
     "WindowMeter",
     "WriterConflict",
     "__version__",
+    "arequest_approval",
+    "decide_approval",
     "export_subtree",
     "gc",
+    "get_approval",
     "idempotency_key",
     "import_subtree",
+    "list_approvals",
     "merge",
     "recompute_charges",
     "redact",
+    "request_approval",
     "seal",
     "verify",
 ]

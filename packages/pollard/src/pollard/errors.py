@@ -6,7 +6,10 @@ it records the refusal node first and then raises, so the exception names a node
     PollardError                        every pollard error; carries a ``hint``
     ├── BudgetExceeded                  a budget or window refused a step  (refusal_id, meter)
     ├── PolicyViolation                 the registry firewall refused      (refusal_id, detail)
+    │   └── ApprovalDenied              its stored approval was denied     (request_id)
     ├── ConfirmationRequired            a policy asks for confirmation     (resume_token)
+    ├── ApprovalRequired                a call waits for a stored approval (request_id)
+    ├── ApprovalConflict                an approval decided twice, or spent elsewhere (request_id)
     ├── EffectAmbiguous                 a tool step was in flight at a crash (node_id)
     ├── WriterConflict                  another live writer appends at a node (node_id)
     ├── MissingRecording  (LookupError) replay found no recorded step      (node_id)
@@ -20,6 +23,9 @@ Every class accepts the message first and keeps ``str(error)`` equal to it, so
 from __future__ import annotations
 
 __all__ = [
+    "ApprovalConflict",
+    "ApprovalDenied",
+    "ApprovalRequired",
     "BudgetExceeded",
     "ConfirmationRequired",
     "EffectAmbiguous",
@@ -118,6 +124,104 @@ class ConfirmationRequired(PollardError):
     def __init__(self, message: str, resume_token: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.resume_token = resume_token
+
+
+class ApprovalRequired(PollardError):
+    """A policy requires a stored approval for this call, and none is approved yet.
+
+    The request is recorded in the ledger (a ``refusal`` node with ``rule: "approval_required"``
+    bound to the actor, the action, the registry digest and the argument digest); its id is
+    ``request_id``. Decide it from any process (``pollard approve STORE REQUEST --by NAME`` or
+    `pollard.decide_approval`), then make the same call again: it runs once.
+
+    Attributes:
+        request_id: The id of the recorded approval request.
+        actor: Who asked (``None`` when the call named no actor).
+        action: The registered action (``name@version``).
+    """
+
+    default_hint = (
+        "decide the request (pollard approve STORE REQUEST --by NAME, or "
+        "pollard.decide_approval(store, request_id, 'approve', by=...)), then make the same call "
+        "again; run.confirm cannot stand in for a stored approval"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        request_id: str,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.request_id = request_id
+        self.actor = actor
+        self.action = action
+
+
+class ApprovalDenied(PolicyViolation):
+    """The stored approval request of this call was denied (a recorded refusal).
+
+    Attributes:
+        refusal_id: The id of the refusal recorded for this call.
+        request_id: The id of the denied approval request.
+        decided_by: Who denied it.
+        reason: The reason they gave, or ``None``.
+    """
+
+    default_hint = (
+        "a denial is final for this call; ask again as a new request with the next attempt= "
+        "(run.tool_call(..., attempt=N)) if the situation changed"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        refusal_id: str,
+        request_id: str,
+        *,
+        decided_by: str | None = None,
+        reason: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, refusal_id, detail=message, hint=hint)
+        self.request_id = request_id
+        self.decided_by = decided_by
+        self.reason = reason
+
+
+class ApprovalConflict(PollardError):
+    """An approval cannot take this decision or this use: it was decided (or spent) already.
+
+    A decision is recorded exactly once (the first one wins, across processes), and an approval
+    is spent on exactly one execution of exactly one call.
+
+    Attributes:
+        request_id: The approval request.
+        status: What stands: ``"approved"`` or ``"denied"``.
+        decided_by: Who took the standing decision.
+    """
+
+    default_hint = (
+        "a decision is final: list it with `pollard approvals STORE --all`; ask again with a "
+        "new request (the call's next attempt=) if it must change"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        request_id: str,
+        *,
+        status: str | None = None,
+        decided_by: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.request_id = request_id
+        self.status = status
+        self.decided_by = decided_by
 
 
 class EffectAmbiguous(PollardError):

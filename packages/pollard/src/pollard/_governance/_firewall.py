@@ -29,7 +29,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pollard._core._canon import node_id, payload_digest, validate_json
-from pollard._core._node import NodeKind
+from pollard._core._ledger import utc_now_iso
+from pollard._core._node import Node, NodeKind
+from pollard._governance import _approvals as approvals
 from pollard._governance._legacy08 import (
     blocked_digests_08,
     identity_payload_08,
@@ -45,7 +47,15 @@ if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import ActionSpec, Registry
 
-__all__ = ["SENSITIVE_HINT", "Firewall", "bind_root", "confirm", "identity_payload", "tool_call"]
+__all__ = [
+    "SENSITIVE_HINT",
+    "Firewall",
+    "bind_root",
+    "confirm",
+    "identity_payload",
+    "request_approval",
+    "tool_call",
+]
 
 SENSITIVE_HINT = "sensitive"
 """The hint of markers that replace schema-sensitive fields."""
@@ -165,9 +175,12 @@ def tool_call(
     *,
     version: str | None = None,
     attempt: int = 0,
+    actor: str | None = None,
 ) -> Step:
     """Resolve, validate, redact, ask policies and run one registered tool call."""
     registry: Registry = fw.registry
+    if actor is None:
+        actor = state.actor
     if not isinstance(name, str):
         raise TypeError(f"tool_call name must be a str, got {type(name).__name__}")
     if version is not None and not isinstance(version, str):
@@ -226,19 +239,26 @@ def tool_call(
                 original=original,
             )
         )
-    return (yield from _admit(fw, state, spec, original, payload, attempt, confirmed=False))
+    return (
+        yield from _admit(fw, state, spec, original, payload, attempt, confirmed=False, actor=actor)
+    )
 
 
 def _decide(
-    fw: Firewall, state: RunState, spec: ActionSpec, original: dict[str, Any], confirmed: bool
+    fw: Firewall,
+    state: RunState,
+    spec: ActionSpec,
+    original: dict[str, Any],
+    confirmed: bool,
+    actor: str | None,
 ) -> Step:
-    """Run the policies; return ``(decision, policy name)``: the first DENY, else any CONFIRM."""
+    """Run the policies; return ``{decision: first policy name}`` (only DENY when one denies)."""
     policies = fw.policies
     if not policies:
-        return Decision.ALLOW, None
+        return {}
     report = yield io(state.report, exact=True)
     counters = {name: Decimal(value) for name, value in report["total"].items()}
-    verdict: tuple[Decision, str | None] = (Decision.ALLOW, None)
+    verdicts: dict[Decision, str] = {}
     for policy in policies:
         context = PolicyContext(
             spec=spec,
@@ -248,6 +268,7 @@ def _decide(
             counters=dict(counters),
             confirmed=confirmed,
             dry_run=state.rt.dry_run,
+            actor=actor,
         )
         answer = yield Invoke(policy.decide, context)
         try:
@@ -255,13 +276,13 @@ def _decide(
         except ValueError:
             raise TypeError(
                 f"policy {_policy_name(policy)} returned {answer!r}; "
-                "return Decision.ALLOW, Decision.DENY or Decision.CONFIRM"
+                "return Decision.ALLOW, Decision.DENY, Decision.CONFIRM or "
+                "Decision.REQUIRE_APPROVAL"
             ) from None
         if decision is Decision.DENY:
-            return decision, _policy_name(policy)
-        if decision is Decision.CONFIRM and verdict[0] is Decision.ALLOW:
-            verdict = (decision, _policy_name(policy))
-    return verdict
+            return {decision: _policy_name(policy)}
+        verdicts.setdefault(decision, _policy_name(policy))
+    return verdicts
 
 
 def _policy_name(policy: object) -> str:
@@ -278,6 +299,7 @@ def _admit(
     attempt: int,
     *,
     confirmed: bool,
+    actor: str | None = None,
 ) -> Step:
     rt = state.rt
     meta = {"registry_digest": fw.registry.registry_digest}
@@ -298,14 +320,14 @@ def _admit(
             if dry:
                 return (yield from state.record_dry_run(_TOOL, step_payload, attempt=attempt))
             return (yield from state.step(_TOOL, payload, _unreachable, None, attempt=attempt))
-    decision, who = yield from _decide(fw, state, spec, original, confirmed)
-    if decision is Decision.DENY:
+    verdicts = yield from _decide(fw, state, spec, original, confirmed, actor)
+    if Decision.DENY in verdicts:
         return (
             yield from _refuse(
                 fw,
                 state,
                 "denied",
-                f"denied by policy {who}",
+                f"denied by policy {verdicts[Decision.DENY]}",
                 step_payload,
                 tool=spec.name,
                 version=spec.version,
@@ -313,7 +335,22 @@ def _admit(
                 original=original,
             )
         )
-    if decision is Decision.CONFIRM and not confirmed:
+    approved = None
+    if Decision.REQUIRE_APPROVAL in verdicts:
+        # A stored approval, decided by someone else, is the only way past this: a process-local
+        # confirmation (confirmed=True) does not satisfy it.
+        approved = yield from approvals.require(
+            state,
+            spec,
+            fw.registry.registry_digest,
+            payload["args"],
+            step_payload,
+            actor,
+            attempt,
+            verdicts[Decision.REQUIRE_APPROVAL],
+        )
+    if Decision.CONFIRM in verdicts and not confirmed:
+        who = verdicts[Decision.CONFIRM]
         pending = copy.deepcopy(original)
         detail = f"confirmation required by policy {who}"
 
@@ -365,7 +402,7 @@ def _admit(
         except ConfirmationRequired:
             state.cursor_id, state.depth = cursor, depth
             raise
-    if dry:
+    if dry:  # nothing runs, so an approval is not spent
         return (yield from state.record_dry_run(_TOOL, step_payload, attempt=attempt, meta=meta))
     handler = spec.handler
     if handler is None:  # checked after policies and dry run: a dry run needs no handler
@@ -387,10 +424,23 @@ def _admit(
         raise TypeError(
             f"the handler of {spec.name!r} is async; use AsyncRuntime (atool_call) to call it"
         )
+    if approved is not None:
+        # Spent on this call's step node; from here the effects-once machinery holds: a
+        # completed step is served, one in flight at a crash is ambiguous, never re-run, and a
+        # confirmation cannot make an approved action run a second time.
+        step_id = node_id(_TOOL, state.cursor_id, payload, attempt)
+        yield from approvals.spend(state, approved, step_id)
+        meta = {**meta, "approval": approved.id}
     # A newly confirmed request runs even when an earlier confirmed one stored this step.
     return (
         yield from state.step(
-            _TOOL, payload, handler, original, attempt=attempt, meta=meta, rerun=confirmed
+            _TOOL,
+            payload,
+            handler,
+            original,
+            attempt=attempt,
+            meta=meta,
+            rerun=confirmed and approved is None,
         )
     )
 
@@ -404,6 +454,61 @@ def _is_async_callable(function: object) -> bool:
 
 def _unreachable(_arg: object) -> NoReturn:  # pragma: no cover - only served nodes reach here
     raise AssertionError("a served registered call must not be executed")
+
+
+# -- approvals -------------------------------------------------------------------------------------
+
+
+def request_approval(
+    fw: Firewall,
+    state: RunState,
+    name: str,
+    args: Mapping[str, Any],
+    *,
+    version: str | None = None,
+    attempt: int = 0,
+    actor: str | None = None,
+) -> Step:
+    """Record the approval request the call would make (the cursor stays); return its node.
+
+    The request is the one the firewall looks up when the call is made, so deciding it
+    approves exactly that call. An unknown action, another version or invalid arguments raise
+    ``ValueError`` (nothing was attempted, so nothing is recorded).
+    """
+    registry: Registry = fw.registry
+    if actor is None:
+        actor = state.actor
+    original = _checked_args(args)
+    spec = registry.find(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ValueError(f"cannot request approval: unknown registered action {name!r}")
+    if version is not None and version != spec.version:
+        raise ValueError(
+            f"cannot request approval: {name} is registered as version {spec.version}, "
+            f"not {version}"
+        )
+    finding = spec.validate(original, engine=registry.schema_engine)
+    if finding is not None:
+        raise ValueError(f"cannot request approval: schema validation failed: {finding}")
+    redacted = spec.redact_args(original, _marker(registry))
+    payload = identity_payload(spec, redacted)
+    body = approvals.request_payload(
+        spec, registry.registry_digest, redacted, payload, actor, attempt
+    )
+    node = Node.create(NodeKind.REFUSAL, state.cursor_id, body)
+    found = yield io(state.rt.store.find, node.id)
+    if found is not None:
+        return found
+    if state.rt.mode == "replay":
+        raise PollardError(
+            "request_approval writes a request; replay mode never writes",
+            hint="request approvals in record or hybrid mode",
+        )
+    node = node.with_meta(
+        {"created_at": utc_now_iso(), "registry_digest": registry.registry_digest}
+    )
+    yield io(state.rt.store.put, node)
+    return node
 
 
 # -- confirmation ----------------------------------------------------------------------------------
@@ -487,6 +592,7 @@ def confirm(
             payload,
             attempt if isinstance(attempt, int) else 0,
             confirmed=True,
+            actor=state.actor,
         )
     except GeneratorExit:
         raise
@@ -634,10 +740,32 @@ class Firewall:
         return self._policies
 
     def tool_call(
-        self, state: RunState, name: str, args: Any, *, version: str | None, attempt: int
+        self,
+        state: RunState,
+        name: str,
+        args: Any,
+        *,
+        version: str | None,
+        attempt: int,
+        actor: str | None = None,
     ) -> Step:
         """Resolve, validate, redact, ask policies and run one registered tool call."""
-        return tool_call(self, state, name, args, version=version, attempt=attempt)
+        return tool_call(self, state, name, args, version=version, attempt=attempt, actor=actor)
+
+    def request_approval(
+        self,
+        state: RunState,
+        name: str,
+        args: Any,
+        *,
+        version: str | None = None,
+        attempt: int = 0,
+        actor: str | None = None,
+    ) -> Step:
+        """Record (or find) the approval request of a registered call without making it."""
+        return request_approval(
+            self, state, name, args, version=version, attempt=attempt, actor=actor
+        )
 
     def confirm(self, state: RunState, token: str, *, args: Any = None) -> Step:
         """Run a call a policy held for confirmation."""

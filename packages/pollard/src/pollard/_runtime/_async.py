@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pollard._core._budget import Budget
 from pollard._core._node import Node, NodeKind
 from pollard._core._store import Store
+from pollard._governance._approvals import actor_name
 from pollard._runtime._sync import (
     ReplayMode,
     Run,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import Registry
 
-__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork"]
+__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork", "offload_of"]
 
 
 class AsyncRuntime(RuntimeBase):
@@ -229,12 +230,20 @@ class AsyncRun(RunView):
         fn: Callable[[Any], Any] | None = None,
         version: str | None = None,
         attempt: int = 0,
+        actor: object = None,
     ) -> Node:
-        """Run a tool call as one governed step; see `Run.tool_call`."""
+        """Run a tool call as one governed step; see `Run.tool_call` (``actor`` as there)."""
         gate = self._state.rt.gate
         if gate is not None:
             return await self._drive(
-                gate.tool_call(self._state, name, args, version=version, attempt=attempt)
+                gate.tool_call(
+                    self._state,
+                    name,
+                    args,
+                    version=version,
+                    attempt=attempt,
+                    actor=actor_name(actor),
+                )
             )
         if not callable(fn):
             raise TypeError(
@@ -347,3 +356,8 @@ def fork(run: AsyncRun) -> AsyncRun:
     call its own fork, so every call's node is a child of the same node.
     """
     return AsyncRun(run_state(run).fork(), run._offload)
+
+
+def offload_of(run: AsyncRun) -> Offload:
+    """Where an `AsyncRun` runs its store I/O (for edge code driving steps itself)."""
+    return run._offload

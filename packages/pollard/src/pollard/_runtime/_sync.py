@@ -18,6 +18,7 @@ from pollard._core._budget import Budget
 from pollard._core._ledger import utc_now_iso
 from pollard._core._node import Node, NodeKind, check_attempt
 from pollard._core._store import Store
+from pollard._governance._approvals import actor_name, is_request
 from pollard._governance._firewall import Firewall
 from pollard._step._charged import record_charged
 from pollard._step._context import RuntimeCore, Scope
@@ -261,8 +262,12 @@ def _unrecorded_path(store: object, mode: str) -> str | None:
 
 
 def _on_path(node: Node) -> bool:
-    """Whether the cursor can stand on ``node``: not pruned, not a note about a dispatch."""
-    if node.pruned:
+    """Whether the cursor can stand on ``node``: not pruned, not a note about a dispatch.
+
+    Nor an approval request: the call stays where it was asked, so a resumed run asks (and,
+    once approved, runs) it there, as the process that asked first would have.
+    """
+    if node.pruned or is_request(node):
         return False
     payload = node.payload
     return not (
@@ -546,6 +551,7 @@ class Run(RunView):
         fn: Callable[[Any], Any] | None = None,
         version: str | None = None,
         attempt: int = 0,
+        actor: object = None,
     ) -> Node:
         """Run a tool call as one governed step.
 
@@ -561,6 +567,9 @@ class Run(RunView):
                 (read the arguments as ``payload["args"]``).
             version: The tool version.
             attempt: The attempt number.
+            actor: Who makes the call (a str, or an object with a ``.name`` such as a team
+                agent); policies see it (``PolicyContext.actor``) and a stored approval is
+                bound to it. Default: none. Ignored without a registry.
 
         Returns:
             The recorded (or served) node. Non-dict tool results are stored as
@@ -570,11 +579,23 @@ class Run(RunView):
             BudgetExceeded: When a budget refuses the call.
             PolicyViolation: When the registry firewall refuses it.
             ConfirmationRequired: When a policy asks for confirmation.
+            ApprovalRequired: When a policy requires a stored approval that is not decided
+                yet (the request is recorded).
+            ApprovalDenied: When that approval was denied.
             TypeError: Without a registry and without ``fn``.
         """
         gate = self._state.rt.gate
         if gate is not None:
-            return _drive(gate.tool_call(self._state, name, args, version=version, attempt=attempt))
+            return _drive(
+                gate.tool_call(
+                    self._state,
+                    name,
+                    args,
+                    version=version,
+                    attempt=attempt,
+                    actor=actor_name(actor),
+                )
+            )
         if not callable(fn):
             raise TypeError(
                 "tool_call without a registry needs fn=, the function that runs the tool"
@@ -721,6 +742,7 @@ def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
         state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
     )
     child.owner = state.owner
+    child.actor = state.actor
     anchor: Node = yield from child.note({"branch": True}, attempt=attempt + offset)
     if limits:
         child.scopes = (*state.scopes, Scope(anchor.id, limits))

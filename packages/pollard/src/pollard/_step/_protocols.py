@@ -99,9 +99,19 @@ class Gate(Protocol[CursorT_contra]):
         ...
 
     def tool_call(
-        self, state: CursorT_contra, name: str, args: Any, *, version: str | None, attempt: int
+        self,
+        state: CursorT_contra,
+        name: str,
+        args: Any,
+        *,
+        version: str | None,
+        attempt: int,
+        actor: str | None = None,
     ) -> Step:
-        """Resolve, validate, redact, ask policies and run one registered tool call."""
+        """Resolve, validate, redact, ask policies and run one registered tool call.
+
+        ``actor`` (who makes the call; None: the cursor's own actor) binds stored approvals.
+        """
         ...
 
     def confirm(self, state: CursorT_contra, token: str, *, args: Any = None) -> Step:

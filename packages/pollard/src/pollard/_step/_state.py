@@ -47,11 +47,14 @@ class CursorState:
         owner: The runtime object that opened the run (kept alive while the run is used).
         leased: The node this run holds the append lease of (one writer per node), or None.
         own_cursor: Whether this runtime committed the cursor node itself.
+        actor: Who makes this cursor's registered tool calls when a call names no actor (an
+            agent's identity), or None. Branches and forks inherit it.
     """
 
     __slots__ = (
         "_scope_ids",
         "_scopes",
+        "actor",
         "avoided",
         "branch_counts",
         "cursor_id",
@@ -90,6 +93,7 @@ class CursorState:
         # runtime committed the cursor itself (then it holds the node without asking).
         self.leased: str | None = None
         self.own_cursor = False
+        self.actor: str | None = None
 
     @property
     def store(self) -> Store:
