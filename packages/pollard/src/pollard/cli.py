@@ -11,6 +11,9 @@ Commands (``pollard COMMAND --help`` for each)::
     gc STORE drop-pruned|compact  offline garbage collection
     export STORE ROOT FILE        write a sealed subtree file
     import FILE STORE             verify a subtree file and write it into a store
+    approvals STORE               list approval requests (pending by default; --status)
+    approve STORE REQUEST --by N  approve a pending request (recorded once)
+    deny STORE REQUEST --by N     deny a pending request (recorded once)
 
 Exit codes: 0 success, 1 integrity findings (verify findings, a tampered store or file),
 2 usage or input errors (one ``pollard: ...`` line on stderr).
@@ -213,6 +216,39 @@ def build_parser() -> argparse.ArgumentParser:
         "dst", metavar="DST", nargs="?", help="a new SQLite file to copy into (must not exist)"
     )
     _json_flag(p)
+
+    p = add(
+        "approvals",
+        "list approval requests",
+        "List the approval requests recorded in STORE (one walk over every run): request id, "
+        "run, actor, action, argument digest, status and whether the approval was spent. "
+        "Pending requests by default.",
+    )
+    p.add_argument("store", metavar="STORE", help="the store spec")
+    p.add_argument(
+        "--status",
+        choices=["pending", "approved", "denied", "all"],
+        default="pending",
+        help="which requests to list (default: pending)",
+    )
+    p.add_argument("--run", metavar="LABEL", help="only the requests of this run")
+    _json_flag(p)
+
+    for name, verb in (("approve", "approve"), ("deny", "deny")):
+        p = add(
+            name,
+            f"{verb} a pending approval request",
+            f"Record the decision to {verb} REQUEST, exactly once: a request that is already "
+            "decided is refused (exit 2) and its standing decision named. The actor who asked "
+            "cannot decide its own request. An approved call runs once when it is made again.",
+        )
+        p.add_argument("store", metavar="STORE", help="the store spec")
+        p.add_argument(
+            "request", metavar="REQUEST", help="an approval request id or a unique id prefix"
+        )
+        p.add_argument("--by", required=True, metavar="NAME", help="who decides (recorded)")
+        p.add_argument("--reason", metavar="TEXT", help="why (recorded with the decision)")
+        _json_flag(p)
     return parser
 
 

@@ -27,6 +27,12 @@ from pollard._edge._view import (
     decimal_map_json,
     printable,
 )
+from pollard._governance._approvals import (
+    Approval,
+    decide_approval,
+    get_approval,
+    list_approvals,
+)
 from pollard.errors import IntegrityError, PollardError
 from pollard.html import render_rows, seal_summary
 from pollard.stores._sql import SqlStore
@@ -206,6 +212,74 @@ def cmd_show(args: argparse.Namespace, stack: ExitStack) -> int:
         _json({"root_id": root_id, "nodes": [row.to_json() for row in rows]})
     else:
         _out(render_tree(rows, unicode=args.unicode))
+    return 0
+
+
+def _approval_row(approval: Approval) -> list[str]:
+    decided = (
+        f"{approval.status} by {approval.decided_by}"
+        if approval.decided_by is not None
+        else approval.status
+    )
+    return [
+        approval.request_id[:12],
+        printable(approval.run or ""),
+        printable(approval.actor or "-"),
+        printable(f"{approval.action}@{approval.version}"),
+        approval.args_digest[:12],
+        printable(decided),
+        "spent" if approval.spent_on else "-",
+    ]
+
+
+def _approval_table(found: list[Approval]) -> str:
+    headers = ["request", "run", "actor", "action", "args", "status", "used"]
+    return render_table(headers, [_approval_row(a) for a in found])
+
+
+def cmd_approvals(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    status = None if args.status == "all" else args.status
+    found = list_approvals(store, status=status, run=args.run)
+    if args.json:
+        _json({"approvals": [a.to_json() for a in found]})
+    elif found:
+        _out(_approval_table(found))
+    else:
+        _out(f"no {'' if status is None else status + ' '}approval requests")
+    return 0
+
+
+def resolve_request(store: Store, text: str) -> str:
+    """Resolve REQUEST: an approval request id, or a unique prefix of one (4+ hex digits)."""
+    lowered = text.lower()
+    if is_hex64(lowered):
+        return lowered
+    if len(lowered) < _MIN_PREFIX or not all(c in "0123456789abcdef" for c in lowered):
+        raise CLIError(f"{text!r} is not an approval request id (give at least 4 hex digits)")
+    matches = [a.request_id for a in list_approvals(store) if a.request_id.startswith(lowered)]
+    if len(matches) > 1:
+        raise CLIError(f"{text!r} matches {len(matches)} approval requests; give more of the id")
+    if not matches:
+        raise CLIError(f"no approval request matches {text!r}")
+    return matches[0]
+
+
+def cmd_decide(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store, write=True)
+    request_id = resolve_request(store, args.request)
+    get_approval(store, request_id)  # KeyError / ValueError before anything is written
+    approval = decide_approval(
+        store,
+        request_id,
+        "approve" if args.command == "approve" else "deny",
+        by=args.by,
+        reason=args.reason,
+    )
+    if args.json:
+        _json({"approval": approval.to_json()})
+    else:
+        _out(f"{approval.status} {approval.request_id} by {printable(approval.decided_by or '')}")
     return 0
 
 
@@ -584,6 +658,9 @@ COMMANDS: dict[str, Handler] = {
     "export": cmd_export,
     "import": cmd_import,
     "migrate": cmd_migrate,
+    "approvals": cmd_approvals,
+    "approve": cmd_decide,
+    "deny": cmd_decide,
 }
 
 

@@ -54,6 +54,7 @@ _REFUSAL_KEYS = (
     "window_seconds",
     "blocked_kind",
     "detail",
+    "actor",
 )
 
 
@@ -97,6 +98,7 @@ class ViewNode:
     result_conflicts: int
     merge_conflicts: int
     confirmation: str | None = None
+    approval: str | None = None
     children: list[str] = field(default_factory=list)
     payload: Any = None
     result: Any = None
@@ -121,6 +123,8 @@ class ViewNode:
             out.append("DRY-RUN")
         if self.confirmation:
             out.append(f"CONFIRMATION:{self.confirmation.upper()}")
+        if self.approval:
+            out.append(f"APPROVAL:{self.approval.upper()}")
         if self.result_conflicts:
             out.append("RESULT-CONFLICT")
         if self.merge_conflicts:
@@ -147,6 +151,7 @@ class ViewNode:
             "result_conflicts": self.result_conflicts,
             "merge_conflicts": self.merge_conflicts,
             "confirmation": self.confirmation,
+            "approval": self.approval,
             "children": list(self.children),
             "fanout_index": self.fanout_index,
             "usage": dict(self.usage),
@@ -274,6 +279,9 @@ def node_label(kind: str, payload: Any) -> str:
         if blocked:
             blocked_version = _scalar_label(payload.get("version"))
             label += f" {blocked}@{blocked_version}" if blocked_version else f" {blocked}"
+        actor = _scalar_label(payload.get("actor"))
+        if actor:
+            label += f" by {actor}"
         return label
     if payload.get("branch") is True:
         return "branch"
@@ -324,6 +332,19 @@ def _budget(kind: str, payload: Any, meta: Mapping[str, Any]) -> dict[str, Decim
 def _confirmation(value: Any) -> str | None:
     status = value.get("status") if isinstance(value, Mapping) else None
     return _short(status) if isinstance(status, str) and status else None
+
+
+def _approval(kind: str, payload: Any, meta: Mapping[str, Any]) -> str | None:
+    """An approval request's state: pending, approved, denied, or spent (approved and used)."""
+    if kind != "refusal" or not isinstance(payload, Mapping):
+        return None
+    if payload.get("rule") != "approval_required":
+        return None
+    if isinstance(meta.get("approval_spent_on"), str):
+        return "spent"
+    decided = meta.get("approval")
+    status = decided.get("status") if isinstance(decided, Mapping) else None
+    return _short(status) if isinstance(status, str) and status else "pending"
 
 
 def _count(value: Any) -> int:
@@ -408,6 +429,7 @@ def view_node(node: NodeLike, depth: int, *, payloads: bool = False) -> ViewNode
         result_conflicts=_result_conflicts(meta),
         merge_conflicts=_count(meta.get("merge_conflicts")),
         confirmation=_confirmation(meta.get("confirmation")),
+        approval=_approval(kind, node.payload, meta),
         usage=_usage(meta.get("usage")),
         error_type=_short(error) if isinstance(error, str) and error else None,
         budget=_budget(kind, node.payload, meta),

@@ -364,6 +364,10 @@ def _admit(
             )
 
         extra: dict[str, Any] = {"args": payload["args"], "attempt": attempt}
+        if actor is not None:
+            # Who asked is part of the request (a stored approval is bound to the actor), and
+            # only when there is one, so the ids of requests without an actor do not change.
+            extra["actor"] = actor
         # The same call asked again from the same node (after a rollback, say) after an earlier
         # request was confirmed is a new request: give it its own token instead of the old one.
         base = _refusal_payload(
@@ -592,7 +596,7 @@ def confirm(
             payload,
             attempt if isinstance(attempt, int) else 0,
             confirmed=True,
-            actor=state.actor,
+            actor=_text(recorded.get("actor")) or state.actor,
         )
     except GeneratorExit:
         raise
@@ -614,6 +618,10 @@ def confirm(
         )
     fw.pending.pop(token, None)
     return node
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _round(status: object) -> int:
