@@ -41,6 +41,7 @@ from pollard.registry import Registry
 from .conftest import SECRET, Calls, ConfirmWrites, Fixed, make_specs
 
 ARGS = {"to": "ops@example.com", "token": "t-1"}
+OTHER = {"to": "x@example.com", "token": "t-1"}
 
 
 def _ask(run: Any, args: dict[str, Any] = ARGS, actor: Any = "billing") -> str:
@@ -370,3 +371,31 @@ def test_the_cli_lists_and_decides_requests(tmp_path: Path, registry: Registry) 
     assert "by intern [REFUSED] [REDACTED] [APPROVAL:DENIED]" in out
     code, out, _ = _cli("verify", db)
     assert code == 0, out
+
+
+def test_replay_serves_the_approved_call_and_writes_nothing(
+    tmp_path: Path, registry: Registry, calls: Calls
+) -> None:
+    db = tmp_path / "runs.db"
+    policies = [ApprovalPolicy(["send"])]
+    with Runtime(db, registry=registry, policies=policies) as rt:
+        run = rt.run("r")
+        approved = _ask(run)
+        pending = _ask(run, OTHER)
+    decide_approval(db, approved, "approve", by="ada")
+    with Runtime(db, registry=registry, policies=policies) as rt:
+        node = rt.run("r").tool_call("send", ARGS, actor="billing")
+    with SQLiteStore(db) as store:
+        before = sorted(n.id for n in store.walk(store.roots()[0].id))
+    with Runtime(db, registry=registry, policies=policies, mode="replay") as rt:
+        run = rt.run("r")
+        with pytest.raises(ApprovalRequired) as info:
+            run.tool_call("send", OTHER, actor="billing")  # still pending, as recorded
+        assert info.value.request_id == pending
+        assert run.tool_call("send", ARGS, actor="billing").id == node.id
+    with SQLiteStore(db) as store:
+        assert sorted(n.id for n in store.walk(store.roots()[0].id)) == before
+    assert _sends(calls) == 1
+    with pytest.raises(FileNotFoundError):
+        decide_approval(tmp_path / "missing.db", approved, "approve", by="ada")
+    assert not (tmp_path / "missing.db").exists()

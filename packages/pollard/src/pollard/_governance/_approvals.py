@@ -277,7 +277,11 @@ def _opened(store: Store | str | os.PathLike[str], *, write: bool) -> tuple[Stor
     if isinstance(store, (str, os.PathLike)):
         from pollard.stores._spec import open_spec, parse_store_spec
 
-        return open_spec(parse_store_spec(store), read_only=not write), True
+        spec = parse_store_spec(store)
+        if spec.path is not None and not spec.path.exists():
+            # A decision needs the request's store: never create an empty one.
+            raise FileNotFoundError(f"no store at {os.fspath(spec.path)}")
+        return open_spec(spec, read_only=not write), True
     for method in ("find", "children", "claim", "put", "update_meta"):
         if not callable(getattr(store, method, None)):
             raise TypeError(
