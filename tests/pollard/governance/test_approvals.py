@@ -399,3 +399,28 @@ def test_replay_serves_the_approved_call_and_writes_nothing(
     with pytest.raises(FileNotFoundError):
         decide_approval(tmp_path / "missing.db", approved, "approve", by="ada")
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_requests_and_decisions_are_tamper_evident(tmp_path: Path, registry: Registry) -> None:
+    import sqlite3
+
+    db = tmp_path / "runs.db"
+    with Runtime(db, registry=registry, policies=[ApprovalPolicy(["send"])]) as rt:
+        request_id = _ask(rt.run("r"))
+    decide_approval(db, request_id, "deny", by="ada")
+    assert _cli("verify", str(db))[0] == 0
+    for forged, old, new in [
+        ("approval_decided", '"denied"', '"approved"'),  # the decision
+        ("approval_required", '"billing"', '"senior"'),  # who asked
+    ]:
+        copy = tmp_path / f"forged-{forged}.db"
+        copy.write_bytes(db.read_bytes())
+        with contextlib.closing(sqlite3.connect(copy)) as conn:
+            changed = conn.execute(
+                "UPDATE nodes SET payload = replace(payload, ?, ?) WHERE payload LIKE ?",
+                (old, new, f"%{forged}%"),
+            ).rowcount
+            conn.commit()
+        assert changed == 1
+        code, out, _ = _cli("verify", str(copy))
+        assert code == 1 and "does not match its content" in out
