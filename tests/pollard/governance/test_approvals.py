@@ -424,3 +424,26 @@ def test_requests_and_decisions_are_tamper_evident(tmp_path: Path, registry: Reg
         assert changed == 1
         code, out, _ = _cli("verify", str(copy))
         assert code == 1 and "does not match its content" in out
+
+
+def test_a_recorded_failure_may_be_retried_under_the_same_approval(calls: Calls) -> None:
+    import pollard as p
+
+    keys: list[str] = []
+
+    def flaky(args: dict[str, Any]) -> dict[str, Any]:
+        keys.append(p.idempotency_key())
+        if len(keys) == 1:
+            raise ConnectionError("payment service down")
+        return {"queued": True}
+
+    specs = [s for s in make_specs(calls) if s.name != "send"]
+    send = next(s for s in make_specs(calls) if s.name == "send")
+    registry = Registry([*specs, p.ActionSpec(send.name, "1", "Send.", send.schema, True, flaky)])
+    with Runtime(registry=registry, policies=[ApprovalPolicy(["send"])]) as rt:
+        run = rt.run("r")
+        decide_approval(rt.store, _ask(run), "approve", by="ada")
+        with pytest.raises(ConnectionError):
+            run.tool_call("send", ARGS, actor="billing")  # failed, and the failure is recorded
+        node = run.tool_call("send", ARGS, actor="billing")
+    assert keys == [node.id, node.id]  # the same step, the same idempotency key
