@@ -54,6 +54,11 @@ if _typing.TYPE_CHECKING:
     from pollard._runtime._sync import ReplayMode as ReplayMode
     from pollard._runtime._sync import Run as Run
     from pollard._runtime._sync import Runtime as Runtime
+    from pollard._runtime._team import AgentCheckpoint as AgentCheckpoint
+    from pollard._runtime._team import DelegationContext as DelegationContext
+    from pollard._runtime._team import SharedBudget as SharedBudget
+    from pollard._runtime._team import Team as Team
+    from pollard._runtime._team import TeamAgent as TeamAgent
     from pollard._step._intent import idempotency_key as idempotency_key
 
     from .meters import WindowMeter as WindowMeter
@@ -71,6 +76,11 @@ if _typing.TYPE_CHECKING:
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
 # To add a lazily loaded export: add it here, to the TYPE_CHECKING block and to __all__ (sorted).
 _LAZY: dict[str, str] = {
+    "AgentCheckpoint": "pollard._runtime._team",
+    "DelegationContext": "pollard._runtime._team",
+    "SharedBudget": "pollard._runtime._team",
+    "Team": "pollard._runtime._team",
+    "TeamAgent": "pollard._runtime._team",
     "AsyncRun": "pollard._runtime._async",
     "AsyncRuntime": "pollard._runtime._async",
     "SealReport": "pollard._edge._seal",
@@ -111,12 +121,14 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ActionSpec",
+    "AgentCheckpoint",
     "AsyncRun",
     "AsyncRuntime",
     "Budget",
     "BudgetExceeded",
     "ConfirmationRequired",
     "Decision",
+    "DelegationContext",
     "EffectAmbiguous",
     "ExportReport",
     "GCReport",
@@ -139,7 +151,10 @@ __all__ = [
     "Runtime",
     "SQLiteStore",
     "SealReport",
+    "SharedBudget",
     "Store",
+    "Team",
+    "TeamAgent",
     "UnsupportedSchema",
     "VerifyFinding",
     "VerifyReport",

@@ -45,6 +45,8 @@ class PolicyContext:
         confirmed: True when the call is being executed through ``run.confirm(token)``; a
             CONFIRM answer is then satisfied, a DENY still refuses.
         dry_run: True when the runtime is in dry-run mode.
+        actor: The name of the team agent making the call (`TeamAgent.name`), or None for a
+            call outside a team. An approval bound to an actor reads it here.
     """
 
     spec: ActionSpec
@@ -54,6 +56,7 @@ class PolicyContext:
     counters: Mapping[str, Decimal] = field(default_factory=dict)
     confirmed: bool = False
     dry_run: bool = False
+    actor: str | None = None
 
 
 @runtime_checkable

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import Registry
 
-__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork"]
+__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork", "on_state"]
 
 
 class AsyncRuntime(RuntimeBase):
@@ -347,3 +347,8 @@ def fork(run: AsyncRun) -> AsyncRun:
     call its own fork, so every call's node is a child of the same node.
     """
     return AsyncRun(run_state(run).fork(), run._offload)
+
+
+def on_state(run: AsyncRun, state: RunState) -> AsyncRun:
+    """An `AsyncRun` on another cursor of ``run``'s runtime, driven the way ``run`` is."""
+    return AsyncRun(state, run._offload)

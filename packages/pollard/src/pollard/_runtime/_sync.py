@@ -721,6 +721,7 @@ def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
         state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
     )
     child.owner = state.owner
+    child.actor, child.tools = state.actor, state.tools  # a branch acts for the same agent
     anchor: Node = yield from child.note({"branch": True}, attempt=attempt + offset)
     if limits:
         child.scopes = (*state.scopes, Scope(anchor.id, limits))
@@ -748,9 +749,12 @@ def _rollback(state: RunState, node_id: str | None, steps: int) -> Node:
 
 def _keep_scopes(state: RunState, chain: Sequence[str]) -> None:
     # A branch budget governs only its anchor's subtree: moving the cursor out of it drops it.
+    # A shared scope is anchored at no node: it holds wherever the cursor goes.
     inside = set(chain)
     state.scopes = tuple(
-        scope for i, scope in enumerate(state.scopes) if i == 0 or scope.id in inside
+        scope
+        for i, scope in enumerate(state.scopes)
+        if i == 0 or scope.shared or scope.id in inside
     )
 
 

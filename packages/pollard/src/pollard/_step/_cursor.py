@@ -57,6 +57,8 @@ class RunState(CursorState):
         child.owner = self.owner
         child.leased = self.leased
         child.own_cursor = self.own_cursor
+        child.actor = self.actor
+        child.tools = self.tools
         return child
 
     # -- primitives ----------------------------------------------------------------------------

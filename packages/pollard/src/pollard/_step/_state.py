@@ -47,11 +47,16 @@ class CursorState:
         owner: The runtime object that opened the run (kept alive while the run is used).
         leased: The node this run holds the append lease of (one writer per node), or None.
         own_cursor: Whether this runtime committed the cursor node itself.
+        actor: The name of the team agent this cursor acts for, or None outside a team (what
+            policies see as ``PolicyContext.actor``).
+        tools: The tools this cursor may call (an agent's permitted set, enforced by the
+            registry firewall before dispatch), or None for any registered tool.
     """
 
     __slots__ = (
         "_scope_ids",
         "_scopes",
+        "actor",
         "avoided",
         "branch_counts",
         "cursor_id",
@@ -63,6 +68,7 @@ class CursorState:
         "root_id",
         "rt",
         "spent",
+        "tools",
     )
 
     def __init__(
@@ -90,6 +96,8 @@ class CursorState:
         # runtime committed the cursor itself (then it holds the node without asking).
         self.leased: str | None = None
         self.own_cursor = False
+        self.actor: str | None = None
+        self.tools: frozenset[str] | None = None
 
     @property
     def store(self) -> Store:
@@ -109,10 +117,11 @@ class CursorState:
     @scopes.setter
     def scopes(self, scopes: tuple[Scope, ...]) -> None:
         self._scopes = scopes
-        # Charges settle into the root and every budgeted branch anchor; computed once per
-        # change of scopes rather than on every step.
+        # Charges settle into the root, every budgeted branch anchor and every team or agent
+        # anchor (their totals are the per-agent accounting); computed once per change of
+        # scopes rather than on every step.
         self._scope_ids = tuple(
-            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits
+            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits or scope.tally
         )
 
     @property
