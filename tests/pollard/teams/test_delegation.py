@@ -81,7 +81,11 @@ def test_context_and_checkpoint_round_trip_through_json() -> None:
         context = sub.context()
         assert DelegationContext.from_json(context.to_json()) == context
         assert context.path == ("scout", "reader") and context.tools == ("search",)
-        assert [e["limits"] for e in context.scopes] == [{"steps": "9"}, {"steps": "5"}, {"steps": "2"}]
+        assert [e["limits"] for e in context.scopes] == [
+            {"steps": "9"},
+            {"steps": "5"},
+            {"steps": "2"},
+        ]
         checkpoint = sub.checkpoint()
         assert AgentCheckpoint.from_json(checkpoint.to_json()) == checkpoint
         with pytest.raises(ValueError, match="delegation context"):

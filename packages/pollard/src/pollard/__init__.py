@@ -45,6 +45,11 @@ if _typing.TYPE_CHECKING:
     from pollard._edge._seal import recompute_charges as recompute_charges
     from pollard._edge._seal import seal as seal
     from pollard._edge._seal import verify as verify
+    from pollard._edge._teams import ResultReference as ResultReference
+    from pollard._edge._teams import record_dependency as record_dependency
+    from pollard._edge._teams import record_handoff as record_handoff
+    from pollard._edge._teams import team_report as team_report
+    from pollard._edge._teams import verify_dependencies as verify_dependencies
     from pollard._edge._transfer import ExportReport as ExportReport
     from pollard._edge._transfer import ImportReport as ImportReport
     from pollard._edge._transfer import export_subtree as export_subtree
@@ -76,6 +81,11 @@ if _typing.TYPE_CHECKING:
 # Public names loaded on first access, so `import pollard` stays cheap: name -> defining module.
 # To add a lazily loaded export: add it here, to the TYPE_CHECKING block and to __all__ (sorted).
 _LAZY: dict[str, str] = {
+    "ResultReference": "pollard._edge._teams",
+    "record_dependency": "pollard._edge._teams",
+    "record_handoff": "pollard._edge._teams",
+    "team_report": "pollard._edge._teams",
+    "verify_dependencies": "pollard._edge._teams",
     "AgentCheckpoint": "pollard._runtime._team",
     "DelegationContext": "pollard._runtime._team",
     "SharedBudget": "pollard._runtime._team",
@@ -147,6 +157,7 @@ __all__ = [
     "PostgresStore",
     "Registry",
     "ReplayMode",
+    "ResultReference",
     "Run",
     "Runtime",
     "SQLiteStore",
@@ -168,9 +179,13 @@ __all__ = [
     "import_subtree",
     "merge",
     "recompute_charges",
+    "record_dependency",
+    "record_handoff",
     "redact",
     "seal",
+    "team_report",
     "verify",
+    "verify_dependencies",
 ]
 
 
