@@ -48,7 +48,8 @@ def team_report(store: Store, node_id: str, *, exact: bool = False) -> dict[str,
     """Charges by agent, task and role under a node (a run root, a team or an agent).
 
     Amounts come from the ledger: each agent's ``total`` is its anchor's running totals
-    (its sub-agents included) and ``own`` that total minus its direct sub-agents' totals, so
+    (its sub-agents included) and ``own`` that total minus its direct sub-agents' totals
+    (meters at zero left out), so
     ``by_agent``, ``by_task`` and ``by_role`` sum ``own`` amounts and count nested work once.
     ``unattributed`` is what the node's total holds outside every agent; the ``own`` amounts
     plus ``unattributed`` add up to ``total``.
@@ -139,7 +140,7 @@ def team_report(store: Store, node_id: str, *, exact: bool = False) -> dict[str,
     by: dict[str, dict[str, dict[str, Decimal]]] = {"name": {}, "task": {}, "role": {}}
     for agent in agents:
         agent["total"] = form(totals[agent["node_id"]])
-        agent["own"] = form(own[agent["node_id"]])
+        agent["own"] = form({k: v for k, v in own[agent["node_id"]].items() if v})
         for key, groups in by.items():
             _add(groups.setdefault(str(agent[key]), {}), own[agent["node_id"]])
     return {
