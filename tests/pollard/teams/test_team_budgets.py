@@ -7,6 +7,8 @@ the ledger) never pass it, on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -15,6 +17,8 @@ from typing import Any
 import pytest
 
 from pollard import (
+    AsyncRun,
+    AsyncRuntime,
     Budget,
     BudgetExceeded,
     PolicyViolation,
@@ -25,12 +29,13 @@ from pollard import (
     SQLiteStore,
     Store,
     Team,
+    TeamAgent,
     WindowMeter,
 )
 from pollard.policy import Decision, PolicyContext
 from tests.pollard._postgres import drop_store, fresh_store_id
 
-from ._helpers import charged, hard_meters, registry, work_until_refused
+from ._helpers import charged, hard_meters, model, registry, work_until_refused
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -167,3 +172,38 @@ def test_agent_limits_are_carved_from_the_team() -> None:
         # Nested work is counted once per scope: the sub-agent's steps are the agent's too.
         assert rt.store.totals(sub.node_id)["steps"] == rt.store.totals(big.node_id)["steps"] == 3
         assert rt.store.totals(team.node_id)["steps"] == Decimal(3)
+
+
+def test_eight_async_agents_never_overshoot(tmp_path: Path) -> None:
+    """The same proof on the async shell: 8 agents as tasks of one event loop."""
+
+    async def main() -> tuple[int, Decimal]:
+        async with AsyncRuntime(tmp_path / "a.db", meters=hard_meters()) as rt:
+            team = Team(rt.run("async"), "t", budget=Budget(steps=20))
+            agents = [team.agent(f"a{i}", budget=Budget(steps=4)) for i in range(8)]
+
+            async def work(agent: TeamAgent[AsyncRun]) -> int:
+                ran = 0
+                with contextlib.suppress(BudgetExceeded):
+                    for i in range(100):
+                        await agent.run.model_call({"q": i, "max_tokens": 10}, fn=model)
+                        ran += 1
+                return ran
+
+            ran = await asyncio.gather(*(work(agent) for agent in agents))
+            return sum(ran), charged(rt.store, team.node_id, "steps")
+
+    assert asyncio.run(main()) == (20, Decimal(20))
+
+
+def test_a_call_inside_an_agent_gets_its_own_budget_too() -> None:
+    """The innermost level: a branch of an agent's run, with every enclosing limit on top."""
+    with Runtime(registry=registry()) as rt, rt.run("plan") as run:
+        agent = Team(run, "t", budget=Budget(steps=10)).agent("a", tools={"search"})
+        call = agent.run.branch(budget=Budget(steps=1))
+        call.tool_call("search", {"q": 1})
+        with pytest.raises(BudgetExceeded, match="remaining 0 of 1"):
+            call.tool_call("search", {"q": 2})
+        with pytest.raises(PolicyViolation, match="may not call write"):
+            call.tool_call("write", {})  # the branch acts for the agent, with its tools
+        assert rt.store.totals(agent.node_id)["steps"] == 1

@@ -67,6 +67,18 @@ def team_report(store: Store, node_id: str, *, exact: bool = False) -> dict[str,
 
     Raises:
         KeyError: If ``node_id`` is not stored.
+
+    Example:
+        >>> from pollard import Runtime, Team, team_report
+        >>> from pollard.meters import StepMeter
+        >>> with Runtime(meters=[StepMeter()]) as rt, rt.run("plan") as run:
+        ...     lead = Team(run, "desk").agent("lead", role="planner")
+        ...     helper = lead.delegate("helper", role="researcher")
+        ...     for agent in (lead, helper, helper):
+        ...         _ = agent.run.model_call({"q": agent.cursor_id}, fn=lambda p: {})
+        ...     report = team_report(rt.store, run.root_id)
+        >>> report["by_role"], report["total"]
+        ({'planner': {'steps': 1}, 'researcher': {'steps': 2}}, {'steps': 3})
     """
     top = store.get(node_id)
     form = exact_map if exact else plain_map
@@ -163,6 +175,15 @@ class ResultReference:
         node_id: The referenced node.
         result_digest: The digest of its result when referenced (``Node.result_digest``).
         agent: The name of the agent whose subtree it is in, or None.
+
+    Example:
+        >>> from pollard import ResultReference, Runtime, verify_dependencies
+        >>> from pollard import record_dependency
+        >>> with Runtime() as rt, rt.run("plan") as run:
+        ...     found = run.model_call({"q": "sources"}, fn=lambda p: {"text": "3"})
+        ...     _ = record_dependency(run, ResultReference.of(found), note="cites it")
+        ...     verify_dependencies(rt.store, run.root_id).ok
+        True
     """
 
     node_id: str
