@@ -207,3 +207,15 @@ def test_a_call_inside_an_agent_gets_its_own_budget_too() -> None:
         with pytest.raises(PolicyViolation, match="may not call write"):
             call.tool_call("write", {})  # the branch acts for the agent, with its tools
         assert rt.store.totals(agent.node_id)["steps"] == 1
+
+
+def test_a_team_with_shared_scopes_replays_from_a_read_only_store(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    pool = SharedBudget("replayed-pool", Budget(steps=5))
+    with Runtime(path) as rt:
+        agent = Team(rt.run("plan"), "t", shared=pool).agent("a")
+        recorded = agent.run.model_call({"q": 1}, fn=lambda p: {"text": "live"})
+    with Runtime(path, mode="replay") as rt:
+        agent = Team(rt.run("plan"), "t", shared=pool).agent("a")
+        served = agent.run.model_call({"q": 1}, fn=lambda p: {"text": "not called"})
+    assert served.id == recorded.id and served.result == {"text": "live"}

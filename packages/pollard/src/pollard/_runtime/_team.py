@@ -131,6 +131,8 @@ def _declare_shared(store: Store, shared: SharedBudget) -> None:
 
 def _declare_windows(state: RunState) -> None:
     """Named window scopes across roots: one name, one limit (checked before any dispatch)."""
+    if state.mode == "replay":  # replay never writes (its store may be read-only)
+        return
     for meter in state.rt.windows:
         scope = getattr(meter, "scope", None)
         if not isinstance(scope, str) or scope == "run":
@@ -179,10 +181,11 @@ def _inherit(
     present = {scope.id for scope in parent.scopes}
     scopes = list(parent.scopes)
     for item in shared:
-        _declare_shared(parent.store, item)
+        check_limits(parent.rt.meter_names, item.budget)  # before anything is declared
+    for item in shared:
+        if parent.mode != "replay":  # replay never writes (its store may be read-only)
+            _declare_shared(parent.store, item)
         if item.scope_id not in present:
-            meters = parent.rt.meter_names
-            check_limits(meters, item.budget)
             scopes.append(Scope(item.scope_id, item.budget.limits(), shared=True))
             present.add(item.scope_id)
     return tuple(scopes), [_scope_entry(scope) for scope in scopes]
@@ -219,8 +222,8 @@ class Team(Generic[R]):
     Creating a team writes its anchor note under the run's cursor (the run's cursor does not
     move). Its budget is carved from the run's: every step of its agents is admitted against
     the run's limits, each `SharedBudget` given here, the team's and the agent's own, in one
-    atomic reserve. The same name under the same cursor is the same team (re-entering it
-    after a restart, say).
+    atomic reserve. The same name, budget and shared scopes under the same cursor are the same
+    team (re-entering it after a restart, say; in replay mode, serving it).
 
     Args:
         run: The `Run` or `AsyncRun` the team works in (agents get the same kind of run).
