@@ -177,3 +177,24 @@ def test_an_async_runtime_attaches_too() -> None:
             return int(store.totals(agent.node_id)["steps"])
 
     assert asyncio.run(main()) == 2
+
+
+def test_an_agent_cannot_leave_its_subtree() -> None:
+    """A delegated worker cannot step out of its delegation (and out of its budgets)."""
+    with Runtime() as rt, rt.run("plan") as run:
+        team = Team(run, "t", budget=Budget(steps=2))
+        agent = TeamAgent.attach(rt, team.agent("a").context())
+        step = agent.run.model_call({"q": 1}, fn=lambda p: {})
+        with pytest.raises(ValueError, match="outside agent 'a'"):
+            agent.run.checkout(run.root_id)
+        with pytest.raises(ValueError, match="outside agent 'a'"):
+            agent.run.rollback(team.node_id)
+        with pytest.raises(ValueError, match="outside agent 'a'"):
+            agent.run.rollback(steps=2)
+        assert agent.cursor_id == step.id
+        agent.run.rollback(steps=1)  # back to its own anchor is fine
+        with pytest.raises(ValueError, match="cannot prune its own anchor"):
+            agent.run.prune()
+        branch = agent.run.branch()
+        with pytest.raises(ValueError, match="outside agent 'a'"):
+            branch.checkout(run.root_id)

@@ -196,7 +196,7 @@ def _child(parent: RunState, payload: dict[str, Any], scopes: tuple[Scope, ...])
     child = RunState(parent.rt, parent.label, parent.root_id, parent.cursor_id, parent.depth, ())
     child.scopes = scopes
     child.owner = parent.owner
-    child.actor, child.tools = parent.actor, parent.tools
+    child.actor, child.tools, child.floor = parent.actor, parent.tools, parent.floor
     drive_sync(child.note(payload))
     return child
 
@@ -379,7 +379,7 @@ def _spawn(
     }
     state = _child(parent, payload, inherited)
     state.scopes = (*inherited, Scope(state.cursor_id, limits, tally=True))
-    state.actor, state.tools = name, permitted
+    state.actor, state.tools, state.floor = name, permitted, state.cursor_id
     return TeamAgent(state, _as_view(like, state), payload)
 
 
@@ -556,7 +556,7 @@ class TeamAgent(Generic[R]):
         state = RunState(base.rt, base.label, base.root_id, node.id, depth, (*inherited, own))
         state.owner = base.owner
         tools = payload["tools"]
-        state.actor = str(payload["name"])
+        state.actor, state.floor = str(payload["name"]), node.id
         state.tools = None if tools is None else frozenset(str(t) for t in tools)
         if isinstance(run, AsyncRun):
             return TeamAgent(state, on_state(run, state), payload)

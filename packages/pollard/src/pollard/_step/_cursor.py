@@ -59,6 +59,7 @@ class RunState(CursorState):
         child.own_cursor = self.own_cursor
         child.actor = self.actor
         child.tools = self.tools
+        child.floor = self.floor
         return child
 
     # -- primitives ----------------------------------------------------------------------------

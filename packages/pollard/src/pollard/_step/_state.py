@@ -51,6 +51,8 @@ class CursorState:
             policies see as ``PolicyContext.actor``).
         tools: The tools this cursor may call (an agent's permitted set, enforced by the
             registry firewall before dispatch), or None for any registered tool.
+        floor: The node this cursor may not move above (a team agent's anchor: its budget
+            scopes and identity hold only inside its subtree), or None.
     """
 
     __slots__ = (
@@ -61,6 +63,7 @@ class CursorState:
         "branch_counts",
         "cursor_id",
         "depth",
+        "floor",
         "label",
         "leased",
         "own_cursor",
@@ -98,6 +101,7 @@ class CursorState:
         self.own_cursor = False
         self.actor: str | None = None
         self.tools: frozenset[str] | None = None
+        self.floor: str | None = None
 
     @property
     def store(self) -> Store:
