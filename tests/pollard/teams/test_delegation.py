@@ -198,3 +198,18 @@ def test_an_agent_cannot_leave_its_subtree() -> None:
         branch = agent.run.branch()
         with pytest.raises(ValueError, match="outside agent 'a'"):
             branch.checkout(run.root_id)
+
+
+def test_a_worker_without_the_meters_of_its_limits_is_refused() -> None:
+    from pollard.meters import CostMeter
+
+    store = MemoryStore()
+    with (
+        Runtime(
+            store, meters=[CostMeter({"m": {"input_per_1m": "1", "output_per_1m": "1"}})]
+        ) as rt,
+        rt.run("plan") as run,
+    ):
+        context = Team(run, "t", budget=Budget(usd=1)).agent("a").context()
+    with Runtime(store) as worker, pytest.raises(PollardError, match=r"limited on \['usd'\]"):
+        TeamAgent.attach(worker, context)

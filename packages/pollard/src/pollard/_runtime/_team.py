@@ -553,6 +553,16 @@ class TeamAgent(Generic[R]):
         payload = cast("dict[str, Any]", node.payload)
         inherited: tuple[Scope, ...] = tuple(_scope_of(e) for e in payload["scopes"])
         own = Scope(node.id, _limits_of(payload["limits"]), tally=True)
+        limited = {meter for scope in (*inherited, own) for meter in scope.limits}
+        unmetered = sorted(limited - base.rt.meter_names - {"depth"})
+        if unmetered:
+            # A limit no meter charges would never be reached here: refuse rather than let
+            # this worker spend past its parents' limits.
+            raise PollardError(
+                f"agent {context.agent!r} is limited on {unmetered}, which this runtime does "
+                "not meter",
+                hint="give the worker's runtime the same meters as the delegating one",
+            )
         state = RunState(base.rt, base.label, base.root_id, node.id, depth, (*inherited, own))
         state.owner = base.owner
         tools = payload["tools"]
