@@ -41,3 +41,22 @@ def test_show_labels_agents_and_marks_their_work(
     assert main(["show", str(path), "plan", "--html", str(page)]) == 0
     html = page.read_text(encoding="utf-8")
     assert "agent scout (researcher): find sources" in html
+
+
+def test_the_html_page_data_carries_the_agent_of_each_step(tmp_path: Path) -> None:
+    from pollard import SQLiteStore
+    from pollard._edge._pagedata import page_data
+    from pollard._edge._view import build_view
+
+    path = tmp_path / "v.db"
+    build(path)
+    with SQLiteStore(path) as store:
+        root = store.roots()[0].id
+        rows = build_view(list(store.walk(root)))
+    data = page_data(rows, payloads=False)
+    by_label = {
+        data["strings"][data["label"][n]]: data["details"].get(str(n), {}) for n in range(data["n"])
+    }
+    assert by_label["m2"]["actor"] == "reader"
+    assert by_label["agent scout (researcher): find sources"]["agent"]["task"] == "find sources"
+    assert "actor" not in by_label["m0"]
