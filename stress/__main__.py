@@ -28,6 +28,8 @@ CAMPAIGNS = [
     "wires",
     "stores",
     "tenants",
+    # issue 32: teams of agents in 8 processes, nested and shared limits
+    "teams",
 ]
 
 

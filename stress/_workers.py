@@ -11,6 +11,10 @@ workers from the first start to the last end without their start-up and exit), `
 worker's CPU seconds over that span and ``b`` its PostgreSQL backend's (0 for other stores, or
 where ``/proc`` is not readable): what the machine spent on those steps.
 
+``team_agent STORE CONTEXT ATTEMPTS``: attach to a team agent from its `DelegationContext`
+JSON, print ``ready``, wait for a line on stdin, then call (each call holds its worst case of 15
+tokens) until a budget refuses or ATTEMPTS ran; prints ``ran <n>``.
+
 ``write PATH LABEL``: record steps forever on a SQLite store, printing each acknowledged node id
 (after ``model_call`` returned) on its own line; the parent kills it with SIGKILL.
 """
@@ -73,6 +77,33 @@ def contend(store: str, label: str, budget: int, attempts: int, cursors: int = 1
     )
 
 
+class _FiveTokens:
+    def estimate_input_tokens(self, payload: Any) -> int:
+        return 5
+
+
+def team_agent(store: str, context: str, attempts: int) -> None:
+    from pollard import DelegationContext, TeamAgent
+    from pollard.meters import StepMeter, TokenMeter
+
+    ran = 0
+    with Runtime(store, meters=[StepMeter(), TokenMeter(_FiveTokens())]) as runtime:
+        agent = TeamAgent.attach(runtime, DelegationContext.from_json(context))
+        print("ready", flush=True)
+        sys.stdin.readline()  # start together
+        try:
+            for i in range(attempts):
+                payload = {"model": "m", "i": i, "max_tokens": 10}
+                agent.run.model_call(
+                    payload,
+                    fn=lambda p: {"usage": {"input_tokens": 5, "output_tokens": 10}},
+                )
+                ran += 1
+        except BudgetExceeded:
+            pass
+    print(f"ran {ran}", flush=True)
+
+
 def write(path: str, label: str) -> None:
     with Runtime(path) as runtime:
         run = runtime.run(label)
@@ -88,6 +119,8 @@ if __name__ == "__main__":
     kind, *rest = sys.argv[1:]
     if kind == "contend":
         contend(rest[0], rest[1], int(rest[2]), int(rest[3]), *map(int, rest[4:5]))
+    elif kind == "team_agent":
+        team_agent(rest[0], rest[1], int(rest[2]))
     elif kind == "write":
         write(rest[0], rest[1])
     else:

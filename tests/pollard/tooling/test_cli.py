@@ -56,7 +56,7 @@ def test_help_lists_every_command_and_each_command_has_help() -> None:
     top = pollard("--help")
     assert top.code == 0
     commands = ["runs", "show", "report", "verify", "seal", "merge", "gc", "export", "import"]
-    commands += ["migrate", "approvals", "approve", "deny"]
+    commands += ["migrate", "approvals", "approve", "deny", "team-report", "verify-dependencies"]
     for name in commands:
         assert name in top.out
         result = pollard(name, "--help")

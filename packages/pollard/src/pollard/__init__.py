@@ -48,6 +48,11 @@ if _typing.TYPE_CHECKING:
     from pollard._edge._seal import recompute_charges as recompute_charges
     from pollard._edge._seal import seal as seal
     from pollard._edge._seal import verify as verify
+    from pollard._edge._teams import ResultReference as ResultReference
+    from pollard._edge._teams import record_dependency as record_dependency
+    from pollard._edge._teams import record_handoff as record_handoff
+    from pollard._edge._teams import team_report as team_report
+    from pollard._edge._teams import verify_dependencies as verify_dependencies
     from pollard._edge._transfer import ExportReport as ExportReport
     from pollard._edge._transfer import ImportReport as ImportReport
     from pollard._edge._transfer import export_subtree as export_subtree
@@ -63,6 +68,11 @@ if _typing.TYPE_CHECKING:
     from pollard._runtime._sync import ReplayMode as ReplayMode
     from pollard._runtime._sync import Run as Run
     from pollard._runtime._sync import Runtime as Runtime
+    from pollard._runtime._team import AgentCheckpoint as AgentCheckpoint
+    from pollard._runtime._team import DelegationContext as DelegationContext
+    from pollard._runtime._team import SharedBudget as SharedBudget
+    from pollard._runtime._team import Team as Team
+    from pollard._runtime._team import TeamAgent as TeamAgent
     from pollard._step._intent import idempotency_key as idempotency_key
 
     from .meters import WindowMeter as WindowMeter
@@ -88,6 +98,16 @@ _LAZY: dict[str, str] = {
     "get_approval": "pollard._governance._approvals",
     "list_approvals": "pollard._governance._approvals",
     "request_approval": "pollard._runtime._approvals",
+    "ResultReference": "pollard._edge._teams",
+    "record_dependency": "pollard._edge._teams",
+    "record_handoff": "pollard._edge._teams",
+    "team_report": "pollard._edge._teams",
+    "verify_dependencies": "pollard._edge._teams",
+    "AgentCheckpoint": "pollard._runtime._team",
+    "DelegationContext": "pollard._runtime._team",
+    "SharedBudget": "pollard._runtime._team",
+    "Team": "pollard._runtime._team",
+    "TeamAgent": "pollard._runtime._team",
     "AsyncRun": "pollard._runtime._async",
     "AsyncRuntime": "pollard._runtime._async",
     "SealReport": "pollard._edge._seal",
@@ -128,6 +148,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ActionSpec",
+    "AgentCheckpoint",
     "Approval",
     "ApprovalConflict",
     "ApprovalDenied",
@@ -139,6 +160,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfirmationRequired",
     "Decision",
+    "DelegationContext",
     "EffectAmbiguous",
     "ExportReport",
     "GCReport",
@@ -157,11 +179,15 @@ __all__ = [
     "PostgresStore",
     "Registry",
     "ReplayMode",
+    "ResultReference",
     "Run",
     "Runtime",
     "SQLiteStore",
     "SealReport",
+    "SharedBudget",
     "Store",
+    "Team",
+    "TeamAgent",
     "UnsupportedSchema",
     "VerifyFinding",
     "VerifyReport",
@@ -179,10 +205,14 @@ __all__ = [
     "list_approvals",
     "merge",
     "recompute_charges",
+    "record_dependency",
+    "record_handoff",
     "redact",
     "request_approval",
     "seal",
+    "team_report",
     "verify",
+    "verify_dependencies",
 ]
 
 

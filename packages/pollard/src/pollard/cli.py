@@ -6,6 +6,8 @@ Commands (``pollard COMMAND --help`` for each)::
     show STORE ROOT               the tree of a run (content-free; --payloads, --json, --html FILE)
     report STORE ROOT             node count, spent and avoided charges
     verify STORE [ROOT]           check ids, result digests, ancestry and the budget ledger
+    team-report STORE ROOT        charges by agent, task and role (teams of agents)
+    verify-dependencies STORE ROOT  check the references and handoffs between agents
     seal STORE ROOT               the rolling SHA-256 seal of a subtree
     merge DEST SRC...             copy runs from other stores, recording conflicts
     gc STORE drop-pruned|compact  offline garbage collection
@@ -133,6 +135,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("store", metavar="STORE", help="the store spec")
     p.add_argument("root", metavar="ROOT", nargs="?", help=f"{_ROOT_HELP} (default: all runs)")
+    _json_flag(p)
+
+    p = add(
+        "team-report",
+        "charges by agent, task and role",
+        "Report the ledger's charges under ROOT (a run, a team or an agent node) by agent, "
+        "task and role: each agent's own work (its sub-agents' counted once, under them) and "
+        "the work done outside every agent (unattributed).",
+    )
+    p.add_argument("store", metavar="STORE", help="the store spec")
+    p.add_argument("root", metavar="ROOT", help=f"{_ROOT_HELP}, or a team or agent node id")
+    _json_flag(p)
+
+    p = add(
+        "verify-dependencies",
+        "check the references and handoffs between agents",
+        "Check every dependency and handoff note under ROOT: each referenced node must be "
+        "stored, verify against its content and hold the result it held when referenced; "
+        "each handoff's agent must be stored. Exits 1 when there are findings.",
+    )
+    p.add_argument("store", metavar="STORE", help="the store spec")
+    p.add_argument("root", metavar="ROOT", help=_ROOT_HELP)
     _json_flag(p)
 
     p = add(

@@ -53,7 +53,8 @@ class PolicyContext:
             CONFIRM answer is then satisfied, a DENY still refuses.
         dry_run: True when the runtime is in dry-run mode.
         actor: Who makes the call (``tool_call(..., actor=...)``, or the actor of the run's
-            cursor), or ``None``.
+            cursor: a team agent's ``TeamAgent.name``), or ``None``. An approval bound to an
+            actor reads it here.
     """
 
     spec: ActionSpec

@@ -19,6 +19,7 @@ from pollard._edge._cache_tally import CacheTally
 from pollard._edge._gc import gc
 from pollard._edge._merge import merge
 from pollard._edge._seal import seal, verify
+from pollard._edge._teams import team_report, verify_dependencies
 from pollard._edge._transfer import export_subtree, read_subtree, write_subtree
 from pollard._edge._view import (
     add_into,
@@ -420,6 +421,54 @@ def _verdict(
     return 0 if ok else 1
 
 
+def _amount_text(values: dict[str, Any]) -> str:
+    return " ".join(f"{meter}={value}" for meter, value in values.items()) or "-"
+
+
+def cmd_team_report(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    root_id = resolve_root(store, args.root)
+    report = team_report(store, root_id, exact=args.json)
+    if args.json:
+        _json(report)
+        return 0
+    rows = [
+        [
+            "/".join(agent["path"]) or str(agent["name"]),
+            str(agent["role"]),
+            str(agent["task"]),
+            _amount_text(agent["own"]),
+            _amount_text(agent["total"]),
+        ]
+        for agent in report["agents"]
+    ]
+    lines = [render_table(["agent", "role", "task", "own", "with sub-agents"], rows)]
+    for title, key in (("role", "by_role"), ("task", "by_task")):
+        lines.append("")
+        lines.append(
+            render_table([title, "charges"], [[k, _amount_text(v)] for k, v in report[key].items()])
+        )
+    lines.append("")
+    lines.append(f"unattributed: {_amount_text(report['unattributed'])}")
+    lines.append(f"total: {_amount_text(report['total'])}")
+    _out("\n".join(lines))
+    return 0
+
+
+def cmd_verify_dependencies(args: argparse.Namespace, stack: ExitStack) -> int:
+    _, store = _open(stack, args.store)
+    root_id = resolve_root(store, args.root)
+    report = verify_dependencies(store, root_id)
+    if args.json:
+        _json(report.to_dict() | {"root_id": root_id})
+    else:
+        for finding in report.findings:
+            _out(f"{finding.node_id}: {finding.message}")
+        verdict = "ok" if report.ok else f"{len(report.findings)} finding(s)"
+        _out(f"checked {report.nodes} reference(s): {verdict}")
+    return 0 if report.ok else 1
+
+
 def cmd_seal(args: argparse.Namespace, stack: ExitStack) -> int:
     spec, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
@@ -652,6 +701,8 @@ COMMANDS: dict[str, Handler] = {
     "show": cmd_show,
     "report": cmd_report,
     "verify": cmd_verify,
+    "team-report": cmd_team_report,
+    "verify-dependencies": cmd_verify_dependencies,
     "seal": cmd_seal,
     "merge": cmd_merge,
     "gc": cmd_gc,

@@ -283,6 +283,10 @@ def page_data(rows: Sequence[ViewNode], *, payloads: bool) -> dict[str, Any]:
             extra["duration_s"] = row.duration_s
         if row.indent > 64:
             extra["fork_depth"] = row.indent
+        if row.actor:  # the team agent whose work this is (its anchor carries the identity)
+            extra["actor"] = row.actor
+        if row.agent:
+            extra["agent"] = row.agent
         if extra and (len(extra) > 2 or "created_at" not in extra):
             details[str(n)] = extra
         if payloads and row.has_content:

@@ -109,6 +109,8 @@ class ViewNode:
     usage: dict[str, int] = field(default_factory=dict)
     budget: dict[str, Decimal] = field(default_factory=dict)
     error_type: str | None = None
+    agent: dict[str, str] | None = None
+    actor: str | None = None
 
     def markers(self) -> list[str]:
         """The bracketed markers of the text tree, in a fixed order."""
@@ -155,6 +157,8 @@ class ViewNode:
             "children": list(self.children),
             "fanout_index": self.fanout_index,
             "usage": dict(self.usage),
+            "agent": None if self.agent is None else dict(self.agent),
+            "actor": self.actor,
         }
         if self.has_content:
             out["payload"] = self.payload
@@ -285,6 +289,18 @@ def node_label(kind: str, payload: Any) -> str:
         return label
     if payload.get("branch") is True:
         return "branch"
+    if payload.get("pollard") == "team":
+        return f"team {_scalar_label(payload.get('name')) or ''}".rstrip()
+    agent = _agent_of("note", payload)
+    if agent is not None:
+        # Who the subtree works for: "agent scout (researcher): find sources".
+        label = f"agent {agent['name']}"
+        if agent["role"]:
+            label += f" ({agent['role']})"
+        return f"{label}: {agent['task']}" if agent["task"] else label
+    if payload.get("pollard") in ("dependency", "handoff"):
+        to = _scalar_label(payload.get("to"))
+        return f"{payload['pollard']} to {to}" if to else str(payload["pollard"])
     event = payload.get("event")
     if event in DISPATCH_EVENTS and "payload_digest" in payload:
         # pollard's own record of a failed, cancelled or repeated dispatch (no content in it)
@@ -295,6 +311,15 @@ def node_label(kind: str, payload: Any) -> str:
         if label is not None:
             return f"{key}={label}"
     return ""
+
+
+def _agent_of(kind: str, payload: Any) -> dict[str, str] | None:
+    """A team agent's identity (name, role, task, team) from its anchor note, else None."""
+    if kind != "note" or not isinstance(payload, Mapping) or payload.get("pollard") != "agent":
+        return None
+    fields = {key: _scalar_label(payload.get(key)) or "" for key in ("name", "role", "task")}
+    fields["team"] = _scalar_label(payload.get("team")) or ""
+    return fields if fields["name"] else None
 
 
 def _refusal(kind: str, payload: Any) -> dict[str, str] | None:
@@ -503,6 +528,13 @@ def build_view(nodes: Iterable[NodeLike], *, payloads: bool = False) -> list[Vie
         parent_row = by_id.get(node.parent) if node.parent is not None else None
         depth = parent_row.depth + 1 if parent_row is not None else 0
         row = view_node(node, depth, payloads=payloads)
+        row.agent = _agent_of(row.kind, node.payload)
+        # Every node of an agent's subtree is that agent's work: the nearest anchor above.
+        row.actor = (
+            row.agent["name"]
+            if row.agent is not None
+            else (parent_row.actor if parent_row is not None else None)
+        )
         if parent_row is not None:
             parent_row.children.append(row.id)
         by_id[row.id] = row

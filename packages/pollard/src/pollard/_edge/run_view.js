@@ -228,6 +228,8 @@ function showDetail(i) {
   if (d.result_conflicts) f.push(fact("result conflicts", String(d.result_conflicts)));
   if (d.merge_conflicts) f.push(fact("merge conflicts", String(d.merge_conflicts)));
   if (d.fork_depth) f.push(fact("fork depth", String(d.fork_depth)));
+  if (d.actor) f.push(fact("agent", esc(d.actor)));
+  if (d.agent) ["team", "role", "task"].forEach(function (k) { if (d.agent[k]) f.push(fact("agent " + k, esc(d.agent[k]))); });
   f.push(fact("children", String(kids[i])));
   var html = '<h2>Step details</h2><dl class="facts">' + f.join("") + "</dl>";
   if (D.payloads && D.content && D.content[i]) {

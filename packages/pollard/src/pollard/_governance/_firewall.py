@@ -210,6 +210,24 @@ def tool_call(
         )
     redacted = spec.redact_args(original, _marker(registry))
     payload = identity_payload(spec, redacted)
+    permitted = state.tools
+    if permitted is not None and name not in permitted:
+        # A team agent calls only the tools it was given: refused before any policy or
+        # dispatch, and recorded like every other refusal.
+        allowed = ", ".join(sorted(permitted)) or "none"
+        return (
+            yield from _refuse(
+                fw,
+                state,
+                "not_permitted",
+                f"agent {state.actor!r} may not call {name} (its tools: {allowed})",
+                payload,
+                tool=name,
+                version=version,
+                spec=spec,
+                extra={"actor": state.actor},
+            )
+        )
     if version is not None and version != spec.version:
         return (
             yield from _refuse(

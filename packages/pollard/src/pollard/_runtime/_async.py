@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import Registry
 
-__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork", "offload_of"]
+__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork", "offload_of", "on_state"]
 
 
 class AsyncRuntime(RuntimeBase):
@@ -361,3 +361,8 @@ def fork(run: AsyncRun) -> AsyncRun:
 def offload_of(run: AsyncRun) -> Offload:
     """Where an `AsyncRun` runs its store I/O (for edge code driving steps itself)."""
     return run._offload
+
+
+def on_state(run: AsyncRun, state: RunState) -> AsyncRun:
+    """An `AsyncRun` on another cursor of ``run``'s runtime, driven the way ``run`` is."""
+    return AsyncRun(state, run._offload)

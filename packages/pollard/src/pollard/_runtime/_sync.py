@@ -742,7 +742,8 @@ def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
         state.rt, state.label, state.root_id, state.cursor_id, state.depth, state.scopes
     )
     child.owner = state.owner
-    child.actor = state.actor
+    # A branch acts for the same agent, inside the same subtree.
+    child.actor, child.tools, child.floor = state.actor, state.tools, state.floor
     anchor: Node = yield from child.note({"branch": True}, attempt=attempt + offset)
     if limits:
         child.scopes = (*state.scopes, Scope(anchor.id, limits))
@@ -761,6 +762,7 @@ def _rollback(state: RunState, node_id: str | None, steps: int) -> Node:
         if node_id not in chain:
             raise ValueError(f"node {node_id} is not an ancestor of the cursor")
         target = node_id
+    _check_floor(state, chain[chain.index(target) :])
     state.depth -= chain.index(target)
     state.cursor_id = target
     state.own_cursor = False  # a node this run may not have written
@@ -768,11 +770,24 @@ def _rollback(state: RunState, node_id: str | None, steps: int) -> Node:
     return state.store.get(target)
 
 
+def _check_floor(state: RunState, chain: Sequence[str]) -> None:
+    """Refuse a move out of a team agent's subtree (``chain``: the target's ancestry)."""
+    floor = state.floor
+    if floor is not None and floor not in chain:
+        raise ValueError(
+            f"node {chain[0]} is outside agent {state.actor!r}'s subtree: an agent's cursor "
+            f"stays under its anchor {floor}, where its budgets and identity hold"
+        )
+
+
 def _keep_scopes(state: RunState, chain: Sequence[str]) -> None:
     # A branch budget governs only its anchor's subtree: moving the cursor out of it drops it.
+    # A shared scope is anchored at no node: it holds wherever the cursor goes.
     inside = set(chain)
     state.scopes = tuple(
-        scope for i, scope in enumerate(state.scopes) if i == 0 or scope.id in inside
+        scope
+        for i, scope in enumerate(state.scopes)
+        if i == 0 or scope.shared or scope.id in inside
     )
 
 
@@ -782,6 +797,7 @@ def _checkout(state: RunState, node_id: str) -> Node:
     except KeyError:
         # The documented error for a node outside the run, also when no such node is stored.
         raise ValueError(f"node {node_id!r} is not in run {state.label!r}: no such node") from None
+    _check_floor(state, chain)
     state.cursor_id = node_id
     state.own_cursor = False  # a node this run may not have written
     state.depth = len(chain) - 1
@@ -798,6 +814,8 @@ def _prune(state: RunState) -> Node:
     node = state.store.get(state.cursor_id)
     if node.parent is None:
         raise ValueError("the root cannot be pruned")
+    if node.id == state.floor:
+        raise ValueError(f"agent {state.actor!r} cannot prune its own anchor")
     pruned = state.store.update_meta(node.id, {"pruned": True})
     state.cursor_id = node.parent
     state.own_cursor = False  # a node this run may not have written

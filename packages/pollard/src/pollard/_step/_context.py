@@ -28,14 +28,20 @@ class Scope:
     """A budget scope: the node it is anchored at and its limits (treat as immutable).
 
     Attributes:
-        id: The anchor node id (the run root or a branch anchor).
+        id: The anchor node id (the run root, a branch, team or agent anchor), or the ledger
+            key of a shared scope (``shared:<name>``), which no node anchors.
         limits: The limits by meter, including ``depth``.
+        tally: Settle charges into this scope even without limits (a team or an agent: its
+            running totals are its accounting).
+        shared: A named scope across independent roots: kept wherever the cursor moves.
         metered: The ledger-checked limits (all but ``depth``), sorted by meter.
         depth: The depth limit, or None.
     """
 
     id: str
     limits: dict[str, Decimal]
+    tally: bool = False
+    shared: bool = False
     metered: tuple[tuple[str, Decimal], ...] = field(init=False)
     depth: Decimal | None = field(init=False)
 

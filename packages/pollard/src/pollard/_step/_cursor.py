@@ -58,6 +58,8 @@ class RunState(CursorState):
         child.leased = self.leased
         child.own_cursor = self.own_cursor
         child.actor = self.actor
+        child.tools = self.tools
+        child.floor = self.floor
         return child
 
     # -- primitives ----------------------------------------------------------------------------

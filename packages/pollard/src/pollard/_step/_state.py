@@ -47,8 +47,13 @@ class CursorState:
         owner: The runtime object that opened the run (kept alive while the run is used).
         leased: The node this run holds the append lease of (one writer per node), or None.
         own_cursor: Whether this runtime committed the cursor node itself.
-        actor: Who makes this cursor's registered tool calls when a call names no actor (an
-            agent's identity), or None. Branches and forks inherit it.
+        actor: Who makes this cursor's registered tool calls when a call names no actor (the
+            team agent this cursor acts for; what policies see as ``PolicyContext.actor``), or
+            None. Branches and forks inherit it.
+        tools: The tools this cursor may call (an agent's permitted set, enforced by the
+            registry firewall before dispatch), or None for any registered tool.
+        floor: The node this cursor may not move above (a team agent's anchor: its budget
+            scopes and identity hold only inside its subtree), or None.
     """
 
     __slots__ = (
@@ -59,6 +64,7 @@ class CursorState:
         "branch_counts",
         "cursor_id",
         "depth",
+        "floor",
         "label",
         "leased",
         "own_cursor",
@@ -66,6 +72,7 @@ class CursorState:
         "root_id",
         "rt",
         "spent",
+        "tools",
     )
 
     def __init__(
@@ -94,6 +101,8 @@ class CursorState:
         self.leased: str | None = None
         self.own_cursor = False
         self.actor: str | None = None
+        self.tools: frozenset[str] | None = None
+        self.floor: str | None = None
 
     @property
     def store(self) -> Store:
@@ -113,10 +122,11 @@ class CursorState:
     @scopes.setter
     def scopes(self, scopes: tuple[Scope, ...]) -> None:
         self._scopes = scopes
-        # Charges settle into the root and every budgeted branch anchor; computed once per
-        # change of scopes rather than on every step.
+        # Charges settle into the root, every budgeted branch anchor and every team or agent
+        # anchor (their totals are the per-agent accounting); computed once per change of
+        # scopes rather than on every step.
         self._scope_ids = tuple(
-            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits
+            scope.id for i, scope in enumerate(scopes) if i == 0 or scope.limits or scope.tally
         )
 
     @property
