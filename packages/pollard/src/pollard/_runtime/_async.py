@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     from pollard.policy import Policy
     from pollard.registry import Registry
 
-__all__ = ["AsyncBranch", "AsyncRun", "AsyncRuntime", "async_view", "fork", "offload_of", "on_state"]
+__all__ = [
+    "AsyncBranch",
+    "AsyncRun",
+    "AsyncRuntime",
+    "async_view",
+    "fork",
+    "offload_of",
+    "on_state",
+]
 
 
 class AsyncRuntime(RuntimeBase):
