@@ -20,7 +20,7 @@ from pollux.interaction import (
     intercept_calls,
 )
 
-from ._cache_charges import charge_created_cache
+from ._cache_charges import cache_hold, charge_created_cache
 from ._calls import check_config, check_run
 from ._identity import canonical, output_from_node, request_identities, result_of
 
@@ -100,13 +100,17 @@ async def governed_run_many(
     governor = _FanOut(run, config, call)
     # pollux runs the fan-out (its scheduler, limiter, one-time source preparation and partial
     # results); each provider call passes through the governor, one pollard step per call.
-    with intercept_calls(governor):
-        answers = await pollux.run_many(
-            [turn.content for turn in call.inputs],
-            environment=call.environment,
-            config=config,
-            **settings,
-        )
+    # One hold for the shared cache: pollux resolves it once for the whole fan-out.
+    async with cache_hold(
+        run, governor.payloads[0], config, call.environment, calls=governor.payloads
+    ):
+        with intercept_calls(governor):
+            answers = await pollux.run_many(
+                [turn.content for turn in call.inputs],
+                environment=call.environment,
+                config=config,
+                **settings,
+            )
     await run.note({"pollux": "run_many", "calls": governor.node_ids})
     return answers
 
