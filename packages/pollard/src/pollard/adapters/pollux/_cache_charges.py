@@ -215,9 +215,18 @@ async def cache_hold(
 
 
 async def charge_created_cache(
-    run: AsyncRun, node_id: str, provider: str, model: str | None, output: Output
+    run: AsyncRun,
+    node_id: str,
+    provider: str,
+    model: str | None,
+    output: Output,
+    *,
+    charged: set[str] | None = None,
 ) -> Node | None:
     """Record the creation and storage charge of the cache ``output`` created, once.
+
+    ``charged``: the caches a fan-out already charged. Every output of one ``run_many`` reports
+    the cache its shared environment created, so only the first of them is charged.
 
     Returns the ``cache_storage`` note, or None when the call created no cache.
     """
@@ -227,6 +236,10 @@ async def charge_created_cache(
     name, tokens, ttl = facts.get("name"), facts.get("tokens"), facts.get("ttl_seconds")
     if not isinstance(name, str) or not isinstance(tokens, int) or not isinstance(ttl, int):
         return None
+    if charged is not None:
+        if name in charged:
+            return None
+        charged.add(name)  # before any await: concurrent prompts see it at once
     payload = {"pollux": "cache_storage", "cache": name}
     if run.store.find(Node.create(NodeKind.NOTE, node_id, payload).id) is not None:
         return None

@@ -137,6 +137,8 @@ class _FanOut:
             self.attempts.append(seen.get(key, 0))
             seen[key] = self.attempts[-1] + 1
         self.node_ids: list[str | None] = [None] * len(self.payloads)
+        # The shared cache is reported by every prompt's output; it is charged once.
+        self.charged_caches: set[str] = set()
         self.ordered = run.mode != "replay" and run.limited
         # A resume (the cursor already has children: an earlier, interrupted fan-out's steps)
         # serves what that fan-out answered and reuses what its cancelled calls were charged.
@@ -172,7 +174,12 @@ class _FanOut:
         if live:
             payload = self.payloads[index]
             await charge_created_cache(
-                forked, node.id, payload["provider"], payload["model"], live[0]
+                forked,
+                node.id,
+                payload["provider"],
+                payload["model"],
+                live[0],
+                charged=self.charged_caches,
             )
             return live[0]
         return output_from_node(node, output=self.requirements.output_schema)
