@@ -24,10 +24,10 @@ from pollard.adapters.pollux import (
     settle_cache_events,
 )
 from pollard.meters import CostMeter, StepMeter
-from pollux import CachePolicy, Config, Environment, RetryPolicy, Source
+from pollux import APIError, CachePolicy, Config, Environment, RetryPolicy, Source
 from pollux.providers.gemini import delete_context_cache, refresh_context_cache
 from pollux.providers.gemini.caching import REGISTRY
-from pollux.testing import Emulator
+from pollux.testing import Emulator, ErrorResponse
 
 MODEL = "gemini-2.5-pro"
 M = Decimal(1_000_000)
@@ -177,3 +177,25 @@ async def test_a_delete_credits_only_the_run_that_paid(emu: Emulator, cfg: Confi
     assert deleted.meta["cache"]["settled"] is False
     assert "storage_usd" not in deleted.meta["cache"]
     assert notes(creator, "cache_settlement") == []
+
+
+async def test_a_call_that_fails_after_creating_the_cache_still_pays_for_it(
+    emu: Emulator, cfg: Config
+) -> None:
+    cached = Environment(sources=(ARCHIVE,), cache=CachePolicy(ttl_seconds=3600))
+    emu.script("gemini.generate.content", ErrorResponse(400, message="refused"))
+    async with AsyncRuntime() as rt:
+        run = rt.run("failed")
+        with pytest.raises(APIError):
+            await governed_run(run, "Q", config=cfg, environment=cached)
+        assert emu.requests_for("gemini.caches.create")  # the cache exists, and is billed
+        (hold,) = notes(run, "cache_hold")
+        (storage,) = notes(run, "cache_storage")
+        (release,) = notes(run, "cache_hold_release")
+    assert storage.parent == release.parent == hold.id
+    tokens = 6000
+    assert storage.meta["cache"]["tokens"] == tokens
+    paid = Decimal(storage.meta["cache"]["creation_usd"]) + Decimal(
+        storage.meta["cache"]["storage_usd"]
+    )
+    assert paid == tokens * Decimal("1.25") / M + tokens * STORAGE_PER_HOUR / M

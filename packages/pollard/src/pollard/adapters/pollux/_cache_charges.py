@@ -10,6 +10,7 @@ node (a settlement never edits an earlier one, so the tree stays tamper-evident)
   worst case, creation plus storage for the whole TTL of the estimated environment tokens.
   A budget that cannot afford it refuses (`pollard.BudgetExceeded`) before any provider I/O.
   ``cache_hold_release`` (under the hold, after the call) gives it back, whatever happened.
+  A call that fails after creating the cache is charged its ``cache_storage`` under the hold.
 * ``cache_storage`` (under the call's node): the call created the cache; charged its creation
   plus storage for the whole TTL, what the provider bills when the cache lives to its expiry
   (so expiry needs no settlement). Its id is a function of the cache name, so a cache is charged
@@ -153,6 +154,7 @@ async def cache_hold(
     attempt: int = 0,
     *,
     calls: Any = None,
+    observe: bool = True,
 ) -> AsyncIterator[Node | None]:
     """Hold a cache's worst case (creation + full-TTL storage) around a call that may create it.
 
@@ -170,6 +172,9 @@ async def cache_hold(
         environment: The call's Environment.
         attempt: The call's attempt (the hold's, so a repeated call holds again).
         calls: What the hold stands for, when not ``payload`` alone (a fan-out's payloads).
+        observe: Watch the block for a cache creation (`pollux.interaction.observe_caches`),
+            so a call that fails after creating the cache is still charged for it (under the
+            hold). Off for a stream, whose block spans the consumer's pulls.
 
     Yields:
         The hold note, or None when nothing is held.
@@ -201,8 +206,23 @@ async def cache_hold(
         attempt=attempt,
         meta={"cache_hold": {"model": model, "tokens_estimate": tokens, "ttl_seconds": ttl}},
     )
+    created: list[CacheEvent] = []
     try:
-        yield hold
+        if observe:
+            with observe_caches(created.append):
+                yield hold
+        else:
+            yield hold
+    except BaseException:
+        # The call failed after creating the cache: the provider bills it all the same, and
+        # no Output reports it, so it is charged here, under the hold.
+        for event in created:
+            if event.kind == "created" and event.tokens is not None:
+                ttl = event.ttl_seconds or ttl
+                await _charge_cache(
+                    run, hold.id, config.provider, event.model, event.name, event.tokens, ttl
+                )
+        raise
     finally:
         held = Decimal(str((hold.result or {}).get("usd", "0")))
         await run.record_charged(
@@ -240,10 +260,16 @@ async def charge_created_cache(
         if name in charged:
             return None
         charged.add(name)  # before any await: concurrent prompts see it at once
+    return await _charge_cache(run, node_id, provider, model or "", name, tokens, ttl)
+
+
+async def _charge_cache(
+    run: AsyncRun, parent: str, provider: str, model: str, name: str, tokens: int, ttl: int
+) -> Node | None:
+    """The ``cache_storage`` note of a created cache under ``parent``, once (see module docs)."""
     payload = {"pollux": "cache_storage", "cache": name}
-    if run.store.find(Node.create(NodeKind.NOTE, node_id, payload).id) is not None:
+    if run.store.find(Node.create(NodeKind.NOTE, parent, payload).id) is not None:
         return None
-    model = model or ""
     priced = cache_storage_price(provider, model, tokens, ttl)
     meta: dict[str, Any] = {
         "cache": {"name": name, "tokens": tokens, "ttl_seconds": ttl, "model": model},
@@ -261,7 +287,7 @@ async def charge_created_cache(
         payload,
         charges=charges,
         result={"cache": name, "tokens": tokens, "ttl_seconds": ttl},
-        parent=node_id,
+        parent=parent,
         meta=meta,
     )
 

@@ -71,7 +71,7 @@ async def governed_stream(
     env, (turn,) = call.environment, call.inputs
     payload = request_identity("stream", config, env, turn, call.requirements)
     governor = _GovernedStream(run, payload, call, attempt, config)
-    async with cache_hold(run, payload, config, env, attempt):
+    async with cache_hold(run, payload, config, env, attempt, observe=False):
         events = pollux.stream(env, turn, config=config, **settings)
         try:
             # pollux reads the seam when the stream starts, so the interceptor is installed
