@@ -120,7 +120,9 @@ async def governed_run(
         The `pollux.Output`, live or rebuilt from the recording.
 
     Raises:
-        BudgetExceeded: A budget refused the call before any provider I/O (a refusal is recorded).
+        BudgetExceeded: A budget refused the call before any provider I/O (a refusal is recorded),
+            its own worst case or, when it may create a Gemini ``CachePolicy`` cache, the
+            cache's (creation plus the whole TTL of storage).
         MissingRecording: Replay mode, and this request was not recorded here.
         ConfigurationError: Invalid arguments (before anything is recorded).
         APIError: The provider call failed (the failed dispatch is recorded and charged).

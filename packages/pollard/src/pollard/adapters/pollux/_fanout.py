@@ -83,6 +83,9 @@ async def governed_run_many(
         The `pollux.OutputCollection`, outputs in prompt order.
 
     Raises:
+        BudgetExceeded: The fan-out may create a Gemini ``CachePolicy`` cache and the budget
+            cannot afford its worst case (creation plus the whole TTL of storage, held once for
+            the fan-out): refused before any provider I/O.
         MissingRecording: Replay mode, and a prompt was not recorded here (raised after the
             other prompts ended; nothing is returned and no fan-in note is written).
         ConfigurationError: Invalid arguments (before anything is recorded).
