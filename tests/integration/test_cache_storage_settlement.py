@@ -199,3 +199,8 @@ async def test_a_call_that_fails_after_creating_the_cache_still_pays_for_it(
         storage.meta["cache"]["storage_usd"]
     )
     assert paid == tokens * Decimal("1.25") / M + tokens * STORAGE_PER_HOUR / M
+
+
+def test_settle_cache_events_needs_a_run() -> None:
+    with pytest.raises(TypeError, match="needs a pollard run"), settle_cache_events(object()):  # type: ignore[arg-type]
+        pass

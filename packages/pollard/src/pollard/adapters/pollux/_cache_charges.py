@@ -34,7 +34,7 @@ from contextlib import asynccontextmanager, contextmanager
 from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
-from pollard import Node, NodeKind
+from pollard import AsyncRun, Node, NodeKind
 from pollard.meters import PRICE_PROVIDERS, genai_price
 from pollux import CachePolicy, ConfigurationError
 from pollux.interaction import CacheEvent, observe_caches
@@ -47,7 +47,7 @@ from pollux.providers.gemini import (
 from ._identity import canonical
 
 if TYPE_CHECKING:
-    from pollard import AsyncRun, Run
+    from pollard import Run
     from pollux import Config, Environment, Output
 
 __all__ = [
@@ -389,9 +389,13 @@ def settle_cache_events(run: AsyncRun | Run) -> Iterator[None]:
         >>> asyncio.run(main())
         0
     """
-    from ._calls import check_run
-
-    live = check_run(run, "settle_cache_events")
+    try:
+        live = AsyncRun.of(run)
+    except TypeError:
+        raise TypeError(
+            "settle_cache_events() needs a pollard run (from Runtime(...).run() or "
+            f"AsyncRuntime(...).run()), got {type(run).__name__}"
+        ) from None
 
     async def observe(event: CacheEvent) -> None:
         await settle_cache_event(live, event)
