@@ -204,3 +204,33 @@ async def test_a_call_that_fails_after_creating_the_cache_still_pays_for_it(
 def test_settle_cache_events_needs_a_run() -> None:
     with pytest.raises(TypeError, match="needs a pollard run"), settle_cache_events(object()):  # type: ignore[arg-type]
         pass
+
+
+async def test_a_cache_pollux_creates_itself_is_charged_once_inside_settle_cache_events(
+    emu: Emulator, cfg: Config
+) -> None:
+    from pollux import prepare_environment
+
+    async with AsyncRuntime() as rt:
+        run = rt.run("prepared")
+        with settle_cache_events(run):
+            env = await prepare_environment(
+                sources=[ARCHIVE], cache=CachePolicy(ttl_seconds=3600), config=cfg
+            )
+            await governed_run(run, "Q", config=cfg, environment=env)
+        other = rt.run("governed inside")
+        fresh = Environment(sources=(ARCHIVE,), instructions="Be brief.", cache=CachePolicy())
+        with settle_cache_events(other):
+            await governed_run(other, "Q", config=cfg, environment=fresh)
+        (prepared,) = notes(run, "cache_storage")
+        (governed,) = notes(other, "cache_storage")  # the call's and the observer's: one charge
+    assert prepared.parent == run.root_id and prepared.meta["cache"]["tokens"] == 6000
+    assert notes(run, "cache_hold") == []  # pollux knew the cache: nothing to hold
+    assert governed.meta["cache"]["ttl_seconds"] == 3600
+    per = Decimal("1.25") / M + STORAGE_PER_HOUR / M
+    assert usd(run) == 6000 * per  # no cost meter here: the ledger's dollars are the cache's
+    assert (
+        Decimal(prepared.meta["cache"]["creation_usd"])
+        + Decimal(prepared.meta["cache"]["storage_usd"])
+        == 6000 * per
+    )

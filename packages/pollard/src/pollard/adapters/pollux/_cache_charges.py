@@ -268,8 +268,8 @@ async def _charge_cache(
 ) -> Node | None:
     """The ``cache_storage`` note of a created cache under ``parent``, once (see module docs)."""
     payload = {"pollux": "cache_storage", "cache": name}
-    if run.store.find(Node.create(NodeKind.NOTE, parent, payload).id) is not None:
-        return None
+    if _storage_note(run, name) is not None:
+        return None  # charged already in this run (by the call, its hold or an observer)
     priced = cache_storage_price(provider, model, tokens, ttl)
     meta: dict[str, Any] = {
         "cache": {"name": name, "tokens": tokens, "ttl_seconds": ttl, "model": model},
@@ -315,11 +315,18 @@ async def settle_cache_event(run: AsyncRun, event: CacheEvent) -> Node | None:
     expiry is earlier); a delete is credited ``tokens x (expiry - delete time) x rate`` when
     this run holds the cache's ``cache_storage`` charge (otherwise the credit belongs to the run
     that paid, and the note records the delete uncharged, ``"settled": false``). Durations are
-    provider-clock seconds, rounded down to the millisecond. Returns the note, or None for an
-    event that settles nothing (a creation: the call's own note charges it).
+    provider-clock seconds, rounded down to the millisecond. A creation is charged its
+    ``cache_storage`` under the cursor unless this run charged it already (a governed call
+    charges its own). Returns the note, or None when nothing was recorded.
     """
-    if event.kind == "created" or event.provider != "gemini":
+    if event.provider != "gemini":
         return None
+    if event.kind == "created":
+        if event.tokens is None or event.ttl_seconds is None:
+            return None
+        return await _charge_cache(
+            run, run.cursor_id, "gemini", event.model, event.name, event.tokens, event.ttl_seconds
+        )
     storage = _storage_note(run, event.name)
     rate = _storage_rate(event.model)
     seconds: Decimal | None = None
@@ -369,9 +376,10 @@ async def settle_cache_event(run: AsyncRun, event: CacheEvent) -> Node | None:
 def settle_cache_events(run: AsyncRun | Run) -> Iterator[None]:
     """Settle into ``run`` every cache refresh and delete pollux makes inside the block.
 
-    For code that calls pollux's cache lifecycle itself
-    (`pollux.providers.gemini.refresh_context_cache` / ``delete_context_cache``): each
-    `pollux.interaction.CacheEvent` becomes a ``cache_settlement`` note (see the module docs).
+    For code that calls pollux's cache lifecycle itself (``pollux.prepare_environment`` with a
+    ``CachePolicy``, `pollux.providers.gemini.refresh_context_cache` / ``delete_context_cache``):
+    a creation becomes a ``cache_storage`` charge (once per cache in the run) and a refresh or
+    delete a ``cache_settlement`` note (see the module docs).
 
     Args:
         run: The run to record into (usually the one that created the cache).
