@@ -196,12 +196,18 @@ PRO_LONG = Sheet(input="2.50", cache_read="0.25", output="15")
 PRO_STORAGE_PER_HOUR = Decimal("4.50")
 
 
-async def test_gemini_ledger_equals_the_price_sheet_bill(
-    emu: Emulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def provider_clock(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """pollux's cache clock is the emulator's virtual one (refresh and delete times are exact)."""
     from pollux.providers.gemini.caching import REGISTRY
 
-    monkeypatch.setattr(REGISTRY, "clock", emu.now)  # pollux's clock is the provider's here
+    monkeypatch.setattr(REGISTRY, "clock", emu.now)
+    yield
+    REGISTRY._entries.clear()  # virtual-clock entries mean nothing on the real clock
+
+
+@pytest.mark.usefixtures("provider_clock")
+async def test_gemini_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
     cfg = config("gemini", "gemini-2.5-pro")
     env = Environment(
         sources=(Source.from_text(words(6000, "archive")),), cache=CachePolicy(ttl_seconds=3600)

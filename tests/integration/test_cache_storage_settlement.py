@@ -49,6 +49,9 @@ def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", emulator.base_url("gemini"))
         monkeypatch.setattr(REGISTRY, "clock", emulator.now)  # the provider's clock
         yield emulator
+    # Entries timed on the virtual clock mean nothing on the real one (a later emulator may
+    # reuse this port, and so the caches' identities).
+    REGISTRY._entries.clear()
 
 
 @pytest.fixture

@@ -270,6 +270,7 @@ async def test_create_refresh_and_delete_are_reported_on_the_provider_clock(
     assert (deleted.kind, deleted.at, deleted.expires_at) == ("deleted", t0 + 150, t0 + 3700)
     assert {e.name for e in seen} == {created.name} and deleted.tokens == 1500
     assert len(seen) == 3
+    REGISTRY._entries.clear()  # virtual-clock entries mean nothing on the real clock
 
 
 def test_observe_caches_refuses_what_it_cannot_call() -> None:
