@@ -13,8 +13,8 @@ node (a settlement never edits an earlier one, so the tree stays tamper-evident)
   A call that fails after creating the cache is charged its ``cache_storage`` under the hold.
 * ``cache_storage`` (under the call's node): the call created the cache; charged its creation
   plus storage for the whole TTL, what the provider bills when the cache lives to its expiry
-  (so expiry needs no settlement). Its id is a function of the cache name, so a cache is charged
-  once however many calls report it, and replay (which makes no call) records nothing.
+  (so expiry needs no settlement). A run charges a cache once (looked up by cache name, however
+  many calls, holds or observers report it), and replay (which makes no call) records nothing.
 * ``cache_settlement`` (under the ``cache_storage`` note when the run has it): pollux reported a
   refresh (charged the storage between the old and the new expiry; a credit when the new expiry
   is earlier) or a delete before the expiry (a credit for the storage from the delete to the
