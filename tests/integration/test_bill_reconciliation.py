@@ -18,7 +18,13 @@ from decimal import Decimal
 import pytest
 
 from pollard import AsyncRun, AsyncRuntime, Budget
-from pollard.adapters.pollux import governed_collect, governed_defer, governed_run
+from pollard.adapters.pollux import (
+    governed_collect,
+    governed_defer,
+    governed_delete_cache,
+    governed_refresh_cache,
+    governed_run,
+)
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import CachePolicy, Config, Environment, Output, RetryPolicy, Source, Usage
 from pollux.testing import Emulator, Reply
@@ -182,26 +188,45 @@ async def test_anthropic_ledger_equals_the_price_sheet_bill(emu: Emulator) -> No
 # -- Gemini ----------------------------------------------------------------------------------
 # ai.google.dev/gemini-api/docs/pricing, Gemini 2.5 Pro (per 1M tokens): input $1.25, output
 # $10, context caching $0.125 (prompts up to 200K); above 200K: input $2.50, output $15, caching
-# $0.25; cache storage $4.50 per 1M tokens per hour. Batch: 50% of the standard prices. Creating
-# an explicit cache bills its tokens once at the input rate.
+# $0.25; cache storage $4.50 per 1M tokens per hour, for the time the cache exists (a refresh
+# extends it, a delete ends it). Batch: 50% of the standard prices. Creating an explicit cache
+# bills its tokens once at the input rate.
 PRO = Sheet(input="1.25", cache_read="0.125", output="10")
 PRO_LONG = Sheet(input="2.50", cache_read="0.25", output="15")
 PRO_STORAGE_PER_HOUR = Decimal("4.50")
 
 
+@pytest.fixture
+def provider_clock(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """pollux's cache clock is the emulator's virtual one (refresh and delete times are exact)."""
+    from pollux.providers.gemini.caching import REGISTRY
+
+    monkeypatch.setattr(REGISTRY, "clock", emu.now)
+    yield
+    REGISTRY._entries.clear()  # virtual-clock entries mean nothing on the real clock
+
+
+@pytest.mark.usefixtures("provider_clock")
 async def test_gemini_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
     cfg = config("gemini", "gemini-2.5-pro")
     env = Environment(
         sources=(Source.from_text(words(6000, "archive")),), cache=CachePolicy(ttl_seconds=3600)
     )
     async with runtime() as rt:
+        created_at = emu.now()
         run = rt.run("gemini", budget=Budget(usd=100))
         over_cache = [
             await governed_run(run, q, config=cfg, environment=env) for q in ("Q1", "Q2", "Q3")
         ]
         emu.script("gemini", Reply(input_tokens=210_000))  # a prompt above the 200K tier
         long = await governed_run(run, "Summarise the archive", config=cfg)
-        batched = await batch(run, emu, cfg, ["B1", "B2"])
+        batched = await batch(run, emu, cfg, ["B1", "B2"])  # the clock moves 120 s
+        # Ten minutes in, the cache is refreshed for two hours from then (to 7800 s); at 40
+        # minutes it is deleted. Google bills storage for the 2400 s it existed.
+        emu.advance(600 - (emu.now() - created_at))
+        assert await governed_refresh_cache(run, env, config=cfg, ttl_seconds=7200)
+        emu.advance(1800)
+        assert await governed_delete_cache(run, env, config=cfg) is True
 
         created = over_cache[0].diagnostics.raw["cache"]
         assert created["created"] is True and created["ttl_seconds"] == 3600
@@ -215,14 +240,32 @@ async def test_gemini_ledger_equals_the_price_sheet_bill(emu: Emulator) -> None:
         )
         bill += sum((PRO.bill(o.usage, batch=Decimal("0.5")) for o in batched), Decimal(0))
         creation = tokens * Decimal(PRO.input) / M
-        storage = tokens * PRO_STORAGE_PER_HOUR * 1 / M  # 3600 s = one hour
-        bill += creation + storage
+        held = tokens * PRO_STORAGE_PER_HOUR * Decimal(2400) / Decimal(3600) / M
+        bill += creation + held
         assert ledger_usd(run) == bill
         assert ledger_usd(run).quantize(CENT) == bill.quantize(CENT) > 0
-        notes = [
-            n for n in rt.store.walk(run.root_id) if n.payload.get("pollux") == "cache_storage"
-        ]
-        assert len(notes) == 1 and notes[0].meta["cache"]["storage_usd"] == str(storage)
+        # Charged as the ledger saw it happen: the whole TTL at creation, the extension at the
+        # refresh, the unused time credited at the delete; each a new note under the charge.
+        notes = {
+            (n.payload["pollux"], n.payload.get("event")): n
+            for n in rt.store.walk(run.root_id)
+            if str(n.payload.get("pollux", "")).startswith("cache_")
+        }
+        per_hour = tokens * PRO_STORAGE_PER_HOUR / M
+        charge = notes["cache_storage", None]
+        assert charge.meta["cache"]["storage_usd"] == str(per_hour)
+        refresh = notes["cache_settlement", "refreshed"]
+        delete = notes["cache_settlement", "deleted"]
+        assert refresh.parent == delete.parent == charge.id
+        extension = Decimal(refresh.meta["cache"]["storage_usd"])
+        credit = Decimal(delete.meta["cache"]["storage_usd"])
+        assert extension == per_hour * Decimal(4200) / Decimal(3600)  # 3600 s -> 7800 s
+        assert credit == -per_hour * Decimal(5400) / Decimal(3600)  # deleted at 2400 s
+        # The first call held the cache's worst case before it ran, and gave it back after.
+        hold, release = notes["cache_hold", None], notes["cache_hold_release", None]
+        held_usd = Decimal(hold.result["usd"])
+        assert release.parent == hold.id and held_usd > creation + per_hour
+        assert release.result == {"released_usd": str(held_usd)}
 
 
 # -- OpenRouter ------------------------------------------------------------------------------

@@ -159,3 +159,42 @@ def test_opentelemetry_is_optional_and_never_imported_by_import_pollux() -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+async def test_each_collected_deferred_answer_is_a_span_from_submit_to_completion(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pollux import collect_deferred, defer
+    from pollux.errors import DeferredNotReadyError
+    from pollux.testing import Reply
+
+    with Emulator() as emu:
+        monkeypatch.setenv("OPENAI_BASE_URL", emu.base_url("openai"))
+        monkeypatch.setenv("OPENAI_API_KEY", "offline")
+        config = Config(
+            provider="openai", model="gpt-5.4", api_key="offline", retry=RetryPolicy(max_attempts=1)
+        )
+        emu.script(
+            "openai.responses", Reply("one", input_tokens=40), ErrorResponse(400, message="no")
+        )
+        handle = await defer(["Q1", "Q2"], config=config, max_tokens=64)
+        with pytest.raises(DeferredNotReadyError):
+            await collect_deferred(handle)
+        assert finished(spans) == []  # nothing collected, nothing recorded
+        emu.advance(120)
+        answers = await collect_deferred(handle)
+    ok, failed = sorted(finished(spans), key=lambda s: s.attributes["pollux.deferred.request_id"])
+    assert answers.outputs[0].text == "one"
+    for span in (ok, failed):
+        assert span.name == "chat gpt-5.4" and span.kind is SpanKind.CLIENT
+        assert span.attributes["gen_ai.operation.name"] == "chat"
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert span.attributes["gen_ai.request.model"] == "gpt-5.4"
+        assert span.attributes["pollux.deferred.job_id"] == handle.job_id
+        assert span.start_time == int(handle.submitted_at * 1e9)  # submitted ...
+        assert span.end_time > span.start_time  # ... to completed, on the provider's clock
+    assert ok.attributes["gen_ai.usage.input_tokens"] == 40
+    assert ok.attributes["pollux.cost.usd"] == answers.outputs[0].metrics.cost_usd
+    assert ok.status.status_code is not StatusCode.ERROR
+    assert failed.status.status_code is StatusCode.ERROR and failed.attributes["error.type"]
+    assert "Q1" not in json.dumps(dict(ok.attributes))  # no content without the opt-in

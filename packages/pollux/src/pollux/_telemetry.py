@@ -15,6 +15,13 @@ Attributes (see docs/reference/telemetry.md): ``gen_ai.operation.name``, ``gen_a
 not name (cost, cache hit ratio and savings, reasoning tokens, 1-hour cache writes, retries).
 A stream records its time to first token as the ``pollux.first_token`` event.
 
+A deferred (batch) job's answers are spans too: collecting a job emits one ``chat {model}`` span
+per request (:func:`record_deferred_spans`), from the job's submission to its completion, with
+the same response attributes (usage, cost at the batch tier, finish reason, ``error.type`` for a
+request that failed, expired or was cancelled) plus ``pollux.deferred.job_id`` and
+``pollux.deferred.request_id``. Each collect records them (a second collect of the same job
+records them again).
+
 Prompt and answer content is never recorded unless the standard opt-in variable
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` is set; then the prompt and answer
 text go on ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (and the instructions on
@@ -32,10 +39,19 @@ from typing import TYPE_CHECKING, Any
 from pollux._version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.interaction.output import Output
     from pollux.providers.base import ProviderRequest
 
-__all__ = ["CAPTURE_CONTENT_ENV", "GEN_AI_PROVIDERS", "CallSpan", "start_call_span"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "GEN_AI_PROVIDERS",
+    "CallSpan",
+    "record_deferred_spans",
+    "start_call_span",
+]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -174,6 +190,53 @@ def start_call_span(provider: str, request: ProviderRequest) -> CallSpan:
     name = f"chat {request.model}" if request.model else "chat"
     span = tracer.start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes)
     return CallSpan(span, trace, capture=capture, model=request.model)
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1_000_000_000)
+
+
+def record_deferred_spans(
+    handle: DeferredHandle, snapshot: DeferredSnapshot, outputs: Sequence[Output]
+) -> None:
+    """One ``chat {model}`` span per collected deferred answer (no-op when telemetry is off).
+
+    Each span runs from the job's submission to its completion (the collect time when the
+    provider reported none) and carries the answer's attributes, as a live call's span does.
+    """
+    tracer = _tracer()
+    if tracer is None:
+        return
+    trace = _state["trace"]
+    end = _ns(snapshot.completed_at if snapshot.completed_at is not None else time.time())
+    start = min(_ns(handle.submitted_at), end)
+    for output in outputs:
+        deferred = output.diagnostics.raw.get("deferred")
+        deferred = deferred if isinstance(deferred, dict) else {}
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": GEN_AI_PROVIDERS.get(handle.provider, handle.provider),
+            "gen_ai.request.model": handle.model,
+            "pollux.deferred.job_id": handle.job_id,
+        }
+        if isinstance(deferred.get("request_id"), str):
+            attributes["pollux.deferred.request_id"] = deferred["request_id"]
+        attributes.update(output_attributes(output))
+        attributes.setdefault("gen_ai.response.model", handle.model)
+        span = tracer.start_span(
+            f"chat {handle.model}",
+            kind=trace.SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start,
+        )
+        if output.metrics.completion_status == "error":
+            error = deferred.get("error")
+            category = error.get("error_category") if isinstance(error, dict) else None
+            span.set_attribute(
+                "error.type", str(category or deferred.get("status") or "structured_output")
+            )
+            span.set_status(trace.Status(trace.StatusCode.ERROR))
+        span.end(end_time=end)
 
 
 def output_attributes(output: Output) -> dict[str, Any]:

@@ -236,3 +236,46 @@ async def test_stream_and_tool_loop_over_a_cached_environment(
     assert one["cachedContent"] == two["cachedContent"]
     assert [c["role"] for c in two["contents"]] == ["user", "model", "user"]
     assert "tools" not in two and "systemInstruction" not in two
+
+
+async def test_create_refresh_and_delete_are_reported_on_the_provider_clock(
+    emu: Emulator, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pollux.interaction import CacheEvent, observe_caches
+    from pollux.providers.gemini import known_context_cache
+
+    monkeypatch.setattr(REGISTRY, "clock", emu.now)  # pollux's clock is the provider's here
+    seen: list[CacheEvent] = []
+
+    async def observer(event: CacheEvent) -> None:  # async observers are awaited
+        seen.append(event)
+
+    env = Environment(sources=[LONG], cache=CachePolicy(ttl_seconds=600))
+    t0 = emu.now()
+    assert known_context_cache(env, config=config) is None
+    with observe_caches(observer):
+        await interact(env, Input("Q1"), config=config)
+        await interact(env, Input("Q2"), config=config)  # a hit: no event
+        assert known_context_cache(env, config=config) == t0 + 600
+        emu.advance(100)
+        await refresh_context_cache(env, config=config, ttl_seconds=3600)
+        emu.advance(50)
+        assert await delete_context_cache(env, config=config) is True
+    await refresh_context_cache(env, config=config)  # outside the block: nothing is reported
+    created, refreshed, deleted = seen
+    assert (created.kind, created.at, created.expires_at) == ("created", t0, t0 + 600)
+    assert created.ttl_seconds == 600 and created.tokens == 1500 and created.model == config.model
+    assert (refreshed.kind, refreshed.at) == ("refreshed", t0 + 100)
+    assert (refreshed.previous_expires_at, refreshed.expires_at) == (t0 + 600, t0 + 3700)
+    assert (deleted.kind, deleted.at, deleted.expires_at) == ("deleted", t0 + 150, t0 + 3700)
+    assert {e.name for e in seen} == {created.name} and deleted.tokens == 1500
+    assert len(seen) == 3
+    REGISTRY._entries.clear()  # virtual-clock entries mean nothing on the real clock
+
+
+def test_observe_caches_refuses_what_it_cannot_call() -> None:
+    from pollux.interaction import observe_caches
+
+    with pytest.raises(ConfigurationError) as info, observe_caches(42):  # type: ignore[arg-type]
+        pass
+    assert "CacheEvent" in (info.value.hint or "")

@@ -26,6 +26,7 @@ from pollux._engine.assemble import parse_structured, structured_facets
 from pollux._engine.plan import plan_calls
 from pollux._engine.retry import raise_stamped, with_retries
 from pollux._pricing import call_cost
+from pollux._telemetry import record_deferred_spans
 from pollux.config import API_KEY_ENV_VARS, KEY_MISSING, Config, resolve_api_key
 from pollux.errors import APIError, ConfigurationError, DeferredNotReadyError, InternalError
 from pollux.interaction.call import requirements_from
@@ -278,6 +279,7 @@ async def collect(
         )
         for index, request_id in enumerate(ids)
     ]
+    record_deferred_spans(handle, snapshot, outputs)
     return OutputCollection(outputs=tuple(outputs), prompt_indexes=tuple(range(len(outputs))))
 
 

@@ -7,6 +7,9 @@ Pure value types with no I/O: :class:`Environment`, :class:`Input`, :class:`Mess
 
 from __future__ import annotations
 
+from .cache_events import CacheEvent as CacheEvent
+from .cache_events import CacheEventKind as CacheEventKind
+from .cache_events import observe_caches as observe_caches
 from .call import CallDescription as CallDescription
 from .call import describe_call as describe_call
 from .call import requirements_from as requirements_from
@@ -48,6 +51,8 @@ from .tools import ToolDeclaration as ToolDeclaration
 from .tools import ToolResult as ToolResult
 
 __all__ = [
+    "CacheEvent",
+    "CacheEventKind",
     "CacheMode",
     "CachePolicy",
     "CacheSetting",
@@ -86,5 +91,6 @@ __all__ = [
     "error_output",
     "generation_keywords",
     "intercept_calls",
+    "observe_caches",
     "requirements_from",
 ]

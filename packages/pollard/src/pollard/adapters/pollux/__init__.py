@@ -35,9 +35,14 @@ What a node records:
   whole volume; ``cache_read_tokens``, ``cache_write_tokens`` and ``reasoning_tokens`` are
   breakdowns), which `pollard.meters.TokenMeter` and `pollard.meters.CostMeter` charge.
 
-A call that created an explicit (Gemini ``CachePolicy``) cache also records a ``cache_storage``
-note under its node, charged ``usd`` for the cache's creation and its storage for the whole TTL
-(`cache_storage_price`, `CACHE_STORAGE_PRICES`), so the run that created a cache pays for it.
+A call that may create an explicit (Gemini ``CachePolicy``) cache is first admitted against the
+cache's worst case, creation plus storage for the whole TTL (a ``cache_hold`` note, given back
+after the call; a budget that cannot afford it refuses before any provider I/O). A call that
+created one records a ``cache_storage`` note under its node, charged ``usd`` for the cache's
+creation and its storage for the whole TTL (`cache_storage_price`, `CACHE_STORAGE_PRICES`), so
+the run that created a cache pays for it. `governed_refresh_cache` and `governed_delete_cache`
+(or pollux's own calls inside `settle_cache_events`) settle a refresh (the extension charged)
+and an early delete (the unused storage credited) as ``cache_settlement`` notes.
 
 Replay rebuilds the Output with ``Output.from_jsonable`` (validating structured output into the
 pydantic model you pass as ``output=``; its duration is the step's ``meta["duration_s"]``) and
@@ -74,7 +79,13 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in every
         'pollard.adapters.pollux needs pollux: pip install "pollard[pollux]"'
     ) from exc
 
-from ._cache_charges import CACHE_STORAGE_PRICES, cache_storage_price
+from ._cache_charges import (
+    CACHE_STORAGE_PRICES,
+    cache_storage_price,
+    governed_delete_cache,
+    governed_refresh_cache,
+    settle_cache_events,
+)
 from ._calls import governed_interact, governed_run
 from ._deferred import (
     BATCH_DISCOUNT,
@@ -104,10 +115,13 @@ __all__ = [
     "governed_cancel",
     "governed_collect",
     "governed_defer",
+    "governed_delete_cache",
     "governed_inspect",
     "governed_interact",
+    "governed_refresh_cache",
     "governed_run",
     "governed_run_many",
     "governed_stream",
     "output_from_node",
+    "settle_cache_events",
 ]

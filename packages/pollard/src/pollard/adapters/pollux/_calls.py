@@ -18,7 +18,7 @@ from pollux import (
 )
 from pollux.interaction import GenerationSettings, describe_call, generation_keywords
 
-from ._cache_charges import charge_created_cache
+from ._cache_charges import cache_hold, charge_created_cache
 from ._identity import output_from_node, request_identity, result_of
 
 if TYPE_CHECKING:
@@ -56,8 +56,14 @@ async def step(
     call: Callable[[], Awaitable[Output]],
     requirements: OutputRequirements,
     attempt: int,
+    *,
+    config: Config,
+    environment: Environment,
 ) -> Output:
-    """One ``model_call`` step around one pollux call; the live Output when it ran."""
+    """One ``model_call`` step around one pollux call; the live Output when it ran.
+
+    A call that may create an explicit cache first holds the cache's worst case (`cache_hold`).
+    """
     live: list[Output] = []
 
     async def fn(_payload: Any) -> dict[str, Any]:
@@ -65,9 +71,12 @@ async def step(
         live.append(output)
         return result_of(output)
 
-    node = await run.model_call(payload, fn=fn, attempt=attempt)
+    # The hold is given back only once the cache the call created is charged (no gap).
+    async with cache_hold(run, payload, config, environment, attempt):
+        node = await run.model_call(payload, fn=fn, attempt=attempt)
+        if live:
+            await charge_created_cache(run, node.id, payload["provider"], payload["model"], live[0])
     if live:
-        await charge_created_cache(run, node.id, payload["provider"], payload["model"], live[0])
         return live[0]
     return output_from_node(node, output=requirements.output_schema)
 
@@ -111,7 +120,9 @@ async def governed_run(
         The `pollux.Output`, live or rebuilt from the recording.
 
     Raises:
-        BudgetExceeded: A budget refused the call before any provider I/O (a refusal is recorded).
+        BudgetExceeded: A budget refused the call before any provider I/O (a refusal is recorded),
+            its own worst case or, when it may create a Gemini ``CachePolicy`` cache, the
+            cache's (creation plus the whole TTL of storage).
         MissingRecording: Replay mode, and this request was not recorded here.
         ConfigurationError: Invalid arguments (before anything is recorded).
         APIError: The provider call failed (the failed dispatch is recorded and charged).
@@ -133,7 +144,9 @@ async def governed_run(
     async def model() -> Output:
         return await pollux.run(turn.content, environment=env, config=config, **settings)
 
-    return await step(run, payload, model, call.requirements, attempt)
+    return await step(
+        run, payload, model, call.requirements, attempt, config=config, environment=env
+    )
 
 
 @generation_keywords(place_after={"attempt": "provider_options"})
@@ -180,4 +193,6 @@ async def governed_interact(
     async def model() -> Output:
         return await pollux.interact(env, turn, config=config, **settings)
 
-    return await step(run, payload, model, call.requirements, attempt)
+    return await step(
+        run, payload, model, call.requirements, attempt, config=config, environment=env
+    )

@@ -20,7 +20,7 @@ from pollux.interaction import (
     intercept_calls,
 )
 
-from ._cache_charges import charge_created_cache
+from ._cache_charges import cache_hold, charge_created_cache
 from ._calls import check_config, check_run
 from ._identity import canonical, output_from_node, request_identities, result_of
 
@@ -83,6 +83,9 @@ async def governed_run_many(
         The `pollux.OutputCollection`, outputs in prompt order.
 
     Raises:
+        BudgetExceeded: The fan-out may create a Gemini ``CachePolicy`` cache and the budget
+            cannot afford its worst case (creation plus the whole TTL of storage, held once for
+            the fan-out): refused before any provider I/O.
         MissingRecording: Replay mode, and a prompt was not recorded here (raised after the
             other prompts ended; nothing is returned and no fan-in note is written).
         ConfigurationError: Invalid arguments (before anything is recorded).
@@ -100,13 +103,17 @@ async def governed_run_many(
     governor = _FanOut(run, config, call)
     # pollux runs the fan-out (its scheduler, limiter, one-time source preparation and partial
     # results); each provider call passes through the governor, one pollard step per call.
-    with intercept_calls(governor):
-        answers = await pollux.run_many(
-            [turn.content for turn in call.inputs],
-            environment=call.environment,
-            config=config,
-            **settings,
-        )
+    # One hold for the shared cache: pollux resolves it once for the whole fan-out.
+    async with cache_hold(
+        run, governor.payloads[0], config, call.environment, calls=governor.payloads
+    ):
+        with intercept_calls(governor):
+            answers = await pollux.run_many(
+                [turn.content for turn in call.inputs],
+                environment=call.environment,
+                config=config,
+                **settings,
+            )
     await run.note({"pollux": "run_many", "calls": governor.node_ids})
     return answers
 
@@ -133,6 +140,8 @@ class _FanOut:
             self.attempts.append(seen.get(key, 0))
             seen[key] = self.attempts[-1] + 1
         self.node_ids: list[str | None] = [None] * len(self.payloads)
+        # The shared cache is reported by every prompt's output; it is charged once.
+        self.charged_caches: set[str] = set()
         self.ordered = run.mode != "replay" and run.limited
         # A resume (the cursor already has children: an earlier, interrupted fan-out's steps)
         # serves what that fan-out answered and reuses what its cancelled calls were charged.
@@ -168,7 +177,12 @@ class _FanOut:
         if live:
             payload = self.payloads[index]
             await charge_created_cache(
-                forked, node.id, payload["provider"], payload["model"], live[0]
+                forked,
+                node.id,
+                payload["provider"],
+                payload["model"],
+                live[0],
+                charged=self.charged_caches,
             )
             return live[0]
         return output_from_node(node, output=self.requirements.output_schema)

@@ -18,7 +18,7 @@ from pollux.interaction import (
     intercept_calls,
 )
 
-from ._cache_charges import charge_created_cache
+from ._cache_charges import cache_hold, charge_created_cache
 from ._calls import check_config, check_run, step
 from ._identity import output_from_node, request_identity, result_of
 
@@ -69,24 +69,24 @@ async def governed_stream(
     config = check_config(config)
     call = describe_call(input=input, environment=environment, settings=settings)
     env, (turn,) = call.environment, call.inputs
-    governor = _GovernedStream(
-        run, request_identity("stream", config, env, turn, call.requirements), call, attempt
-    )
-    events = pollux.stream(env, turn, config=config, **settings)
-    try:
-        # pollux reads the seam when the stream starts, so the interceptor is installed only
-        # while the first event is pulled: the consumer's own code between events (which may
-        # call pollux itself) is never governed by this step.
-        with intercept_calls(governor):
-            try:
-                first = await events.__anext__()
-            except StopAsyncIteration:  # pragma: no cover - pollux always yields done
-                return
-        yield first
-        async for event in events:
-            yield event
-    finally:
-        await events.aclose()
+    payload = request_identity("stream", config, env, turn, call.requirements)
+    governor = _GovernedStream(run, payload, call, attempt, config)
+    async with cache_hold(run, payload, config, env, attempt, observe=False):
+        events = pollux.stream(env, turn, config=config, **settings)
+        try:
+            # pollux reads the seam when the stream starts, so the interceptor is installed
+            # only while the first event is pulled: the consumer's own code between events
+            # (which may call pollux itself) is never governed by this step.
+            with intercept_calls(governor):
+                try:
+                    first = await events.__anext__()
+                except StopAsyncIteration:  # pragma: no cover - pollux always yields done
+                    return
+            yield first
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
 
 
 class _GovernedStream:
@@ -97,15 +97,32 @@ class _GovernedStream:
     without a provider call (and without preparing sources).
     """
 
-    def __init__(self, run: AsyncRun, payload: dict[str, Any], call: CallDescription, attempt: int):
+    def __init__(
+        self,
+        run: AsyncRun,
+        payload: dict[str, Any],
+        call: CallDescription,
+        attempt: int,
+        config: Config,
+    ) -> None:
         self.run = run
+        self.config = config
+        self.environment = call.environment
         self.payload = payload
         self.requirements = call.requirements
         self.attempt = attempt
 
     async def call(self, call: ProviderCall, proceed: Callable[[], Awaitable[Output]]) -> Output:
         # pollux.stream makes one streamed call, so this is unreachable; governed, not bypassed.
-        return await step(self.run, self.payload, proceed, self.requirements, self.attempt)
+        return await step(
+            self.run,
+            self.payload,
+            proceed,
+            self.requirements,
+            self.attempt,
+            config=self.config,
+            environment=self.environment,
+        )
 
     async def stream(
         self, call: ProviderCall, proceed: Callable[[], AsyncIterator[Event]]

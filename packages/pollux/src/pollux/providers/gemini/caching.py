@@ -19,6 +19,11 @@ share one. Resolution, in order:
 Creation is single-flight per identity within a process: concurrent calls share one create.
 An expired cache is simply not found, and created again. :func:`refresh_context_cache` extends a
 cache's TTL and :func:`delete_context_cache` deletes it.
+
+Each create, refresh and delete is reported to the observers of
+:func:`pollux.interaction.observe_caches` as a :class:`~pollux.interaction.CacheEvent` with the
+provider-clock times storage is billed on (what a ledger needs to settle storage to the time the
+cache was actually held).
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import CacheError, ConfigurationError
+from pollux.interaction.cache_events import CacheEvent, emit_cache_event
+from pollux.providers._batch_jobs import iso_time
 
 from .client import build_client
 from .compile import compile_tools
@@ -54,6 +61,7 @@ __all__ = [
     "CacheRegistry",
     "cache_identity",
     "display_name",
+    "known_context_cache",
     "min_cache_tokens",
 ]
 
@@ -105,11 +113,18 @@ def display_name(identity: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CacheEntry:
-    """One known cache: resource name, wall-clock expiry and the tokens it stores."""
+    """One known cache: resource name, wall-clock expiry and the tokens it stores.
+
+    ``expire_time`` is the expiry on the provider's clock (what storage is billed to) and
+    ``skew`` the provider's clock minus the local one, measured when a create or update answered
+    (None for a cache found by listing, whose ``updateTime`` is not "now").
+    """
 
     name: str
     expires_at: float | None
     tokens: int | None = None
+    expire_time: float | None = None
+    skew: float | None = None
 
     def alive(self, now: float, margin: float = EXPIRY_MARGIN_S) -> bool:
         """Whether the cache has more than ``margin`` seconds left."""
@@ -180,13 +195,30 @@ class CacheRegistry:
 REGISTRY = CacheRegistry()
 
 
-def _entry(cache: Any, now: float) -> CacheEntry:
+def _entry(cache: Any, now: float, *, answered_now: bool = False) -> CacheEntry:
+    """The registry entry of a cache resource read at local time ``now``.
+
+    ``answered_now``: the resource is a create or update answer, so its ``updateTime`` is the
+    provider's "now" and measures the clock skew.
+    """
     tokens = field(field(cache, "usage_metadata"), "total_token_count")
+    skew = None
+    if answered_now:
+        anchor = iso_time(field(cache, "update_time")) or iso_time(field(cache, "create_time"))
+        skew = None if anchor is None else anchor - now
     return CacheEntry(
         name=str(field(cache, "name")),
         expires_at=local_expiry(cache, "expire_time", ("update_time", "create_time"), now),
         tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+        expire_time=iso_time(field(cache, "expire_time")),
+        skew=skew,
     )
+
+
+def _provider_now(entry: CacheEntry | None, now: float) -> float:
+    """Local ``now`` on the provider's clock (by the skew the entry measured, else as is)."""
+    skew = entry.skew if entry is not None else None
+    return now + (skew or 0.0)
 
 
 def _same_model(cache: Any, model: str) -> bool:
@@ -346,7 +378,21 @@ class GeminiCaches:
                 phase="cache",
                 error_category=getattr(error, "error_category", None),
             ) from exc
-        return _entry(created, self.registry.clock())
+        now = self.registry.clock()
+        entry = _entry(created, now, answered_now=True)
+        await emit_cache_event(
+            CacheEvent(
+                kind="created",
+                provider=PROVIDER,
+                model=model,
+                name=entry.name,
+                tokens=entry.tokens,
+                at=_provider_now(entry, now),
+                expires_at=entry.expire_time,
+                ttl_seconds=ttl_seconds or DEFAULT_TTL_S,
+            )
+        )
+        return entry
 
 
 async def _with_client(config: Config, work: Callable[[Any], Any]) -> Any:
@@ -389,6 +435,25 @@ async def _locate(client: Any, identity: str, model: str, config: Config) -> Cac
     )
 
 
+def known_context_cache(environment: Environment, *, config: Config) -> float | None:
+    """The local expiry of ``environment``'s cache when this process knows it alive, else None.
+
+    No I/O: only pollux's process-wide registry is read (a cache another process made, or one
+    within :data:`EXPIRY_MARGIN_S` of its expiry, is not known). A caller that must budget for a
+    cache the next call may create (pollard's bridge) treats None as "this call may create it".
+
+    Args:
+        environment: The Environment whose ``CachePolicy`` creates the cache.
+        config: The config of the calls (provider, model and API key are the identity).
+
+    Raises:
+        ConfigurationError: ``config`` is not a Gemini config with a model.
+    """
+    identity, _ = _environment_identity(environment, config)
+    entry = REGISTRY.get(identity)
+    return None if entry is None else entry.expires_at
+
+
 async def delete_context_cache(environment: Environment, *, config: Config) -> bool:
     """Delete the Gemini context cache of ``environment``, if one exists.
 
@@ -415,6 +480,17 @@ async def delete_context_cache(environment: Environment, *, config: Config) -> b
             if is_not_found(exc):
                 return False
             raise wrap_gemini_error(exc, phase="cache") from exc
+        await emit_cache_event(
+            CacheEvent(
+                kind="deleted",
+                provider=PROVIDER,
+                model=model,
+                name=entry.name,
+                tokens=entry.tokens,
+                at=_provider_now(entry, REGISTRY.clock()),
+                expires_at=entry.expire_time,
+            )
+        )
         return True
 
     result: bool = await _with_client(config, work)
@@ -454,10 +530,27 @@ async def refresh_context_cache(
                 REGISTRY.forget(identity=identity)
                 return None
             raise wrap_gemini_error(exc, phase="cache") from exc
-        fresh = _entry(updated, REGISTRY.clock())
+        now = REGISTRY.clock()
+        fresh = _entry(updated, now, answered_now=True)
+        if fresh.tokens is None:
+            fresh = replace(fresh, tokens=entry.tokens)
         if fresh.expires_at is None:
-            fresh = CacheEntry(entry.name, REGISTRY.clock() + ttl_seconds)
+            fresh = replace(fresh, expires_at=now + ttl_seconds)
+        at = _provider_now(fresh, now)
         REGISTRY.put(identity, fresh)
+        await emit_cache_event(
+            CacheEvent(
+                kind="refreshed",
+                provider=PROVIDER,
+                model=model,
+                name=entry.name,
+                tokens=fresh.tokens,
+                at=at,
+                expires_at=fresh.expire_time if fresh.expire_time is not None else at + ttl_seconds,
+                previous_expires_at=entry.expire_time,
+                ttl_seconds=ttl_seconds,
+            )
+        )
         return fresh.expires_at
 
     result: float | None = await _with_client(config, work)
