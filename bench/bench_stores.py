@@ -374,7 +374,9 @@ def run() -> list[Result]:
             pg / floor if floor else 0.0,
             "x",
             target=0.9,
-            note=f"{pg:.0f} vs {floor:.0f} steps/s; durable=True {pg_durable:.0f} vs "
+            note=f"{pg:.0f} vs {floor:.0f} steps/s; by CPU per step (less swayed by a busy "
+            f"machine) {(floor_client + floor_server) / sum(split[:2]):.2f}x; durable=True "
+            f"{pg_durable:.0f} vs "
             f"{floor_durable:.0f}/s ({pg_durable / floor_durable:.2f}x); 8 processes' gain over "
             f"1 / the floor's: {gain_share(pg_many, pg_one, floor_many, floor_one)} "
             f"(durable=False), {gain_share(pgd_many, pgd_one, floord_many, floord_one)} "
