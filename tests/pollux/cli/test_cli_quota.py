@@ -109,3 +109,27 @@ def test_the_live_bar_shows_a_quota_wait_while_it_lasts(emu: Emulator, tmp_path:
     assert "\x1b[" in screen  # the live bar
     assert re.search(r"waiting for quota \d+\.\ds", screen)
     assert "3/3" in screen
+
+
+def test_a_long_quota_wait_is_told_in_the_plain_progress(emu: Emulator, tmp_path: Path) -> None:
+    # A log must not go silent while a call waits for the window: a line says who waits.
+    (tmp_path / "q.txt").write_text("First?\nSecond?\n")
+    result = pollux(
+        "many",
+        "q.txt",
+        *_local(emu),
+        "--quota-rpm",
+        "1",
+        "--quota-window",
+        "3",
+        "--out",
+        "a.jsonl",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.stderr
+    told = re.search(
+        r"pollux: waiting for quota: 1 call waits, the longest for (\d+\.\d)s", result.stderr
+    )
+    assert told is not None and float(told.group(1)) >= 2.0
+    # Told while it waited: before the prompt that waited finished.
+    assert result.stderr.index(told.group(0)) < result.stderr.index("[2/2] prompt")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .records import Record
@@ -25,36 +27,60 @@ __all__ = [
 #: A quota admission shorter than this is not shown as a wait: a shared quota's store round
 #: trip takes milliseconds, and a display that flickered on each would say nothing.
 SHOW_WAIT_S = 0.25
+#: Plain progress (a pipe, a log) says so once a wait lasts this long, then at most every
+#: `ANNOUNCE_EVERY_S` while calls still wait: a log must not go silent for a whole window.
+ANNOUNCE_AFTER_S = 2.0
+ANNOUNCE_EVERY_S = 10.0
 
 
 class QuotaWatch:
     """The command's quota, watched: which attempts are waiting for room, and since when.
 
     It wraps the quota the ``--quota-*`` options made (every call of the command goes through
-    it) and forwards everything; the live display reads `waiting` from its refresh thread.
+    it) and forwards everything; the live display reads `waiting` from its refresh thread, and
+    plain progress sets `on_long_wait` to be told of a wait that lasts.
     """
 
     def __init__(self, quota: CallQuota) -> None:
         self._quota = quota
         self._pending: dict[int, float] = {}  # attempt -> time.monotonic() it began to wait
         self._next = 0
+        self._announced = -math.inf  # when on_long_wait was last called
         self.waits = 0  # admissions that waited
         self.waited_s = 0.0  # their waits, summed
+        #: Called with `waiting`'s figures once a wait passes `ANNOUNCE_AFTER_S`, then at most
+        #: every `ANNOUNCE_EVERY_S` while attempts wait.
+        self.on_long_wait: Callable[[int, float], None] | None = None
 
     async def acquire(self, request: QuotaRequest) -> QuotaPermit:
         """Wait for the wrapped quota, noting the wait while it lasts."""
         token = self._next
         self._next += 1
         self._pending[token] = time.monotonic()
+        announcer = None
+        if self.on_long_wait is not None:
+            announcer = asyncio.ensure_future(self._announce(token))
         try:
             permit = await self._quota.acquire(request)
         finally:
             del self._pending[token]
+            if announcer is not None:
+                announcer.cancel()
         waited = getattr(permit, "waited_s", 0.0)
         if isinstance(waited, (int, float)) and math.isfinite(waited) and waited > 0:
             self.waits += 1
             self.waited_s += float(waited)
         return permit
+
+    async def _announce(self, token: int) -> None:
+        """Tell `on_long_wait` while attempt ``token`` waits (one telling for all waiters)."""
+        await asyncio.sleep(ANNOUNCE_AFTER_S)
+        while token in self._pending:
+            now = time.monotonic()
+            if now - self._announced >= ANNOUNCE_EVERY_S and self.on_long_wait is not None:
+                self._announced = now
+                self.on_long_wait(*self.waiting())
+            await asyncio.sleep(ANNOUNCE_EVERY_S)
 
     async def pause(self, request: QuotaRequest, seconds: float) -> None:
         """Forwarded: a 429 pauses the wrapped quota."""
@@ -135,6 +161,8 @@ class _PlainFanout:
         self.total, self.finished, self.failed, self.tokens = total, skipped, 0, 0
         self.started = time.monotonic()
         self._quota = quota
+        if quota is not None:
+            quota.on_long_wait = self._waiting
         note = f" ({skipped} already answered)" if skipped else ""
         _line(f"pollux: {total - skipped} of {total} prompts to run{note}")
 
@@ -152,8 +180,14 @@ class _PlainFanout:
             text += f" (waited {waited:.1f}s for quota)"
         _line(text)
 
+    def _waiting(self, count: int, longest: float) -> None:
+        calls = f"{count} calls wait" if count > 1 else "1 call waits"
+        _line(f"pollux: waiting for quota: {calls}, the longest for {longest:.1f}s")
+
     def close(self) -> None:
         quota = self._quota
+        if quota is not None:
+            quota.on_long_wait = None
         if quota is not None and quota.waits:
             _line(f"pollux: {quota.waits} call(s) waited for quota, {quota.waited_s:.1f}s in all")
 
