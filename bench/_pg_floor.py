@@ -6,7 +6,13 @@ a commit (one statement: insert the step row and delete its hold), both acknowle
 their WAL flush; with ``durable`` the commit is acknowledged after it. A refused attempt costs
 what a refused pollard step costs in the contention workload: the refusal's record (flushed when
 durable) and the two reads of the rollback after it. No JSON, no hashing, no ledger of
-several meters, no runtime. ``python -m bench._pg_floor DSN ATTEMPTS DURABLE`` is one worker:
+several meters, no runtime. Every statement is prepared once per session (``prepare=True``: the
+server parses and plans it once, as the store's step functions are; psycopg's default cursor
+does the same after five executions), and its parameters are bound by the server. Until issue 26
+the floor sent each statement as a simple query bound on the client (`psycopg.ClientCursor`), so
+the server parsed and planned both on every step: about 1.7x the floor's server CPU, which made
+the store look closer to it than it is; ``prepared=False`` keeps that loop, printed beside.
+``python -m bench._pg_floor DSN ATTEMPTS DURABLE`` is one worker:
 it prints ``ready``, waits for a line on stdin, then prints ``ran <n> start <t0> end <t1> cpu
 <c> server <b>`` (``time.monotonic()`` readings and CPU seconds, as `stress._workers` does).
 """
@@ -77,9 +83,15 @@ def reset(dsn: str, budget: int) -> None:
         conn.execute("UPDATE pollard_floor_budget SET used = 0, lim = %s", (budget,))
 
 
-def _steps(cur: Any, attempts: int, durable: bool) -> int:
+def _steps(cur: Any, attempts: int, durable: bool, prepared: bool = True) -> int:
     ran = 0
-    execute, fetchall = cur.execute, cur.fetchall
+    fetchall = cur.fetchall
+    # None: psycopg's default (prepared after five runs); a ClientCursor never prepares.
+    prepare = True if prepared else None
+
+    def execute(sql: str, params: tuple[Any, ...]) -> None:
+        cur.execute(sql, params, prepare=prepare)
+
     for i in range(attempts):
         rid = uuid.uuid4().hex
         execute(_HOLD, (rid,))
@@ -97,16 +109,24 @@ def _steps(cur: Any, attempts: int, durable: bool) -> int:
     return ran
 
 
-def single(dsn: str, steps: int, durable: bool) -> tuple[float, float, float]:
+def _open_cursor(conn: Any, prepared: bool) -> Any:
+    import psycopg
+
+    return conn.cursor() if prepared else psycopg.ClientCursor(conn)
+
+
+def single(
+    dsn: str, steps: int, durable: bool, prepared: bool = True
+) -> tuple[float, float, float]:
     """One in-process loop (the budget must allow ``steps``): (steps/s, client and server CPU
-    milliseconds per step)."""
+    milliseconds per step). ``prepared=False``: the simple-query loop of before issue 26."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = psycopg.ClientCursor(conn)
-        _steps(cur, 20, durable)  # warm
+        cur = _open_cursor(conn, prepared)
+        _steps(cur, 20, durable, prepared)  # warm: every statement prepared
         start, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu(conn)
-        ran = _steps(cur, steps, durable)
+        ran = _steps(cur, steps, durable, prepared)
         seconds = time.perf_counter() - start
         cpu, server = time.process_time() - cpu, _backend_cpu(conn) - server
     assert ran == steps
@@ -117,7 +137,7 @@ def main(dsn: str, attempts: int, durable: bool) -> None:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = psycopg.ClientCursor(conn)
+        cur = conn.cursor()
         cur.execute("SELECT 1")  # connected and warm before the common start
         print("ready", flush=True)
         sys.stdin.readline()

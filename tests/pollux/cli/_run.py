@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,3 +68,30 @@ def pollard(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
         [str(POLLARD), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def on_a_terminal(tmp_path: Path, *args: str, stdout_too: bool) -> str:
+    """Run ``pollux ARGS`` with stderr (and maybe stdout) on a pseudo-terminal; its screen."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    process = subprocess.Popen(
+        [str(POLLUX), *args],
+        cwd=tmp_path,
+        env=clean_env(TERM="xterm-256color", COLUMNS="160"),
+        stdin=slave,
+        stdout=slave if stdout_too else subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert process.wait(timeout=60) == 0
+    return b"".join(chunks).decode("utf-8", "replace")

@@ -3,15 +3,10 @@ Ctrl-C, and the progress display on a terminal and off one."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
 import signal
-import struct
 import subprocess
-import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +17,7 @@ import pytest
 from pollard import SQLiteStore
 from pollux.testing import Emulator, ErrorResponse, RecordedRequest
 
-from ._run import POLLUX, clean_env, pollard, pollux
+from ._run import POLLUX, clean_env, on_a_terminal, pollard, pollux
 
 PROMPTS = ["Who are the twins?", "Which myth?", "Where is the star?"]
 
@@ -203,43 +198,16 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
         assert "spent steps=1 " in again.stderr and "run total steps=4 " in again.stderr
 
 
-def _on_a_terminal(tmp_path: Path, *args: str, stdout_too: bool) -> str:
-    """Run ``pollux ARGS`` with stderr (and maybe stdout) on a pseudo-terminal; its screen."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    process = subprocess.Popen(
-        [str(POLLUX), *args],
-        cwd=tmp_path,
-        env=clean_env(TERM="xterm-256color", COLUMNS="160"),
-        stdin=slave,
-        stdout=slave if stdout_too else subprocess.DEVNULL,
-        stderr=slave,
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    assert process.wait(timeout=60) == 0
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
 def test_records_on_the_same_terminal_get_plain_progress_lines(tmp_path: Path) -> None:
     (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
-    screen = _on_a_terminal(tmp_path, "many", "q.txt", "--mock", stdout_too=True)
+    screen = on_a_terminal(tmp_path, "many", "q.txt", "--mock", stdout_too=True)
     assert "[3/3] prompt" in screen  # a live bar would be torn by the records between its frames
     assert screen.count('"status": "ok"') == 3
 
 
-def test_live_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+def test_live_progress_baron_a_terminal(tmp_path: Path) -> None:
     (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
-    screen = _on_a_terminal(
+    screen = on_a_terminal(
         tmp_path, "many", "q.txt", "--out", "a.jsonl", "--mock", stdout_too=False
     )
     assert "\x1b[" in screen  # drawn with terminal control sequences, not plain lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from pollux.testing import Emulator, EmulatorQuota
 
-from ._run import pollux
+from ._run import on_a_terminal, pollux
 
 
 @pytest.fixture
@@ -65,3 +66,70 @@ def test_malformed_quota_flags_are_one_line_and_exit_2(
     assert result.code == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_many_says_how_long_each_prompt_waited_for_the_quota(emu: Emulator, tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(f"Question {i}?" for i in range(4)) + "\n")
+    result = pollux(
+        "many",
+        "q.txt",
+        *_local(emu),
+        "--quota-rpm",
+        "2",
+        "--quota-window",
+        "0.5",
+        "--out",
+        "a.jsonl",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.stderr
+    # Not a terminal: the prompts that waited say so on their progress line, then the total.
+    waited = re.findall(
+        r"prompt \d+: ok, \d+ tokens \(waited (\d+\.\d)s for quota\)", result.stderr
+    )
+    assert len(waited) >= 1 and all(float(w) >= 0.2 for w in waited)
+    assert re.search(r"pollux: \d call\(s\) waited for quota, \d+\.\ds in all", result.stderr)
+
+
+def test_the_live_bar_shows_a_quota_wait_while_it_lasts(emu: Emulator, tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(f"Question {i}?" for i in range(3)) + "\n")
+    screen = on_a_terminal(
+        tmp_path,
+        "many",
+        "q.txt",
+        *_local(emu),
+        "--quota-rpm",
+        "1",
+        "--quota-window",
+        "1",
+        "--out",
+        "a.jsonl",
+        stdout_too=False,
+    )
+    assert "\x1b[" in screen  # the live bar
+    assert re.search(r"waiting for quota \d+\.\ds", screen)
+    assert "3/3" in screen
+
+
+def test_a_long_quota_wait_is_told_in_the_plain_progress(emu: Emulator, tmp_path: Path) -> None:
+    # A log must not go silent while a call waits for the window: a line says who waits.
+    (tmp_path / "q.txt").write_text("First?\nSecond?\n")
+    result = pollux(
+        "many",
+        "q.txt",
+        *_local(emu),
+        "--quota-rpm",
+        "1",
+        "--quota-window",
+        "3",
+        "--out",
+        "a.jsonl",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.stderr
+    told = re.search(
+        r"pollux: waiting for quota: 1 call waits, the longest for (\d+\.\d)s", result.stderr
+    )
+    assert told is not None and float(told.group(1)) >= 2.0
+    # Told while it waited: before the prompt that waited finished.
+    assert result.stderr.index(told.group(0)) < result.stderr.index("[2/2] prompt")

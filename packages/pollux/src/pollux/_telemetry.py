@@ -26,6 +26,12 @@ Prompt and answer content is never recorded unless the standard opt-in variable
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` is set; then the prompt and answer
 text go on ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (and the instructions on
 ``gen_ai.system_instructions``) as the conventions' JSON.
+
+Metrics, on the same terms with a meter provider (``metrics.set_meter_provider(...)``): every
+attempt admitted by a provider quota (``Config(quota=...)``) records its wait in the histogram
+``pollux.quota.wait.duration`` (seconds, 0 when there was room) and, when it waited, adds one to
+the counter ``pollux.quota.waits``; both carry ``gen_ai.provider.name`` and
+``gen_ai.request.model``.
 """
 
 from __future__ import annotations
@@ -48,8 +54,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPTURE_CONTENT_ENV",
     "GEN_AI_PROVIDERS",
+    "QUOTA_WAITS",
+    "QUOTA_WAIT_DURATION",
     "CallSpan",
     "record_deferred_spans",
+    "record_quota_wait",
     "start_call_span",
 ]
 
@@ -66,6 +75,11 @@ GEN_AI_PROVIDERS = {
 """pollux provider -> ``gen_ai.provider.name`` (the conventions' well-known values where any)."""
 
 _state: dict[str, Any] = {}
+
+#: The histogram of every quota admission's wait, in seconds.
+QUOTA_WAIT_DURATION = "pollux.quota.wait.duration"
+#: The counter of quota admissions that had to wait.
+QUOTA_WAITS = "pollux.quota.waits"
 
 
 def _trace() -> Any:
@@ -86,6 +100,64 @@ def _tracer() -> Any:
     if isinstance(provider, trace.ProxyTracerProvider):
         return None  # no provider set: telemetry is off
     return provider.get_tracer("pollux", __version__)
+
+
+def _metrics() -> Any:
+    """The ``opentelemetry.metrics`` module, or None when the package is not installed."""
+    if "metrics" not in _state:
+        try:
+            _state["metrics"] = importlib.import_module("opentelemetry.metrics")
+        except ImportError:
+            _state["metrics"] = None
+    return _state["metrics"]
+
+
+def _quota_instruments() -> tuple[Any, Any] | None:
+    """(wait histogram, wait counter) of the current meter provider, or None when off.
+
+    Made once per provider: creating instruments on every admission would cost more than the
+    recording, and a provider set later (or a test's) gets its own.
+    """
+    metrics = _metrics()
+    if metrics is None:
+        return None
+    provider = metrics.get_meter_provider()
+    # The API's default stands in until an application sets a provider (its class is private).
+    if isinstance(provider, metrics.NoOpMeterProvider) or (
+        type(provider).__name__ == "_ProxyMeterProvider"
+    ):
+        return None  # no provider set: metrics are off
+    cached = _state.get("quota_instruments")
+    if cached is not None and cached[0] is provider:
+        return cached[1], cached[2]
+    meter = provider.get_meter("pollux", __version__)
+    histogram = meter.create_histogram(
+        QUOTA_WAIT_DURATION,
+        unit="s",
+        description="How long an attempt waited for room in its provider quota before it was "
+        "dispatched (0 when there was room)",
+    )
+    counter = meter.create_counter(
+        QUOTA_WAITS,
+        unit="{wait}",
+        description="Attempts that had to wait for room in their provider quota",
+    )
+    _state["quota_instruments"] = (provider, histogram, counter)
+    return histogram, counter
+
+
+def record_quota_wait(provider: str, model: str | None, waited_s: float) -> None:
+    """Record one quota admission's wait (a no-op without a meter provider)."""
+    instruments = _quota_instruments()
+    if instruments is None:
+        return
+    histogram, counter = instruments
+    attributes = {"gen_ai.provider.name": GEN_AI_PROVIDERS.get(provider, provider)}
+    if model:
+        attributes["gen_ai.request.model"] = model
+    histogram.record(waited_s, attributes)
+    if waited_s > 0:
+        counter.add(1, attributes)
 
 
 class CallSpan:

@@ -21,7 +21,7 @@ import pollux
 from pollux import Config, Environment, Session, Source
 
 from .errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from .progress import fanout_progress
+from .progress import QuotaWatch, fanout_progress
 from .records import Record, RecordSink, record_for
 
 if TYPE_CHECKING:
@@ -109,8 +109,12 @@ async def fan_out(
     ``settings`` are generation settings every call gets (``--max-output-tokens``).
     """
     settings = settings or {}
+    watch = config.quota if isinstance(config.quota, QuotaWatch) else None
     progress = fanout_progress(
-        len(prompts), skipped, records_on_terminal=sink.path is None and sys.stdout.isatty()
+        len(prompts),
+        skipped,
+        records_on_terminal=sink.path is None and sys.stdout.isatty(),
+        quota=watch,
     )
 
     def on_record(record: Record) -> None:

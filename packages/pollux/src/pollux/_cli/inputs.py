@@ -134,10 +134,11 @@ def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool
     }
     if not replay:
         from .options import quota_from
+        from .progress import QuotaWatch
 
         quota = quota_from(args)
         if quota is not None:
-            options["quota"] = quota
+            options["quota"] = QuotaWatch(quota)  # so the progress display can show its waits
     try:
         return Config(**options)
     except ConfigurationError as exc:

@@ -14,6 +14,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+from pollux._telemetry import record_quota_wait
 from pollux.errors import RateLimitError
 from pollux.quota import DEFAULT_OUTPUT_TOKENS, QuotaRequest, key_id
 
@@ -97,8 +98,12 @@ class QuotaGate:
         permit = await self._quota.acquire(self._request)
         self._permit = permit
         waited = getattr(permit, "waited_s", 0.0)
+        seconds = 0.0
         if isinstance(waited, (int, float)) and math.isfinite(waited) and waited > 0:
-            self.waited_s += float(waited)
+            seconds = float(waited)
+            self.waited_s += seconds
+        request = self._request
+        record_quota_wait(request.provider, request.model, seconds)
 
     async def settle(self, usage: Usage | None) -> None:
         """The attempt answered: hold what the provider reported (the worst case if nothing)."""
