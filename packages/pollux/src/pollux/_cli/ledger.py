@@ -86,9 +86,10 @@ class Ledger:
         killed) command is served from it, and one cancelled in flight reuses its charge.
 
         With ``output_cap`` (``--max-output-tokens``, sent as every call's ``max_tokens``) the
-        token budget is hard: each call holds its input estimate plus the cap before it is sent
-        and settles to its usage, so concurrent calls cannot overshoot it. Without it the budget
-        is estimated: the input estimate is checked first and output tokens are charged after.
+        token and dollar budgets are hard: each call holds its input estimate plus the cap
+        (priced at the model's rates for ``--max-usd``) before it is sent and settles to its
+        usage, so concurrent calls cannot overshoot them. Without it they are estimated: the
+        token budget checks the input estimate first, and both charge what was used after.
 
         Raises:
             CLIError: The store cannot be opened, or ``--max-usd`` for a model without a price.
@@ -104,7 +105,7 @@ class Ledger:
             # stays estimated (a hard meter would refuse every prompt as unbounded).
             TokenMeter(PolluxTokenEstimator(), estimated=output_cap is None),
         ]
-        usd = _cost_meter(config)
+        usd = _cost_meter(config, hard=output_cap is not None)
         if usd is not None:
             meters.append(usd)
         elif options.max_usd is not None:
@@ -434,16 +435,22 @@ def _without_dsn(text: str, dsn: str, display: str) -> str:
     return " ".join(text.split())
 
 
-def _cost_meter(config: Config) -> Any:
+def _cost_meter(config: Config, *, hard: bool) -> Any:
     """genai-prices' dollar meter when it knows the model, else None (never a failing meter).
 
+    ``hard`` (every call states an output cap): each call holds its priced worst case until it
+    settles, so ``--max-usd`` is a hard cap; else the meter is the estimated (soft) one.
     A local server has no price list, so its calls are not priced (which also spares the
     command loading genai-prices' tables).
     """
     if config.provider == "local":
         return None
     try:
-        meter = CostMeter.from_genai_prices(provider_id=_PRICE_PROVIDERS.get(config.provider))
+        meter = CostMeter.from_genai_prices(
+            provider_id=_PRICE_PROVIDERS.get(config.provider),
+            estimator=PolluxTokenEstimator(),
+            estimated=not hard,
+        )
         meter.precheck_estimate("model_call", {"model": config.model})
     except (ImportError, ValueError):
         return None
