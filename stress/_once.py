@@ -8,9 +8,10 @@ exactly what N answers cost at their worst case), which SIGKILLs itself at BOUND
 refused F`` when it ends.
 
 ``spend STORE LABEL ATTEMPTS RESERVED``: up to ATTEMPTS model calls on the shared run LABEL
-under ``Budget(tokens=TOKENS, usd=USD)`` (every worker names the same run, so they share one
-budget), each answer using 1 to CAP output tokens; ``RESERVED`` output tokens are reserved on
-top of the input estimate (CAP: the worst case; 0: the input estimate only). Prints ``ready``,
+under ``Budget(tokens=TOKENS, usd=USD)`` (every worker names the same run, opened with
+``shared=True``, so they share one budget), each answer using 1 to CAP output tokens;
+``RESERVED`` output tokens are reserved on top of the input estimate (CAP: the worst case, hard
+token and dollar meters; 0: the input estimate only, the estimated meters). Prints ``ready``,
 waits for a line on stdin, then prints ``ran R refused F``.
 
 STORE is a SQLite path or ``postgresql://...#store_id``.
@@ -133,10 +134,18 @@ def fan(spec: str, label: str, n: int, boundary: str, at: int, lease: float) -> 
 
 
 def spend(spec: str, label: str, attempts: int, reserved: int) -> None:
+    # RESERVED = CAP: hard token and dollar meters (each call holds its worst case, priced);
+    # RESERVED = 0: the estimated meters, named so (the input estimate only, dollars after).
+    estimated = reserved == 0
     meters: list[Meter] = [
         StepMeter(),
-        TokenMeter(_Estimator(), reserved_output_tokens=reserved),
-        CostMeter(PRICES),
+        TokenMeter(_Estimator(), reserved_output_tokens=reserved, estimated=estimated),
+        CostMeter(
+            PRICES,
+            estimator=_Estimator(),
+            reserved_output_tokens=reserved,
+            estimated=estimated,
+        ),
     ]
     ran = refused = 0
     with Runtime(open_store(spec), meters=meters) as rt:
@@ -144,7 +153,8 @@ def spend(spec: str, label: str, attempts: int, reserved: int) -> None:
         print("ready", flush=True)
         sys.stdin.readline()  # start together
         for i in range(attempts):
-            run = rt.run(label, budget=Budget(tokens=TOKENS, usd=USD))
+            # Every worker starts its own steps under the one label: a shared run.
+            run = rt.run(label, budget=Budget(tokens=TOKENS, usd=USD), shared=True)
             prompt = os.getpid() * 1000 + i
             try:
                 run.model_call({"model": "m", "p": prompt}, fn=_answer_of(prompt))

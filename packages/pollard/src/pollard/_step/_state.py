@@ -47,6 +47,7 @@ class CursorState:
         owner: The runtime object that opened the run (kept alive while the run is used).
         leased: The node this run holds the append lease of (one writer per node), or None.
         own_cursor: Whether this runtime committed the cursor node itself.
+        shared: Whether the run's root is shared by many writers (``run(..., shared=True)``).
     """
 
     __slots__ = (
@@ -62,6 +63,7 @@ class CursorState:
         "owner",
         "root_id",
         "rt",
+        "shared",
         "spent",
     )
 
@@ -90,6 +92,9 @@ class CursorState:
         # runtime committed the cursor itself (then it holds the node without asking).
         self.leased: str | None = None
         self.own_cursor = False
+        # A root opened with shared=True takes no append lease: many workers start their own
+        # lines under one label (each line below the root still has one writer).
+        self.shared = False
 
     @property
     def store(self) -> Store:
@@ -143,25 +148,40 @@ class CursorState:
     def check_writer(self) -> Step:
         """Refuse (`WriterConflict`) when another live writer appends under the cursor.
 
-        The run's root is shared (workers start their own lines under one label); any other
-        node has one writer at a time. A node this runtime committed is its own; any other is
-        taken once (a fencing token in the store), and again when this writer's liveness may
-        have lapsed meanwhile (a paused process whose node another writer took over).
+        Every node has one writer at a time, the run's root included, unless the run was opened
+        with ``shared=True`` (many workers start their own lines under one label). A node this
+        runtime committed is its own; any other is taken once per runtime (a fencing token in
+        the store), and again when this writer's liveness may have lapsed meanwhile (a paused
+        process whose node another writer took over).
         """
         rt = self.rt
         parent = self.cursor_id
-        if parent == self.root_id or rt.mode == "replay":
+        at_root = parent == self.root_id
+        if rt.mode == "replay" or (at_root and self.shared):
             return
         stale = rt.writer_stale()
-        if not stale and (self.own_cursor or self.leased == parent):
+        if not stale and (self.own_cursor or self.leased == parent or parent in rt.appending):
+            self.leased = parent
             return
         token = yield io(rt.store.take_append, parent, rt.writer)
         if not token:
+            rt.appending.discard(parent)
+            if at_root:
+                raise WriterConflict(
+                    f"another process is writing run {self.label!r} (it holds the run's root, "
+                    f"node {parent}): two writers under one root would fork the run, so this "
+                    "one does not write",
+                    parent,
+                    hint="wait for the other process to finish (its lease ends when it stops, "
+                    "or a lease after it crashed), or use another run label; for many workers "
+                    "on one label, open the run with shared=True in every worker",
+                )
             raise WriterConflict(
                 f"another writer is appending to run {self.label!r} at node {parent}: two "
                 "processes at one cursor would fork the run, so this one does not write",
                 parent,
             )
+        rt.appending.add(parent)  # every cursor of this runtime is the same writer
         self.leased = parent
 
     # -- reads ---------------------------------------------------------------------------------

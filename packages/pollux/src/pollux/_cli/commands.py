@@ -153,7 +153,9 @@ def _ask(args: argparse.Namespace) -> int:
     sources = parse_sources(args.source)
     schema = load_schema(args.schema)
     cap = _output_cap(args)
-    ledger = _open_ledger(options, config, output_cap=cap)
+    # Hybrid, as many: the ledger decides what was answered, so an identical ask under the same
+    # label is served from it (avoided) rather than asked and charged again.
+    ledger = _open_ledger(options, config, resume=True, output_cap=cap)
     settings: dict[str, Any] = {} if cap is None else {"max_tokens": cap}
 
     async def ask() -> int:

@@ -27,6 +27,7 @@ from pollard import (
     IntegrityError,
     MissingRecording,
     PollardError,
+    WriterConflict,
 )
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
@@ -81,9 +82,10 @@ class Ledger:
     ) -> Ledger:
         """Open the store with the meters the budget needs.
 
-        With ``resume`` (``pollux many``) the runtime is pollard's hybrid mode: the ledger, not
-        ``--out``, decides what was answered, so a prompt answered by an earlier (interrupted,
-        killed) command is served from it, and one cancelled in flight reuses its charge.
+        With ``resume`` (``pollux ask`` and ``many``) the runtime is pollard's hybrid mode: the
+        ledger, not ``--out``, decides what was answered, so a prompt answered by an earlier
+        (interrupted, killed) command is served from it, and one cancelled in flight reuses its
+        charge.
 
         With ``output_cap`` (``--max-output-tokens``, sent as every call's ``max_tokens``) the
         token and dollar budgets are hard: each call holds its input estimate plus the cap
@@ -190,6 +192,15 @@ class Ledger:
         dsn = self.options.store.rpartition("#")[0] or self.options.store
         return text.replace(dsn, self.options.display)
 
+    def _second_writer(self) -> CLIError:
+        """Another live process writes this run label: one line, and what to do."""
+        return CLIError(
+            f"--ledger {self.options.display}: run {self.options.label!r} is being written by "
+            "another process (one writer per run label), so this command sends nothing",
+            hint="wait for the other command to finish and run this one again (a killed one's "
+            "claim lapses about a minute later), or pass another --label",
+        )
+
     def _integrity(self, exc: IntegrityError) -> CLIError:
         """A ledger changed outside pollard: one line and the command that lists the damage."""
         return CLIError(
@@ -262,6 +273,8 @@ class Ledger:
             ) from None
         except IntegrityError as exc:
             raise self._integrity(exc) from None
+        except WriterConflict:
+            raise self._second_writer() from None
         except PollardError as exc:
             raise self._store_failed(exc) from None
 
@@ -297,6 +310,8 @@ class Ledger:
             record = Record(index, "missing", prompt=prompt, error=error)
         except IntegrityError as exc:  # every later prompt would meet it: stop the command
             raise self._integrity(exc) from None
+        except WriterConflict:  # another process writes this run: stop before anything is sent
+            raise self._second_writer() from None
         except PollardError as exc:
             # The store failed for this prompt (a lost connection): it is reported as failed,
             # and the others go on; a resume asks again only what the ledger has not recorded.
