@@ -324,6 +324,7 @@ def test_a_second_process_on_one_ledger_label_is_refused_in_one_line(
     ], second.stderr
     assert "hint: wait for the other command to finish" in second.stderr
     assert "--label" in second.stderr and "Traceback" not in second.stderr
+    assert "run total" not in second.stderr  # it sent nothing: no cost line to report
     assert [_prompt_of(r) for r in emu.requests_for("local.chat")] == ["slow first?"]
     assert first.returncode == 0, first_err
     # Once the first command ended, the second runs under the same label.

@@ -199,6 +199,7 @@ class Ledger:
             "another process (one writer per run label), so this command sends nothing",
             hint="wait for the other command to finish and run this one again (a killed one's "
             "claim lapses about a minute later), or pass another --label",
+            cost_line=False,
         )
 
     def _integrity(self, exc: IntegrityError) -> CLIError:
