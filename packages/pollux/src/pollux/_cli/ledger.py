@@ -197,8 +197,9 @@ class Ledger:
         return CLIError(
             f"--ledger {self.options.display}: run {self.options.label!r} is being written by "
             "another process (one writer per run label), so this command sends nothing",
-            hint="wait for the other command to finish and run this one again (a killed one's "
-            "claim lapses about a minute later), or pass another --label",
+            hint="wait for the other command to finish and run this one again (one that was "
+            "killed, or lost its ledger, holds the label until about a minute after it stopped), "
+            "or pass another --label",
             cost_line=False,
         )
 
