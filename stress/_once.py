@@ -8,10 +8,16 @@ exactly what N answers cost at their worst case), which SIGKILLs itself at BOUND
 refused F`` when it ends.
 
 ``spend STORE LABEL ATTEMPTS RESERVED``: up to ATTEMPTS model calls on the shared run LABEL
-under ``Budget(tokens=TOKENS, usd=USD)`` (every worker names the same run, so they share one
-budget), each answer using 1 to CAP output tokens; ``RESERVED`` output tokens are reserved on
-top of the input estimate (CAP: the worst case; 0: the input estimate only). Prints ``ready``,
+under ``Budget(tokens=TOKENS, usd=USD)`` (every worker names the same run, opened with
+``shared=True``, so they share one budget), each answer using 1 to CAP output tokens;
+``RESERVED`` output tokens are reserved on top of the input estimate (CAP: the worst case, hard
+token and dollar meters; 0: the input estimate only, the estimated meters). Prints ``ready``,
 waits for a line on stdin, then prints ``ran R refused F``.
+
+``race STORE LABEL N``: N model calls under the root of run LABEL (not shared), started with
+another process doing the same: prints ``ready``, waits for a line on stdin, then prints ``ran R
+conflict C`` (C: 1 when the store refused this process as a second writer), and stays open
+until a second line on stdin.
 
 STORE is a SQLite path or ``postgresql://...#store_id``.
 """
@@ -26,7 +32,15 @@ import threading
 from decimal import Decimal
 from typing import Any
 
-from pollard import Budget, BudgetExceeded, PostgresStore, Runtime, SQLiteStore, Store
+from pollard import (
+    Budget,
+    BudgetExceeded,
+    PostgresStore,
+    Runtime,
+    SQLiteStore,
+    Store,
+    WriterConflict,
+)
 from pollard.meters import CostMeter, Meter, StepMeter, TokenMeter
 
 INPUT = 40  # every prompt's input tokens (the estimate is exact)
@@ -133,10 +147,18 @@ def fan(spec: str, label: str, n: int, boundary: str, at: int, lease: float) -> 
 
 
 def spend(spec: str, label: str, attempts: int, reserved: int) -> None:
+    # RESERVED = CAP: hard token and dollar meters (each call holds its worst case, priced);
+    # RESERVED = 0: the estimated meters, named so (the input estimate only, dollars after).
+    estimated = reserved == 0
     meters: list[Meter] = [
         StepMeter(),
-        TokenMeter(_Estimator(), reserved_output_tokens=reserved),
-        CostMeter(PRICES),
+        TokenMeter(_Estimator(), reserved_output_tokens=reserved, estimated=estimated),
+        CostMeter(
+            PRICES,
+            estimator=_Estimator(),
+            reserved_output_tokens=reserved,
+            estimated=estimated,
+        ),
     ]
     ran = refused = 0
     with Runtime(open_store(spec), meters=meters) as rt:
@@ -144,7 +166,8 @@ def spend(spec: str, label: str, attempts: int, reserved: int) -> None:
         print("ready", flush=True)
         sys.stdin.readline()  # start together
         for i in range(attempts):
-            run = rt.run(label, budget=Budget(tokens=TOKENS, usd=USD))
+            # Every worker starts its own steps under the one label: a shared run.
+            run = rt.run(label, budget=Budget(tokens=TOKENS, usd=USD), shared=True)
             prompt = os.getpid() * 1000 + i
             try:
                 run.model_call({"model": "m", "p": prompt}, fn=_answer_of(prompt))
@@ -154,11 +177,32 @@ def spend(spec: str, label: str, attempts: int, reserved: int) -> None:
     print(f"ran {ran} refused {refused}", flush=True)
 
 
+def race(spec: str, label: str, n: int) -> None:
+    ran = conflict = 0
+    with Runtime(open_store(spec)) as rt:
+        rt.run(f"warm-{os.getpid()}").model_call({"model": "m", "warm": 1}, fn=_answer_of(0))
+        print("ready", flush=True)
+        sys.stdin.readline()  # start together
+        try:
+            for i in range(n):  # each step at the root (a run object per step, as many do)
+                payload = {"model": "m", "w": os.getpid(), "i": i}
+                rt.run(label).model_call(payload, fn=_answer_of(i))
+                ran += 1
+        except WriterConflict:
+            conflict = 1
+        print(f"ran {ran} conflict {conflict}", flush=True)
+        # Open until both racers are done: a writer that closed lets the next one in, which
+        # is a takeover, not a race.
+        sys.stdin.readline()
+
+
 if __name__ == "__main__":
     kind, *rest = sys.argv[1:]
     if kind == "fan":
         fan(rest[0], rest[1], int(rest[2]), rest[3], int(rest[4]), float(rest[5]))
     elif kind == "spend":
         spend(rest[0], rest[1], int(rest[2]), int(rest[3]))
+    elif kind == "race":
+        race(rest[0], rest[1], int(rest[2]))
     else:
         raise SystemExit(f"unknown worker {kind!r}")

@@ -59,7 +59,10 @@ def contend(store: str, label: str, budget: int, attempts: int, cursors: int = 1
         sys.stdin.readline()  # start together
         start, began = time.perf_counter(), time.monotonic()
         cpu, server = time.process_time(), backend_cpu(runtime.store)
-        runs = [runtime.run(label, budget=Budget(steps=budget)) for _ in range(cursors)]
+        # Many workers on one label, each on its own line: a shared run.
+        runs = [
+            runtime.run(label, budget=Budget(steps=budget), shared=True) for _ in range(cursors)
+        ]
         for i in range(attempts):
             run = runs[i % cursors]  # round robin: each cursor's chain grows like one worker's
             try:

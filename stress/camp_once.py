@@ -5,10 +5,13 @@
   leases expire, and a second process resumes it under a budget that fits the prompts exactly:
   every prompt must be answered and charged exactly once, the resume never refused, and no
   reservation left behind.
-* ``once spend``: 8 processes on one token and dollar budget: the overspend (settled beyond the
-  limit) and the false refusals (a refusal whose recorded remaining amount covered its request),
-  with the output cap reserved (a hard cap, where any overspend fails) and without it (the
-  input estimate only: an estimated budget, whose token overspend is reported, not failed).
+* ``once spend``: 8 processes on one token and dollar budget (one shared run label): the
+  overspend (settled beyond the limit) and the false refusals (a refusal whose recorded
+  remaining amount covered its request), with the output cap reserved (hard token and dollar
+  caps, where any overspend fails) and without it (the input estimate only: estimated budgets,
+  whose overspend is reported, not failed).
+* ``once writers``: two processes append to one run label (not shared) at once: exactly one
+  writes, the other gets `WriterConflict` (a forked run, both writing under the root, fails).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ PROMPTS = 8
 LEASE = 0.5  # seconds: a killed process's holds expire this long after their last renewal
 WORKERS = 8
 ATTEMPTS = 60  # per spending worker
+RACE_STEPS = 20  # per racing writer
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
@@ -178,10 +182,14 @@ def _spend_round(spec: str, reserved: int) -> dict[str, Any]:
 
 def _spends(name: str, spec: str, scale: float) -> list[Outcome]:
     outcomes = []
-    for reserved, what in ((CAP, "output cap reserved"), (0, "input estimate only")):
+    rows = (
+        (CAP, "hard: output cap reserved", "never overspend"),
+        (0, "estimated: input estimate only", "overspend measured (estimated budgets)"),
+    )
+    for reserved, what, claim in rows:
         outcome = Outcome(
             f"{name} ({what})",
-            f"{WORKERS} processes on Budget(tokens={TOKENS}, usd={USD}) never overspend",
+            f"{WORKERS} processes on Budget(tokens={TOKENS}, usd={USD}): {claim}",
             cap=max(1, int(2 * scale)),
         )
         started = time.monotonic()
@@ -195,9 +203,9 @@ def _spends(name: str, spec: str, scale: float) -> list[Outcome]:
             over_usd = max(over_usd, got["usd"])
             false += got["false"]
             answers += got["answers"]
-            # Without the output cap the token budget is an estimate (named so): its overspend
-            # is measured beside the hard cap, not a failure.
-            if (got["tokens"] and reserved) or got["usd"]:
+            # Without the output cap the token and dollar budgets are estimated (named so):
+            # their overspend is measured beside the hard caps, not a failure.
+            if reserved and (got["tokens"] or got["usd"]):
                 outcome.fail(f"overspend: {got['tokens']} tokens, {got['usd']} usd")
             if got["false"]:
                 outcome.fail(f"{got['false']} refusals while the budget covered the request")
@@ -212,17 +220,79 @@ def _spends(name: str, spec: str, scale: float) -> list[Outcome]:
     return outcomes
 
 
+def _race_round(spec: str) -> tuple[int, int, int]:
+    """Two processes append to one (unshared) run label at once: (writers that ran, refused,
+    step functions run by the refused ones)."""
+    label = f"race-{uuid.uuid4().hex[:8]}"
+    procs = [_spawn("race", spec, label, str(RACE_STEPS)) for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    got = []
+    for proc in procs:  # both done before either closes (a closed writer lets the next in)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("ran "):
+            _, err = proc.communicate(timeout=120)
+            raise RuntimeError(f"a racing writer failed: {err.strip()[-300:]}")
+        got.append(_fields(line))
+    for proc in procs:
+        _, err = proc.communicate("end\n", timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"a racing writer failed: {err.strip()[-300:]}")
+    with Runtime(open_store(spec)) as rt:
+        root = rt.run(label).root_id
+        writers = {n.payload.get("w") for n in rt.store.children(root) if "w" in n.payload}
+    refused = sum(g["conflict"] for g in got)
+    return len(writers), refused, sum(g["ran"] for g in got if g["conflict"])
+
+
+def _races(name: str, spec: str, scale: float) -> Outcome:
+    outcome = Outcome(
+        name,
+        "two processes on one run label at once: one writes, the other gets WriterConflict",
+        cap=max(2, int(10 * scale)),
+    )
+    started = time.monotonic()
+    deadline = Deadline(60 * scale, outcome.cap)
+    forked = refused = 0
+    while deadline.more():
+        try:
+            writers, conflicts, _ = _race_round(spec)
+        except RuntimeError as exc:
+            outcome.fail(str(exc))
+            outcome.trials += 1
+            continue
+        refused += conflicts
+        if writers != 1:
+            forked += 1
+            outcome.fail(f"{writers} writers committed under one run root")
+        outcome.trials += 1
+    outcome.seconds = time.monotonic() - started
+    outcome.worst = forked
+    outcome.figure = (
+        f"{outcome.trials} races: {forked} forked runs, {refused} second writers refused"
+    )
+    return outcome
+
+
 def run(scale: float) -> list[Outcome]:
     outcomes = []
     with tempfile.TemporaryDirectory() as tmp:
         spec = str(Path(tmp) / "once.db")
         outcomes.append(_kills("once kill sqlite", spec, scale))
         outcomes += _spends("once spend sqlite", spec, scale)
+        outcomes.append(_races("once writers sqlite", spec, scale))
     if _pg_up():
         spec = f"{PG_DSN}#stress-{uuid.uuid4().hex[:12]}"
         try:
             outcomes.append(_kills("once kill postgres", spec, scale))
             outcomes += _spends("once spend postgres", spec, scale)
+            outcomes.append(_races("once writers postgres", spec, scale))
         finally:
             _drop(spec)
     else:

@@ -111,3 +111,58 @@ def test_a_concurrent_fan_out_never_overspends_a_hard_dollar_budget(where: str |
     soft = [StepMeter(), CostMeter(PRICES)]
     _, seen, _ = _fan_out(None, soft, Budget(usd=limit), max_tokens=50)
     assert Decimal(str(seen["total"]["usd"])) > limit
+
+
+def test_a_genai_prices_meter_with_an_estimator_is_a_hard_dollar_cap(where: str | None) -> None:
+    pytest.importorskip("genai_prices")
+    # genai-prices prices gpt-5-nano at $0.05 in, $0.40 out per million: an answer (25 + 27
+    # tokens) costs $0.00001205, its worst case (25 + 50) $0.00002125.
+    limit = Decimal("0.0001")
+    estimator = PolluxTokenEstimator()
+    hard = [StepMeter(), CostMeter.from_genai_prices(provider_id="openai", estimator=estimator)]
+    statuses, seen, held = _fan_out(where, hard, Budget(usd=limit), max_tokens=50)
+    spent = Decimal(str(seen["total"]["usd"]))
+    assert spent <= limit
+    assert statuses.count("clean") == 7  # the eighth's worst case no longer fits beside seven
+    assert held == {"usd": 0}
+    # The estimated meter, named so, overspends the same budget.
+    soft = [
+        StepMeter(),
+        CostMeter.from_genai_prices(provider_id="openai", estimator=estimator, estimated=True),
+    ]
+    _, seen, _ = _fan_out(None, soft, Budget(usd=limit), max_tokens=50)
+    assert Decimal(str(seen["total"]["usd"])) > limit
+
+
+def test_a_genai_prices_hard_meter_refuses_an_unbounded_call_with_a_hint() -> None:
+    pytest.importorskip("genai_prices")
+    hard = [
+        StepMeter(),
+        CostMeter.from_genai_prices(provider_id="openai", estimator=PolluxTokenEstimator()),
+    ]
+    statuses, seen, held = _fan_out(None, hard, Budget(usd=1))  # no max_tokens
+    assert statuses == ["error"] * len(PROMPTS)
+    error = seen["errors"][0]
+    assert "usd budget" in error["message"] and "cannot be bounded" in error["message"]
+    assert "max_tokens" in error["hint"]
+    assert seen["total"].get("usd", 0) == 0 and held == {"usd": 0}
+
+
+def test_a_genai_prices_worst_case_is_priced_at_the_dearest_input_rate() -> None:
+    pytest.importorskip("genai_prices")
+
+    class Thousand:
+        def estimate_input_tokens(self, payload: Any) -> int:
+            return 1000
+
+    meter = CostMeter.from_genai_prices(provider_id="anthropic", estimator=Thousand())
+    payload = {"model": "claude-sonnet-4-5", "max_tokens": 100}
+    # $3 fresh, $0.30 read, $3.75 5-minute write, $6 1-hour write per million in; $15 out.
+    assert meter.precheck_estimate("model_call", payload) == Decimal("0.0075")
+    assert meter.precheck_estimate("model_call", {"model": "claude-sonnet-4-5"}) is None
+    assert meter.precheck_estimate("tool_call", {}) == 0
+    soft = CostMeter.from_genai_prices(
+        provider_id="anthropic", estimator=Thousand(), estimated=True
+    )
+    assert soft.precheck_estimate("model_call", payload) is None
+    assert "estimated=True" in repr(soft)

@@ -23,7 +23,7 @@ def fn(payload):
     ran += 1
     return {"text": "ok", "usage": {"input_tokens": 1, "output_tokens": 1}}
 with Runtime(path) as rt:
-    run = rt.run("shared", budget=Budget(steps=limit))
+    run = rt.run("shared", budget=Budget(steps=limit), shared=True)  # many workers, one label
     for i in range(attempts):
         try:
             run.model_call({"model": "m", "worker": worker, "i": i}, fn=fn)

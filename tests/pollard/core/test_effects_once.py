@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def test_an_effect_in_flight_at_a_crash_is_ambiguous_not_run_again(tmp_path: Pat
         f"""
         import os
         from pollard import Runtime
-        rt = Runtime({str(db)!r})
+        rt = Runtime({str(db)!r}, reservation_lease_seconds=0.2)
         def send(args):
             os._exit(9)  # the process dies inside the tool: did the mail go out?
         rt.run("mail").tool_call("send", {{"to": "a"}}, fn=send)
@@ -70,6 +71,7 @@ def test_an_effect_in_flight_at_a_crash_is_ambiguous_not_run_again(tmp_path: Pat
     )
     done = subprocess.run([sys.executable, "-c", crash], check=False)
     assert done.returncode == 9
+    time.sleep(0.3)  # the crashed writer's lease ends (until then it holds the run: one writer)
     ran: list[str] = []
 
     def send(args: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ if kind == "window":
     rt, budget = Runtime(store, meters=[WindowMeter("requests", limit, 3600)]), None
 else:
     rt, budget = Runtime(store), Budget(steps=limit)
-run = rt.run("shared", budget=budget)
+run = rt.run("shared", budget=budget, shared=True)  # many workers, one label
 for i in range(attempts):
     try:
         run.model_call({"model": "m", "worker": int(worker), "i": i}, fn=fn)

@@ -1,9 +1,10 @@
-"""`pollux many --max-tokens N --max-output-tokens M`: a hard token cap under concurrency."""
+"""`pollux many --max-tokens/--max-usd ... --max-output-tokens M`: hard caps under concurrency."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from decimal import Decimal
 from pathlib import Path
 
 from ._run import pollux
@@ -11,10 +12,10 @@ from ._run import pollux
 PROMPTS = [f"Question number {n} about the twins?" for n in range(30)]
 
 
-def _spent(path: Path) -> int:
+def _spent(path: Path, meter: str = "tokens") -> Decimal:
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT total FROM ledger WHERE meter = 'tokens'").fetchall()
-    return max(int(float(total)) for (total,) in rows)
+        rows = db.execute("SELECT total FROM ledger WHERE meter = ?", (meter,)).fetchall()
+    return max(Decimal(str(total)) for (total,) in rows)
 
 
 def test_an_output_cap_makes_the_token_budget_a_hard_cap(tmp_path: Path) -> None:
@@ -41,6 +42,33 @@ def test_an_output_cap_makes_the_token_budget_a_hard_cap(tmp_path: Path) -> None
     )  # fmt: skip
     answered = sum(1 for r in records if r["status"] == "ok")
     assert f"avoided steps={answered} " in replay.stderr, replay.stderr
+
+
+def test_an_output_cap_makes_the_dollar_budget_a_hard_cap(tmp_path: Path) -> None:
+    (tmp_path / "q.txt").write_text("\n".join(PROMPTS) + "\n")
+    common = ["many", "q.txt", "--mock", "--max-usd", "0.0001", "--concurrency", "8"]
+    # Without an output cap the dollar budget is estimated: each call is charged after it
+    # answers, so eight calls in flight pass the limit together.
+    soft = pollux(*common, "--ledger", "soft.db", "--out", "soft.jsonl", cwd=tmp_path)
+    assert soft.code == 1, soft.stderr
+    assert _spent(tmp_path / "soft.db", "usd") > Decimal("0.0001")
+    # With one, each call holds its priced worst case (input estimate + cap) before it is sent.
+    hard = pollux(
+        *common, "--max-output-tokens", "20", "--ledger", "hard.db", "--out", "hard.jsonl",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert hard.code == 1, hard.stderr
+    assert _spent(tmp_path / "hard.db", "usd") <= Decimal("0.0001")
+    records = [json.loads(line) for line in (tmp_path / "hard.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in records} == {"ok", "refused"}
+    assert "Traceback" not in hard.stderr
+
+
+def test_the_help_names_the_estimated_and_the_hard_dollar_budget(tmp_path: Path) -> None:
+    result = pollux("many", "--help", cwd=tmp_path)
+    text = " ".join(result.stdout.split())
+    assert "dollar budget: hard with --max-output-tokens" in text
+    assert "else estimated" in text
 
 
 def test_a_bad_output_cap_is_one_line(tmp_path: Path) -> None:

@@ -149,8 +149,10 @@ def test_a_damaged_ledger_row_is_one_line(
     tmp_path: Path, sql: str, params: tuple[object, ...]
 ) -> None:
     _damaged_ledger(tmp_path, sql, params)
+    # A new question (the same one would be served from the ledger, which decides what was
+    # answered): its budget check meets the damaged row.
     code, err = _in_process(
-        ["ask", "hi", "--mock", "--ledger", "runs.db", "--max-calls", "5"], tmp_path
+        ["ask", "hi again", "--mock", "--ledger", "runs.db", "--max-calls", "5"], tmp_path
     )
     assert code == 2 and "Traceback" not in err and "Error:" not in err, err
     # One line and its hint (no cost line read from the damaged ledger).

@@ -154,6 +154,26 @@ def test_ask_records_then_replays_and_misses(tmp_path: Path) -> None:
     assert "not in the ledger" in missing.stderr and "without --replay" in missing.stderr
 
 
+def test_an_identical_ask_is_served_from_the_ledger_not_asked_again(
+    tmp_path: Path, emu: Emulator
+) -> None:
+    ask = ["ask", "Who are the twins?", "--ledger", "runs.db", *_local(emu)]
+    first = pollux(*ask, cwd=tmp_path)
+    assert first.code == 0, first.stderr
+    again = pollux(*ask, cwd=tmp_path)
+    assert again.code == 0 and again.stdout == first.stdout, again.stderr
+    assert len(emu.requests_for("local.chat")) == 1  # the ledger answered the second time
+    assert "spent nothing; avoided steps=1" in again.stderr
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        (root,) = store.roots()
+        children = store.children(root.id)
+        assert [n.kind.value for n in children] == ["model_call"]  # no call_repeated note
+        assert store.totals(root.id)["steps"] == 1
+    # Another question is asked (and charged) as usual.
+    other = pollux("ask", "Which myth?", "--ledger", "runs.db", *_local(emu), cwd=tmp_path)
+    assert other.code == 0 and len(emu.requests_for("local.chat")) == 2
+
+
 def test_a_many_replay_of_unrecorded_prompts_marks_them_missing(tmp_path: Path) -> None:
     (tmp_path / "q.txt").write_text("Who are the twins?\n")
     assert pollux("many", "q.txt", "--mock", "--ledger", "runs.db", cwd=tmp_path).code == 0
@@ -367,6 +387,17 @@ def test_a_postgresql_connection_loss_mid_many_is_reported_and_resumed(
         monkeypatch.undo()
         monkeypatch.chdir(tmp_path)
         ok = [r for r in records if r["status"] == "ok"]
+        if failed:
+            # The store was gone when the command ended, so it could not give up its claim on
+            # the run: until its lease ends a resume that must ask is refused, in one line.
+            assert main(args) == 2
+            stderr = capsys.readouterr().err
+            assert "is being written by another process" in stderr and "Traceback" not in stderr
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:  # its lease ends
+            admin.execute(
+                "UPDATE pollard_kv SET value = '0' WHERE store_id = %s AND key LIKE 'writer:%%'",
+                (store_id,),
+            )
         out.write_text("".join(json.dumps(r) + "\n" for r in ok[2:]))
         assert main(args) == 0
         stderr = capsys.readouterr().err

@@ -252,3 +252,53 @@ def test_a_reader_that_goes_away_stops_the_command_quietly(tmp_path: Path) -> No
     process.stderr.close()
     assert process.wait(timeout=60) == 1
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_a_second_process_on_one_ledger_label_is_refused_in_one_line(
+    tmp_path: Path, emu: Emulator
+) -> None:
+    release = threading.Event()
+
+    def handler(request: RecordedRequest) -> None:
+        if "slow" in _prompt_of(request):
+            release.wait(60)  # holds the first command's prompt in flight
+
+    emu.on("local.chat", handler)
+    (tmp_path / "a.txt").write_text("slow first?\n")
+    (tmp_path / "b.txt").write_text("other one?\nother two?\n")
+    ledger = ["--ledger", "runs.db", "--label", "nightly"]
+    first = subprocess.Popen(
+        [str(POLLUX), "many", "a.txt", "--out", "a.jsonl", *_local(emu), *ledger],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: len(emu.requests_for("local.chat")) == 1, "the first command's call")
+        second = pollux("many", "b.txt", "--out", "b.jsonl", *_local(emu), *ledger, cwd=tmp_path)
+        release.set()
+        _, first_err = first.communicate(timeout=60)
+    finally:
+        release.set()
+        if first.poll() is None:
+            first.kill()
+    assert second.code == 2, second.stderr
+    lines = [line for line in second.stderr.splitlines() if line.startswith("pollux: --ledger")]
+    assert lines == [
+        "pollux: --ledger runs.db: run 'nightly' is being written by another process "
+        "(one writer per run label), so this command sends nothing"
+    ], second.stderr
+    assert "hint: wait for the other command to finish" in second.stderr
+    assert "--label" in second.stderr and "Traceback" not in second.stderr
+    assert "run total" not in second.stderr  # it sent nothing: no cost line to report
+    assert [_prompt_of(r) for r in emu.requests_for("local.chat")] == ["slow first?"]
+    assert first.returncode == 0, first_err
+    # Once the first command ended, the second runs under the same label.
+    again = pollux("many", "b.txt", "--out", "b.jsonl", *_local(emu), *ledger, cwd=tmp_path)
+    assert again.code == 0, again.stderr
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        (root,) = store.roots()
+        answered = [n for n in store.children(root.id) if n.kind.value == "model_call"]
+    assert len(answered) == 3

@@ -251,9 +251,11 @@ class EffectAmbiguous(PollardError):
 class WriterConflict(PollardError):
     """Another live writer (a runtime in another process) is appending under the same node.
 
-    A run has one writer per node: two processes that resumed the same run at the same cursor
-    would fork it unnoticed, so the second is refused before its step runs (or, when its lease
-    lapsed and another writer took the node over, at its commit).
+    A run has one writer at a time, its root included: two processes that append to the same
+    run at the same cursor (one label, or one resumed leaf) would fork it unnoticed, so the
+    second is refused before its step runs (or, when its lease lapsed and another writer took
+    the node over, at its commit). Workers that each start their own steps under one label
+    open the run with ``runtime.run(label, shared=True)``.
 
     Attributes:
         node_id: The node both writers append under.

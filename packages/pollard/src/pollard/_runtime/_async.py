@@ -114,13 +114,27 @@ class AsyncRuntime(RuntimeBase):
                 with contextlib.suppress(PollardError):
                     self._offload = store.io_executor
 
-    def run(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
-        """Start (or re-enter) a run; see `Runtime.run`."""
-        return AsyncRun(drive_sync(self._open(label, budget, attempt)), self._offload)
+    def run(
+        self,
+        label: str,
+        *,
+        budget: Budget | None = None,
+        attempt: int = 0,
+        shared: bool = False,
+    ) -> AsyncRun:
+        """Start (or re-enter) a run; see `Runtime.run` (``shared``: many writers at the root)."""
+        return AsyncRun(drive_sync(self._open(label, budget, attempt, shared)), self._offload)
 
-    def resume(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> AsyncRun:
+    def resume(
+        self,
+        label: str,
+        *,
+        budget: Budget | None = None,
+        attempt: int = 0,
+        shared: bool = False,
+    ) -> AsyncRun:
         """Re-enter a run at its deepest unpruned leaf; see `Runtime.resume`."""
-        return AsyncRun(drive_sync(self._resume(label, budget, attempt)), self._offload)
+        return AsyncRun(drive_sync(self._resume(label, budget, attempt, shared)), self._offload)
 
     async def __aenter__(self) -> AsyncRuntime:
         return self

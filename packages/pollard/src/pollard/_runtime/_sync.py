@@ -197,7 +197,7 @@ class RuntimeBase:
         """Stop the lease keeper and close the store if this runtime opened it (idempotent)."""
         self._finalizer()
 
-    def _open(self, label: str, budget: Budget | None, attempt: int) -> Step:
+    def _open(self, label: str, budget: Budget | None, attempt: int, shared: bool = False) -> Step:
         if not isinstance(label, str) or not label:
             raise ValueError("a run label must be a non-empty str")
         core = self._core
@@ -227,15 +227,18 @@ class RuntimeBase:
             yield io(core.verify_ancestry, found)
         state = RunState(core, label, root.id, root.id, 0, (Scope(root.id, limits),))
         state.owner = self
+        state.shared = bool(shared)
         if core.gate is not None:
             core.gate.bind_root(state)
         return state
 
-    def _resume(self, label: str, budget: Budget | None, attempt: int) -> Step:
+    def _resume(
+        self, label: str, budget: Budget | None, attempt: int, shared: bool = False
+    ) -> Step:
         root_id = Node.create(NodeKind.ROOT, None, {"run": label}, attempt=attempt).id
         if not (yield io(self._core.store.exists, root_id)):
             raise KeyError(f"run {label!r} (attempt {attempt}) is not in the store")
-        state: RunState = yield from self._open(label, budget, attempt)
+        state: RunState = yield from self._open(label, budget, attempt, shared)
         leaf, depth = yield io(_deepest_leaf, self._core.store, root_id)
         state.cursor_id, state.depth = leaf, depth
         return state
@@ -336,30 +339,51 @@ class Runtime(RuntimeBase):
         'ok'
     """
 
-    def run(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> Run:
+    def run(
+        self,
+        label: str,
+        *,
+        budget: Budget | None = None,
+        attempt: int = 0,
+        shared: bool = False,
+    ) -> Run:
         """Start (or re-enter) the run ``label``; the cursor is on its root.
 
         The root id is a pure function of ``(label, attempt)``, so the same label shares one
-        tree and one budget scope across processes and re-runs.
+        tree and one budget scope across processes and re-runs. A run has one writer at a time
+        (one runtime; its concurrent steps are one writer): a second process appending under
+        the root while the first is open gets `WriterConflict`. Workers that each start their
+        own steps under one label open it with ``shared=True``.
 
         Args:
             label: The run label.
             budget: Limits checked before each step of this run.
             attempt: The root attempt (a different attempt is a separate tree).
+            shared: Many writers (workers, processes, hosts) append under the root at once;
+                every node below it still has one writer.
 
         Raises:
             MissingRecording: In replay mode, when the run is not recorded.
             ValueError: For an empty label or budget limits without a meter.
         """
-        return Run(drive_sync(self._open(label, budget, attempt)))
+        return Run(drive_sync(self._open(label, budget, attempt, shared)))
 
-    def resume(self, label: str, *, budget: Budget | None = None, attempt: int = 0) -> Run:
+    def resume(
+        self,
+        label: str,
+        *,
+        budget: Budget | None = None,
+        attempt: int = 0,
+        shared: bool = False,
+    ) -> Run:
         """Re-enter an existing run with the cursor on its deepest unpruned leaf.
+
+        ``shared`` is as in `run` (it matters when the cursor comes back to the root).
 
         Raises:
             KeyError: If the run does not exist.
         """
-        return Run(drive_sync(self._resume(label, budget, attempt)))
+        return Run(drive_sync(self._resume(label, budget, attempt, shared)))
 
     def __enter__(self) -> Runtime:
         return self
@@ -744,6 +768,7 @@ def branch_state(state: RunState, attempt: int, budget: Budget | None) -> Step:
     child.owner = state.owner
     # A branch acts for the same agent, inside the same subtree.
     child.actor, child.tools, child.floor = state.actor, state.tools, state.floor
+    child.shared = state.shared
     anchor: Node = yield from child.note({"branch": True}, attempt=attempt + offset)
     if limits:
         child.scopes = (*state.scopes, Scope(anchor.id, limits))

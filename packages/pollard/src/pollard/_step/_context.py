@@ -107,6 +107,9 @@ class RuntimeCore:
         # alive in the store, so another process appending under the same node is refused.
         self.writer = uuid.uuid4().hex
         self._writer_live = False
+        # Nodes this writer took the append lease of (a run's root, a resumed cursor): any
+        # cursor of this runtime appends there without asking the store again.
+        self.appending: set[str] = set()
         self._reserving = threading.Condition(threading.Lock())
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it

@@ -60,6 +60,7 @@ class RunState(CursorState):
         child.actor = self.actor
         child.tools = self.tools
         child.floor = self.floor
+        child.shared = self.shared
         return child
 
     # -- primitives ----------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class CursorState:
             registry firewall before dispatch), or None for any registered tool.
         floor: The node this cursor may not move above (a team agent's anchor: its budget
             scopes and identity hold only inside its subtree), or None.
+        shared: Whether the run's root is shared by many writers (``run(..., shared=True)``).
     """
 
     __slots__ = (
@@ -71,6 +72,7 @@ class CursorState:
         "owner",
         "root_id",
         "rt",
+        "shared",
         "spent",
         "tools",
     )
@@ -103,6 +105,9 @@ class CursorState:
         self.actor: str | None = None
         self.tools: frozenset[str] | None = None
         self.floor: str | None = None
+        # A root opened with shared=True takes no append lease: many workers start their own
+        # lines under one label (each line below the root still has one writer).
+        self.shared = False
 
     @property
     def store(self) -> Store:
@@ -157,25 +162,40 @@ class CursorState:
     def check_writer(self) -> Step:
         """Refuse (`WriterConflict`) when another live writer appends under the cursor.
 
-        The run's root is shared (workers start their own lines under one label); any other
-        node has one writer at a time. A node this runtime committed is its own; any other is
-        taken once (a fencing token in the store), and again when this writer's liveness may
-        have lapsed meanwhile (a paused process whose node another writer took over).
+        Every node has one writer at a time, the run's root included, unless the run was opened
+        with ``shared=True`` (many workers start their own lines under one label). A node this
+        runtime committed is its own; any other is taken once per runtime (a fencing token in
+        the store), and again when this writer's liveness may have lapsed meanwhile (a paused
+        process whose node another writer took over).
         """
         rt = self.rt
         parent = self.cursor_id
-        if parent == self.root_id or rt.mode == "replay":
+        at_root = parent == self.root_id
+        if rt.mode == "replay" or (at_root and self.shared):
             return
         stale = rt.writer_stale()
-        if not stale and (self.own_cursor or self.leased == parent):
+        if not stale and (self.own_cursor or self.leased == parent or parent in rt.appending):
+            self.leased = parent
             return
         token = yield io(rt.store.take_append, parent, rt.writer)
         if not token:
+            rt.appending.discard(parent)
+            if at_root:
+                raise WriterConflict(
+                    f"another process is writing run {self.label!r} (it holds the run's root, "
+                    f"node {parent}): two writers under one root would fork the run, so this "
+                    "one does not write",
+                    parent,
+                    hint="wait for the other process to finish (its lease ends when it stops, "
+                    "or a lease after it crashed), or use another run label; for many workers "
+                    "on one label, open the run with shared=True in every worker",
+                )
             raise WriterConflict(
                 f"another writer is appending to run {self.label!r} at node {parent}: two "
                 "processes at one cursor would fork the run, so this one does not write",
                 parent,
             )
+        rt.appending.add(parent)  # every cursor of this runtime is the same writer
         self.leased = parent
 
     # -- reads ---------------------------------------------------------------------------------

@@ -522,19 +522,41 @@ class CostMeter:
         return prices
 
     @staticmethod
-    def from_genai_prices(*, provider_id: str | None = None, name: str = "usd") -> Meter:
+    def from_genai_prices(
+        *,
+        provider_id: str | None = None,
+        name: str = "usd",
+        estimator: TokenEstimator | None = None,
+        reserved_output_tokens: int = 0,
+        estimated: bool = False,
+    ) -> Meter:
         """Return a dollar meter priced by the genai-prices package (``pollard[prices]``).
+
+        With an ``estimator`` it is **hard**, as a `CostMeter` with one is: each model call
+        holds its priced worst case (the input estimate at the model's dearest input rate plus
+        its output cap at the output rate) until it settles at its actual cost, and a call with
+        no output cap is refused under a dollar budget (``BudgetExceeded(reason="unbounded")``).
+        Without one, or with ``estimated=True``, a dollar budget refuses once it is spent.
 
         Args:
             provider_id: Restrict lookups to one genai-prices provider (e.g. ``"openai"``).
             name: The meter name.
+            estimator: Input-token estimator for the worst case (see `TokenMeter`), or None.
+            reserved_output_tokens: The default output cap for calls that state none.
+            estimated: Keep the estimated (soft) budget even with an estimator.
 
         Raises:
             ImportError: Naming ``pip install "pollard[prices]"`` when genai-prices is missing.
         """
         from pollard.meters._prices import GenAIPricesCostMeter
 
-        return GenAIPricesCostMeter(provider_id=provider_id, name=name)
+        return GenAIPricesCostMeter(
+            provider_id=provider_id,
+            name=name,
+            estimator=estimator,
+            reserved_output_tokens=reserved_output_tokens,
+            estimated=estimated,
+        )
 
     def _prices(self, payload: Any) -> dict[str, Decimal] | None:
         model = payload.get("model") if isinstance(payload, Mapping) else None

@@ -87,17 +87,41 @@ class GenAIPricesCostMeter:
     ``"<name>_cache_saved"``. A node recorded by the pollux bridge names its provider, which
     selects the genai-prices provider when ``provider_id`` is not set. A model genai-prices does
     not know is refused before the call runs (fail closed).
+
+    With an ``estimator`` the meter is **hard**, as ``CostMeter(estimator=...)`` is: a model call
+    is admitted against its priced worst case (the input estimate at the model's dearest input
+    rate, whether billed fresh, as a cache read or as a cache write, plus its output cap at the
+    output rate, at the tier genai-prices picks for that prompt size), held until the call
+    settles at its actual cost. A call with no output cap is refused under a dollar budget
+    (``BudgetExceeded(reason="unbounded")``). Without an estimator, or with ``estimated=True``,
+    the budget refuses once it is spent (an estimated, soft budget).
     """
 
-    precheck_is_estimate = False
+    def __init__(
+        self,
+        *,
+        provider_id: str | None = None,
+        name: str = "usd",
+        estimator: Any = None,
+        reserved_output_tokens: int = 0,
+        estimated: bool = False,
+    ) -> None:
+        from pollard.meters import TokenMeter
 
-    def __init__(self, *, provider_id: str | None = None, name: str = "usd") -> None:
+        # The worst case in tokens follows the token meter's rule; it validates the arguments.
+        self._tokens = TokenMeter(
+            estimator, reserved_output_tokens=reserved_output_tokens, estimated=estimated
+        )
         try:
             self._prices = importlib.import_module("genai_prices")
         except ImportError as exc:
             raise ImportError(_INSTALL) from exc
         self.name = name
         self.provider_id = provider_id
+        self.estimated = self._tokens.estimated
+        self.hard = self._tokens.hard
+        self.precheck_is_estimate = self.hard
+        self.unbounded_hint = self._tokens.unbounded_hint
 
     def _provider(self, payload: Any) -> str | None:
         if self.provider_id is not None:
@@ -153,10 +177,14 @@ class GenAIPricesCostMeter:
             self._computed(payload, result, cached=False),
         )
 
-    def precheck_estimate(self, kind: str, payload: Any) -> None:
-        """Check that genai-prices knows the model (fail closed); no dollar estimate is made."""
+    def precheck_estimate(self, kind: str, payload: Any) -> Decimal | None:
+        """Check that genai-prices knows the model (fail closed); hard: price the worst case.
+
+        A hard meter returns None for a model call whose worst case cannot be bounded (no output
+        cap), and 0 for other kinds; a soft one makes no dollar estimate (None).
+        """
         if kind != "model_call":
-            return None
+            return Decimal(0) if self.hard else None
         model = payload.get("model") if isinstance(payload, Mapping) else None
         try:
             if not isinstance(model, str):
@@ -164,7 +192,34 @@ class GenAIPricesCostMeter:
             self._price(model, {}, payload)
         except LookupError as exc:
             raise ValueError(f"genai-prices has no price for model {model!r}: {exc}") from None
-        return None
+        if not self.hard:
+            return None
+        from pollard.meters import worst_case_usage
+
+        tokens = self._tokens
+        worst = worst_case_usage(tokens.estimator, tokens.reserved_output_tokens, payload)
+        if worst is None:
+            return None
+        prompt, cap = worst["input_tokens"], worst["output_tokens"]
+        # Whichever way the provider bills the prompt (fresh, a cache read, a 5-minute or a
+        # 1-hour cache write), the dearest of those prices bounds it.
+        shapes: tuple[dict[str, int], ...] = (
+            {},
+            {"cache_read_tokens": prompt},
+            {"cache_write_tokens": prompt},
+            {"cache_write_tokens": prompt, "cache_write_1h_tokens": prompt},
+        )
+        return max(
+            self._price(model, {"input_tokens": prompt, "output_tokens": cap, **shape}, payload)
+            for shape in shapes
+        )
 
     def __repr__(self) -> str:
-        return f"CostMeter.from_genai_prices(provider_id={self.provider_id!r})"
+        extra = ""
+        if self._tokens.estimator is not None:
+            extra = f", estimator={self._tokens.estimator!r}"
+            if self._tokens.reserved_output_tokens:
+                extra += f", reserved_output_tokens={self._tokens.reserved_output_tokens}"
+        if self.estimated:
+            extra += ", estimated=True"
+        return f"CostMeter.from_genai_prices(provider_id={self.provider_id!r}{extra})"

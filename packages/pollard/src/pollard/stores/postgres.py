@@ -275,10 +275,10 @@ class PostgresStore(SqlStore):
             exist.
 
     Example:
-        Share one step budget between every worker of a team::
+        Share one step budget between every worker of a team (each opens the run shared)::
 
             store = PostgresStore(os.environ["POLLARD_PG_DSN"], store_id="support-prod")
-            with Runtime(store).run("triage", budget=Budget(steps=1_000)) as run:
+            with Runtime(store).run("triage", budget=Budget(steps=1_000), shared=True) as run:
                 run.note({"status": "ready"})
             store.close()
     """

@@ -117,7 +117,8 @@ def _open_ledger(
 def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
     """Run ``command``; with a ledger, end with its cost report (after any error line).
 
-    A ledger found damaged gets no cost line: its figures are what cannot be trusted.
+    A ledger found damaged gets no cost line: its figures are what cannot be trusted; nor does a
+    command refused as a second writer of its run label (it sent and charged nothing).
     """
     damaged = False
     try:
@@ -125,7 +126,7 @@ def _with_report(ledger: Ledger | None, command: Callable[[], int]) -> int:
     except CLIError as exc:
         if ledger is None:
             raise
-        damaged = exc.damaged_ledger
+        damaged = not exc.cost_line
         code = report(exc)
     except Exception as exc:
         damage = None if ledger is None else ledger.store_error(exc)
@@ -153,7 +154,9 @@ def _ask(args: argparse.Namespace) -> int:
     sources = parse_sources(args.source)
     schema = load_schema(args.schema)
     cap = _output_cap(args)
-    ledger = _open_ledger(options, config, output_cap=cap)
+    # Hybrid, as many: the ledger decides what was answered, so an identical ask under the same
+    # label is served from it (avoided) rather than asked and charged again.
+    ledger = _open_ledger(options, config, resume=True, output_cap=cap)
     settings: dict[str, Any] = {} if cap is None else {"max_tokens": cap}
 
     async def ask() -> int:

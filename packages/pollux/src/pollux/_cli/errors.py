@@ -30,6 +30,8 @@ class CLIError(Exception):
         code: The exit code (2 unless the problem is an outcome rather than the input).
         damaged_ledger: The ledger holds rows pollard cannot trust: no cost line is built from it
             after this error.
+        cost_line: Whether the ledger's cost line follows the error (False when the command
+            never got to write: the line would only repeat another command's figures).
     """
 
     def __init__(
@@ -39,11 +41,13 @@ class CLIError(Exception):
         hint: str | None = None,
         code: int = EXIT_USAGE,
         damaged_ledger: bool = False,
+        cost_line: bool = True,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.damaged_ledger = damaged_ledger
+        self.cost_line = cost_line and not damaged_ledger
         self.code = code
 
 

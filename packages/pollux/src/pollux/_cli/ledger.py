@@ -27,6 +27,7 @@ from pollard import (
     IntegrityError,
     MissingRecording,
     PollardError,
+    WriterConflict,
 )
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
@@ -81,14 +82,16 @@ class Ledger:
     ) -> Ledger:
         """Open the store with the meters the budget needs.
 
-        With ``resume`` (``pollux many``) the runtime is pollard's hybrid mode: the ledger, not
-        ``--out``, decides what was answered, so a prompt answered by an earlier (interrupted,
-        killed) command is served from it, and one cancelled in flight reuses its charge.
+        With ``resume`` (``pollux ask`` and ``many``) the runtime is pollard's hybrid mode: the
+        ledger, not ``--out``, decides what was answered, so a prompt answered by an earlier
+        (interrupted, killed) command is served from it, and one cancelled in flight reuses its
+        charge.
 
         With ``output_cap`` (``--max-output-tokens``, sent as every call's ``max_tokens``) the
-        token budget is hard: each call holds its input estimate plus the cap before it is sent
-        and settles to its usage, so concurrent calls cannot overshoot it. Without it the budget
-        is estimated: the input estimate is checked first and output tokens are charged after.
+        token and dollar budgets are hard: each call holds its input estimate plus the cap
+        (priced at the model's rates for ``--max-usd``) before it is sent and settles to its
+        usage, so concurrent calls cannot overshoot them. Without it they are estimated: the
+        token budget checks the input estimate first, and both charge what was used after.
 
         Raises:
             CLIError: The store cannot be opened, or ``--max-usd`` for a model without a price.
@@ -104,7 +107,7 @@ class Ledger:
             # stays estimated (a hard meter would refuse every prompt as unbounded).
             TokenMeter(PolluxTokenEstimator(), estimated=output_cap is None),
         ]
-        usd = _cost_meter(config)
+        usd = _cost_meter(config, hard=output_cap is not None)
         if usd is not None:
             meters.append(usd)
         elif options.max_usd is not None:
@@ -189,6 +192,17 @@ class Ledger:
         dsn = self.options.store.rpartition("#")[0] or self.options.store
         return text.replace(dsn, self.options.display)
 
+    def _second_writer(self) -> CLIError:
+        """Another live process writes this run label: one line, and what to do."""
+        return CLIError(
+            f"--ledger {self.options.display}: run {self.options.label!r} is being written by "
+            "another process (one writer per run label), so this command sends nothing",
+            hint="wait for the other command to finish and run this one again (one that was "
+            "killed, or lost its ledger, holds the label until about a minute after it stopped), "
+            "or pass another --label",
+            cost_line=False,
+        )
+
     def _integrity(self, exc: IntegrityError) -> CLIError:
         """A ledger changed outside pollard: one line and the command that lists the damage."""
         return CLIError(
@@ -261,6 +275,8 @@ class Ledger:
             ) from None
         except IntegrityError as exc:
             raise self._integrity(exc) from None
+        except WriterConflict:
+            raise self._second_writer() from None
         except PollardError as exc:
             raise self._store_failed(exc) from None
 
@@ -296,6 +312,8 @@ class Ledger:
             record = Record(index, "missing", prompt=prompt, error=error)
         except IntegrityError as exc:  # every later prompt would meet it: stop the command
             raise self._integrity(exc) from None
+        except WriterConflict:  # another process writes this run: stop before anything is sent
+            raise self._second_writer() from None
         except PollardError as exc:
             # The store failed for this prompt (a lost connection): it is reported as failed,
             # and the others go on; a resume asks again only what the ledger has not recorded.
@@ -434,16 +452,22 @@ def _without_dsn(text: str, dsn: str, display: str) -> str:
     return " ".join(text.split())
 
 
-def _cost_meter(config: Config) -> Any:
+def _cost_meter(config: Config, *, hard: bool) -> Any:
     """genai-prices' dollar meter when it knows the model, else None (never a failing meter).
 
+    ``hard`` (every call states an output cap): each call holds its priced worst case until it
+    settles, so ``--max-usd`` is a hard cap; else the meter is the estimated (soft) one.
     A local server has no price list, so its calls are not priced (which also spares the
     command loading genai-prices' tables).
     """
     if config.provider == "local":
         return None
     try:
-        meter = CostMeter.from_genai_prices(provider_id=_PRICE_PROVIDERS.get(config.provider))
+        meter = CostMeter.from_genai_prices(
+            provider_id=_PRICE_PROVIDERS.get(config.provider),
+            estimator=PolluxTokenEstimator(),
+            estimated=not hard,
+        )
         meter.precheck_estimate("model_call", {"model": config.model})
     except (ImportError, ValueError):
         return None

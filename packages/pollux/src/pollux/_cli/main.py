@@ -130,7 +130,13 @@ def _ledger_options(p: argparse.ArgumentParser, label: str) -> None:
         help=f"the pollard run label (default: {label}); its budget and recordings are shared "
         "by every command that uses the label",
     )
-    g.add_argument("--max-usd", metavar="USD", help="refuse calls once the run spent USD dollars")
+    g.add_argument(
+        "--max-usd",
+        metavar="USD",
+        help="the run's dollar budget: hard with --max-output-tokens (each call's worst case, "
+        "priced, is held before it is sent), else estimated (calls are refused once the run "
+        "spent USD dollars, so calls in flight may pass it)",
+    )
     g.add_argument(
         "--max-tokens",
         metavar="N",
