@@ -79,7 +79,8 @@ def deferred_backend(provider: Provider, config: Config) -> DeferredBackend:
         raise ConfigurationError(
             f"{provider.name} does not support deferred delivery "
             "(defer/inspect_deferred/collect_deferred/cancel_deferred)",
-            hint="Use provider='openai' (Batch API), Config(use_mock=True) to work offline, "
+            hint=getattr(provider, "deferred_hint", None)
+            or "Use provider='openai' (Batch API), Config(use_mock=True) to work offline, "
             "or run_many() for realtime answers.",
         )
     return provider

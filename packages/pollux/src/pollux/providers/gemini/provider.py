@@ -318,7 +318,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             model=self._model(request),
             reasoning_effort=requirements.reasoning_effort,
             reasoning_budget_tokens=requirements.reasoning_budget_tokens,
-            provider_options=requirements.provider_options_for(PROVIDER),
+            provider_options=requirements.provider_options_for(self.name),
         )
         self._validate_sources(request.sources.sources)
         state = request.continuation_state
@@ -389,7 +389,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             reasoning_budget_tokens=requirements.reasoning_budget_tokens,
             tool_choice=requirements.tool_choice,
             cached_content=cache_name,
-            provider_options=requirements.provider_options_for(PROVIDER),
+            provider_options=requirements.provider_options_for(self.name),
         )
         parts = () if cache_name is not None else source_parts
         contents = self._transcript(request)
