@@ -13,7 +13,13 @@ Credentials: ``Authorization: Bearer <access token>``. A request without one is 
 Google's 401 ``UNAUTHENTICATED``; with ``Emulator(api_key=...)`` set, the token must equal it.
 ``emu.state("vertex").projects`` (a set) limits the projects the token may use: any other is
 Vertex's 403 ``PERMISSION_DENIED`` naming ``aiplatform.endpoints.predict``. A model outside
-``Emulator(models=...)`` is Vertex's 404 ``Publisher Model ... was not found``. The bodies and
+``Emulator(models=...)`` is Vertex's 404 ``Publisher Model ... was not found``.
+
+``POST /vertex/token`` is an OAuth 2 token endpoint (what Google's ``token_uri`` is to
+``google.auth``), so Application Default Credentials of type ``authorized_user`` whose
+``token_uri`` points there refresh offline: it answers ``Emulator(api_key=...)`` (or
+``ya29.emulated-access-token``) as the access token, valid for an hour, and counts the
+refreshes in ``emu.state("vertex").tokens_issued``. The bodies and
 their content logic are the Gemini wire's (:mod:`._gemini_generate`, :mod:`._gemini_caches`),
 with their own state per wire.
 """
@@ -21,7 +27,13 @@ with their own state per wire.
 from __future__ import annotations
 
 from pollux.testing._emulator._core import ApiError, Call, Core, Handler, Route, WireSpec
-from pollux.testing._emulator._http import HTTPRequest, Outcome, Response, StreamResponse
+from pollux.testing._emulator._http import (
+    HTTPRequest,
+    Outcome,
+    Response,
+    StreamResponse,
+    json_response,
+)
 
 from . import _gemini_caches as caches
 from . import _gemini_generate as gen
@@ -49,6 +61,19 @@ class VertexState(GeminiState):
     def __init__(self, core: Core) -> None:
         super().__init__(core)
         self.projects: set[str] | None = None
+        self.tokens_issued = 0
+
+
+#: The access token ``/token`` issues when ``Emulator(api_key=...)`` is unset.
+DEFAULT_ACCESS_TOKEN = "ya29.emulated-access-token"
+
+
+def token(call: Call) -> Outcome:
+    """``POST /token``: an OAuth 2 refresh, answered with an access token for an hour."""
+    state: VertexState = call.state
+    state.tokens_issued += 1
+    access = call.core.settings.api_key or DEFAULT_ACCESS_TOKEN
+    return json_response({"access_token": access, "expires_in": 3600, "token_type": "Bearer"})
 
 
 def _resource(call: Call) -> str:
@@ -148,10 +173,13 @@ def _routes() -> tuple[Route, ...]:
                 _scoped(caches.delete, "aiplatform.cachedContents.delete", model=False),
             ),
         ]
+    routes.append(Route("POST", "/token", "oauth.token", token))
     return tuple(routes)
 
 
 def _authorize(route: Route, http: HTTPRequest, expected: str | None) -> ApiError | None:
+    if route.name == "oauth.token":
+        return None  # the refresh token in the form body is the credential here
     token = bearer_key(http.headers)
     if not token or (expected is not None and token != expected):
         return GoogleError(401, UNAUTHENTICATED_MESSAGE)
