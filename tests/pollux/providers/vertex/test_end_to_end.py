@@ -416,3 +416,23 @@ def test_the_cli_checks_and_asks_from_the_google_variables(
     assert TOKEN not in ready.out + ready.err + answer.out + answer.err
     (call,) = calls(emu)
     assert call.path == GENERATE
+
+
+async def test_a_call_is_priced_as_the_gemini_model_and_traced_as_vertex(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracer = TracerProvider()
+    tracer.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: tracer)
+    out = await run("Price me", config=vertex(emu))
+    tracer.shutdown()
+    # genai-prices has no Vertex AI entry: the same Gemini model's price at Google.
+    assert out.metrics.cost_usd is not None and out.metrics.cost_usd > 0
+    (span,) = exporter.get_finished_spans()
+    assert dict(span.attributes or {})["gen_ai.provider.name"] == "gcp.vertex_ai"

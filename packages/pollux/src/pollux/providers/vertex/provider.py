@@ -139,7 +139,8 @@ class VertexProvider(GeminiProvider):
         try:
             validate_sources(sources)
         except PolluxError as exc:
-            raise relabel(exc) from None
+            relabel(exc)
+            raise
 
     def _model_resource(self, model: str) -> str:
         if model.startswith("projects/"):
@@ -197,7 +198,8 @@ class VertexProvider(GeminiProvider):
         try:
             return await super().prepare_sources(sources)
         except PolluxError as exc:
-            raise relabel(exc, self._target()) from None
+            relabel(exc, self._target())
+            raise
 
     async def prepare_cache(self, request: ProviderRequest, policy: CachePolicy) -> PreparedSources:
         """Find or create the environment's ``cachedContents`` in the project and location."""
@@ -206,7 +208,8 @@ class VertexProvider(GeminiProvider):
             await self._auth.token()  # the SDK then finds a fresh, registered token
             return await super().prepare_cache(request, policy)
         except PolluxError as exc:
-            raise relabel(exc, self._target()) from None
+            relabel(exc, self._target())
+            raise
         except Exception as exc:
             raise self._wrap(exc, phase="cache") from exc
 
@@ -216,7 +219,8 @@ class VertexProvider(GeminiProvider):
         try:
             return await super().execute(compiled)
         except PolluxError as exc:
-            raise relabel(exc, self._target()) from None
+            relabel(exc, self._target())
+            raise
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         """Stream one response (the Gemini provider's stream; errors relabelled)."""
@@ -226,7 +230,8 @@ class VertexProvider(GeminiProvider):
             async for chunk in inner:
                 yield chunk
         except PolluxError as exc:
-            raise relabel(exc, self._target()) from None
+            relabel(exc, self._target())
+            raise
         finally:
             # Leaving early closes the Gemini stream now (its connection), not at collection.
             aclose = getattr(inner, "aclose", None)
