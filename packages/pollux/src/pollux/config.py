@@ -78,6 +78,8 @@ VERTEX_LOCATION_ENV_VAR = "GOOGLE_CLOUD_LOCATION"
 #: Where Vertex AI calls go when ``Config(base_url=...)`` is unset (the SDK reads it too): a
 #: gateway, a private endpoint or :class:`pollux.testing.Emulator`.
 VERTEX_BASE_URL_ENV_VAR = "GOOGLE_VERTEX_BASE_URL"
+#: The Cloud Storage prefix of Vertex AI batch jobs when ``Config(staging_uri=...)`` is unset.
+VERTEX_STAGING_URI_ENV_VAR = "POLLUX_VERTEX_STAGING_URI"
 #: The location Vertex AI calls use when neither ``location`` nor the variable says one.
 VERTEX_DEFAULT_LOCATION = "global"
 
@@ -220,6 +222,10 @@ class Config:
         location: ``provider="vertex"`` only: the Vertex AI location (``"us-central1"``,
             ``"europe-west4"``, ``"global"``; falls back to ``GOOGLE_CLOUD_LOCATION``, then
             ``"global"``).
+        staging_uri: ``provider="vertex"`` only: a ``gs://bucket/prefix`` where deferred
+            delivery (Vertex AI batch prediction) writes each job's JSONL input and Vertex
+            writes its predictions (falls back to ``POLLUX_VERTEX_STAGING_URI``). Unset,
+            ``defer`` is refused before any I/O.
 
     Raises:
         ConfigurationError: An invalid field, or a missing key/base_url; the hint says how to
@@ -245,6 +251,7 @@ use_mock=False)
     credentials: Any = None
     project: str | None = None
     location: str | None = None
+    staging_uri: str | None = None
 
     def __post_init__(self) -> None:
         """Validate the fields and resolve credentials."""
@@ -393,6 +400,7 @@ use_mock=False)
             "credentials": ("azure_openai", "vertex"),
             "project": ("vertex",),
             "location": ("vertex",),
+            "staging_uri": ("vertex",),
         }
         for name, providers in readers.items():
             if getattr(self, name) is not None and self.provider not in providers:
@@ -421,6 +429,7 @@ use_mock=False)
             ("project", VERTEX_PROJECT_ENV_VAR),
             ("location", VERTEX_LOCATION_ENV_VAR),
             ("base_url", VERTEX_BASE_URL_ENV_VAR),
+            ("staging_uri", VERTEX_STAGING_URI_ENV_VAR),
         ):
             value = getattr(self, name)
             if value is None and not self.use_mock:
@@ -443,6 +452,14 @@ use_mock=False)
                 f"base_url must be an http(s) URL, got {self.base_url!r}",
                 hint=f"Pass base_url='https://<gateway>' (or set {VERTEX_BASE_URL_ENV_VAR}), "
                 "or leave it unset for Vertex AI's regional endpoint.",
+            )
+        if self.staging_uri is not None and not (
+            self.staging_uri.startswith("gs://") and len(self.staging_uri.rstrip("/")) > 5
+        ):
+            raise ConfigurationError(
+                f"staging_uri must be a gs:// URI, got {self.staging_uri!r}",
+                hint="Pass staging_uri='gs://<bucket>/<prefix>' (a bucket the credentials may "
+                f"write and Vertex AI may read), or set {VERTEX_STAGING_URI_ENV_VAR}.",
             )
         credentials = self.credentials
         if credentials is not None and not (
@@ -589,5 +606,6 @@ use_mock=False)
                 id(self.credentials) if self.credentials is not None else None,
                 self.project,
                 self.location,
+                self.staging_uri,
             )
         )

@@ -21,15 +21,14 @@ only what differs stated here, through the Gemini provider's named hooks:
 * caches (``_new_caches``, :mod:`.caching`): ``cachedContents`` under the project and location.
 * errors (``_wrap``, :mod:`.errors`): the Gemini mapping, relabelled, with hints that name the
   project, location, model and credentials.
-* capabilities: Gemini's, without deferred delivery: Vertex batch prediction reads its input
-  from Cloud Storage or BigQuery, which pollux does not stage yet (``defer`` is refused before
-  any I/O, with a hint).
+* deferred delivery (:mod:`.batches`, :mod:`.storage`): Vertex AI batch prediction, its JSONL
+  staged under ``Config.staging_uri`` in Cloud Storage. Without a staging URI ``defer`` is
+  refused before any I/O, with a hint; inspecting, collecting and cancelling need none.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError, PolluxError
@@ -45,9 +44,11 @@ from pollux.providers.gemini.provider import CAPABILITIES as GEMINI_CAPABILITIES
 from pollux.providers.gemini.provider import GeminiProvider
 
 from .auth import VertexAuth
+from .batches import VertexBatches
 from .caching import VertexCaches
 from .errors import PROVIDER, VertexTarget, relabel, wrap_vertex_error
 from .sources import VertexSources, validate_sources
+from .storage import CloudStorage
 
 if TYPE_CHECKING:
     from pollux.config import Config
@@ -57,14 +58,14 @@ if TYPE_CHECKING:
 
 __all__ = ["CAPABILITIES", "DEFERRED_HINT", "VertexProvider"]
 
-#: Gemini's table, minus deferred delivery (see the module docstring); checked before I/O.
-CAPABILITIES: Capabilities = replace(GEMINI_CAPABILITIES, deferred_delivery=False)
+#: Gemini's table (checked before I/O); ``defer`` needs ``Config.staging_uri`` too.
+CAPABILITIES: Capabilities = GEMINI_CAPABILITIES
 
-#: Why ``defer`` is refused, and what to use instead.
+#: What to do when ``defer`` has no staging URI.
 DEFERRED_HINT = (
-    "Vertex AI batch prediction reads its input from Cloud Storage or BigQuery, which pollux "
-    "does not stage yet: use run_many() for these prompts on Vertex AI, or provider='gemini' "
-    "(the Gemini Batch API) for deferred delivery."
+    "Vertex AI batch prediction reads its input from Cloud Storage: pass "
+    "Config(staging_uri='gs://<bucket>/<prefix>') (or set POLLUX_VERTEX_STAGING_URI) with a "
+    "bucket the credentials may write, or use run_many() for realtime answers."
 )
 
 
@@ -80,7 +81,6 @@ class VertexProvider(GeminiProvider):
 
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
-    deferred_hint = DEFERRED_HINT
 
     def __init__(
         self, config: Config, *, client: Any = None, transport: Transport | None = None
@@ -98,6 +98,19 @@ class VertexProvider(GeminiProvider):
         self._location = config.location or "global"
         self._endpoint = (config.base_url or default_endpoint(self._location)).rstrip("/")
         super().__init__(config, client=client, transport=transport)
+        self._storage = CloudStorage(
+            self._http, self._auth.headers, timeout_s=config.request_timeout_s
+        )
+        self._batches = VertexBatches(
+            self._sdk,
+            self.compile,
+            self._storage,
+            ready=self._ready,
+            wrap=self._wrap,
+            model=config.model or "",
+            staging_uri=config.staging_uri,
+            scope=self._scope,
+        )
 
     # --------------------------------------------------------------- the hooks
 
@@ -166,6 +179,9 @@ class VertexProvider(GeminiProvider):
                 hint="Pass Config(project='<project id>') or set GOOGLE_CLOUD_PROJECT.",
             )
         return project
+
+    def _scope(self) -> str:
+        return f"projects/{self._project()}/locations/{self._location}"
 
     def _account(self) -> str:
         return f"vertex|{self._project()}|{self._location}|{self._endpoint}"

@@ -105,6 +105,8 @@ class GeminiState:
         self.uploads: dict[str, Upload] = {}
         self.caches: dict[str, GeminiCache] = {}
         self.batches: dict[str, Any] = {}
+        #: The script selector a batch request takes its scripted reply or fault from.
+        self.generate_selector = "gemini.generate.content"
 
     # --- knobs a test calls -----------------------------------------------------------------
 

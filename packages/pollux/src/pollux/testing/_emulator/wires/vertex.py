@@ -7,7 +7,10 @@ default; ``v1`` is served too) and the ``projects/{project}/locations/{location}
 
 * ``publishers/google/models/{model}:generateContent``, ``:streamGenerateContent``
   (``?alt=sse``) and ``:countTokens``;
-* ``cachedContents`` (create, list, get, update, delete), kept per project and location.
+* ``cachedContents`` (create, list, get, update, delete), kept per project and location;
+* ``batchPredictionJobs`` (create, get, list, cancel, delete): batch prediction reading its
+  JSONL from, and writing predictions to, the ``"gcs"`` wire's Cloud Storage
+  (:mod:`._vertex_batches`).
 
 Credentials: ``Authorization: Bearer <access token>``. A request without one is refused with
 Google's 401 ``UNAUTHENTICATED``; with ``Emulator(api_key=...)`` set, the token must equal it.
@@ -37,6 +40,7 @@ from pollux.testing._emulator._http import (
 
 from . import _gemini_caches as caches
 from . import _gemini_generate as gen
+from . import _vertex_batches as vb
 from ._common import bearer_key
 from ._gemini_common import GoogleError, google_error_body, model_name
 from ._gemini_state import GeminiState
@@ -62,6 +66,7 @@ class VertexState(GeminiState):
         super().__init__(core)
         self.projects: set[str] | None = None
         self.tokens_issued = 0
+        self.generate_selector = "vertex.generate.content"
 
 
 #: The access token ``/token`` issues when ``Emulator(api_key=...)`` is unset.
@@ -172,6 +177,15 @@ def _routes() -> tuple[Route, ...]:
                 "caches.delete",
                 _scoped(caches.delete, "aiplatform.cachedContents.delete", model=False),
             ),
+        ]
+    for v in VERSIONS:
+        jobs = f"/{v}/{_SCOPE}/batchPredictionJobs"
+        routes += [
+            Route("POST", jobs, "batches.create", vb.create),
+            Route("GET", jobs, "batches.list", vb.list_jobs),
+            Route("POST", f"{jobs}/{{job_id}}:cancel", "batches.cancel", vb.cancel),
+            Route("GET", f"{jobs}/{{job_id}}", "batches.get", vb.get),
+            Route("DELETE", f"{jobs}/{{job_id}}", "batches.delete", vb.delete),
         ]
     routes.append(Route("POST", "/token", "oauth.token", token))
     return tuple(routes)
