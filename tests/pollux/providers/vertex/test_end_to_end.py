@@ -31,7 +31,6 @@ from pollux import (
     ToolDeclaration,
     ToolResult,
     check_ready,
-    defer,
     run,
     run_many,
     stream,
@@ -246,13 +245,6 @@ async def test_a_file_too_large_to_inline_is_refused_before_any_io(
         await run("Summarize", sources=[Source.from_file(video)], config=vertex(emu))
     assert "talk.mp4" in str(info.value)
     assert "gs://" in (info.value.hint or "") and "Cloud Storage" in (info.value.hint or "")
-    assert emu.requests == []
-
-
-async def test_deferred_delivery_is_refused_before_any_io_with_a_hint(emu: Emulator) -> None:
-    with pytest.raises(ConfigurationError, match="vertex does not support deferred") as info:
-        await defer(["x"], config=vertex(emu))
-    assert "Cloud Storage" in (info.value.hint or "") and "run_many" in (info.value.hint or "")
     assert emu.requests == []
 
 

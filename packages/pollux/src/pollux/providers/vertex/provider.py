@@ -56,17 +56,10 @@ if TYPE_CHECKING:
     from pollux.source import Source
     from pollux.transport import Transport
 
-__all__ = ["CAPABILITIES", "DEFERRED_HINT", "VertexProvider"]
+__all__ = ["CAPABILITIES", "VertexProvider", "default_endpoint"]
 
 #: Gemini's table (checked before I/O); ``defer`` needs ``Config.staging_uri`` too.
 CAPABILITIES: Capabilities = GEMINI_CAPABILITIES
-
-#: What to do when ``defer`` has no staging URI.
-DEFERRED_HINT = (
-    "Vertex AI batch prediction reads its input from Cloud Storage: pass "
-    "Config(staging_uri='gs://<bucket>/<prefix>') (or set POLLUX_VERTEX_STAGING_URI) with a "
-    "bucket the credentials may write, or use run_many() for realtime answers."
-)
 
 
 def default_endpoint(location: str) -> str:
