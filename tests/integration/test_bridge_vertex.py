@@ -21,9 +21,14 @@ MODEL = "gemini-2.5-flash"
 def _no_google_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_VERTEX_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # no metadata server probe leaves
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
 
 
-async def test_a_governed_fan_out_records_and_replays_without_vertex(tmp_path: Path) -> None:
+async def test_a_governed_fan_out_records_and_replays_without_vertex(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "runs.db"
     prompts = ["One?", "Two?"]
     with Emulator(api_key=TOKEN, models=(MODEL,)) as emu:
@@ -47,8 +52,18 @@ async def test_a_governed_fan_out_records_and_replays_without_vertex(tmp_path: P
         assert node.payload["model"] == MODEL
         assert node.payload["_pollard"] == {"provider": "gcp.vertex_ai"}
         assert TOKEN not in json.dumps(node.payload) + json.dumps(node.result)
-    # Vertex AI is gone (the emulator stopped): replay answers from the ledger.
+    # Vertex AI is gone (the emulator stopped) and so are the credentials: no ADC here, none
+    # injected. Replay answers from the ledger without asking for a token.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-adc.json"))
+    offline = Config(
+        provider="vertex",
+        model=MODEL,
+        project="acme-prod",
+        location="us-central1",
+        base_url=config.base_url,
+        retry=RetryPolicy(max_attempts=1),
+    )
     async with AsyncRuntime(db, mode="replay") as rt:
         run = rt.run("vertex", budget=Budget(steps=5))
-        replayed = await governed_run_many(run, prompts, config=config)
+        replayed = await governed_run_many(run, prompts, config=offline)
     assert replayed.answers == recorded.answers

@@ -428,3 +428,18 @@ async def test_a_call_is_priced_as_the_gemini_model_and_traced_as_vertex(
     assert out.metrics.cost_usd is not None and out.metrics.cost_usd > 0
     (span,) = exporter.get_finished_spans()
     assert dict(span.attributes or {})["gen_ai.provider.name"] == "gcp.vertex_ai"
+
+
+async def test_no_token_reaches_a_log_record_or_json(
+    emu: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    emu.script("vertex.generate", ErrorResponse(500, message=f"upstream saw Bearer {TOKEN}"))
+    retry = RetryPolicy(max_attempts=2, initial_delay_s=0.001, max_delay_s=0.002)
+    out = await run_many(["one"], config=vertex(emu, retry=retry))
+    assert out.status == "ok"
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert TOKEN not in logged
+    assert TOKEN not in json.dumps(out.outputs[0].diagnostics.raw, default=str)

@@ -28,6 +28,7 @@ only what differs stated here, through the Gemini provider's named hooks:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -198,9 +199,14 @@ class VertexProvider(GeminiProvider):
     # --------------------------------------------- entry points (credentials first)
 
     async def warm(self) -> None:
-        """Import the SDK and load the credentials before the first call's deadline starts."""
+        """Import the SDK and load the credentials before the first call's deadline starts.
+
+        Best effort: a call served without Vertex (a pollard replay) needs no credentials, and
+        a call that does reach Vertex reports missing ones itself, with the hint.
+        """
         await super().warm()
-        await self._ready("auth")
+        with contextlib.suppress(Exception):
+            await self._auth.ready()
 
     async def prepare_sources(self, sources: Sequence[Source]) -> PreparedSources:
         """Inline text and small files, link ``gs://`` and web URIs (see :mod:`.sources`)."""
