@@ -443,3 +443,24 @@ async def test_no_token_reaches_a_log_record_or_json(
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert TOKEN not in logged
     assert TOKEN not in json.dumps(out.outputs[0].diagnostics.raw, default=str)
+
+
+async def test_a_context_cache_is_refreshed_and_deleted_by_its_environment(emu: Emulator) -> None:
+    from pollux.providers.vertex import delete_context_cache, refresh_context_cache
+
+    emu.wire("vertex").cache_min_tokens = 8
+    config = vertex(emu)
+    env = Environment(
+        instructions="Answer from the rules.",
+        sources=[Source.from_text("The rule book has many rules. " * 400)],
+        cache=CachePolicy(ttl_seconds=600),
+    )
+    await run("Q?", environment=env, config=config)
+    (cache_id,) = emu.wire("vertex").caches
+    expires = await refresh_context_cache(env, config=config, ttl_seconds=7200)
+    assert expires is not None
+    (update,) = calls(emu, "vertex.caches.update")
+    assert update.path == f"/vertex/v1beta1/{SCOPE}/cachedContents/{cache_id}"
+    assert await delete_context_cache(env, config=config) is True
+    assert emu.wire("vertex").caches == {}
+    assert await delete_context_cache(env, config=config) is False

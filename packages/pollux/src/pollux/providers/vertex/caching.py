@@ -5,7 +5,8 @@ addresses them there when its client is a Vertex one, so resolution (registry, `
 display name, single-flight create with the minimum-size check) is the Gemini provider's
 (:class:`pollux.providers.gemini.caching.GeminiCaches`). Only the account in the cache's
 identity differs: it is the project, location and endpoint, not an API key, so two projects
-(or the emulator and Vertex AI) never share a cache.
+(or the emulator and Vertex AI) never share a cache. Deleting and refreshing a cache by
+its Environment are in :mod:`.cache_admin`.
 """
 
 from __future__ import annotations
