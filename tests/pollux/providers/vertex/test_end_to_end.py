@@ -464,3 +464,32 @@ async def test_a_context_cache_is_refreshed_and_deleted_by_its_environment(emu: 
     assert await delete_context_cache(env, config=config) is True
     assert emu.wire("vertex").caches == {}
     assert await delete_context_cache(env, config=config) is False
+
+
+def test_the_cli_records_then_replays_without_vertex_or_credentials(
+    emu: Emulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pollux._cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.txt").write_text("Who are the twins?\nWhich myth?\n")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", LOCATION)
+    monkeypatch.setenv("GOOGLE_VERTEX_BASE_URL", emu.base_url("vertex"))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc_file(emu, tmp_path)))
+    flags = ["many", "q.txt", "--ledger", "runs.db", "--provider", "vertex", "--model", MODEL]
+    assert main(flags) == 0
+    recorded = capsys.readouterr()
+    assert len(calls(emu)) == 2
+    # No endpoint, no credentials: the ledger answers.
+    monkeypatch.delenv("GOOGLE_VERTEX_BASE_URL")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "gone.json"))
+    assert main([*flags, "--replay"]) == 0
+    replayed = capsys.readouterr()
+    assert len(calls(emu)) == 2
+    texts = [json.loads(line)["text"] for line in replayed.out.splitlines()]
+    assert texts == [json.loads(line)["text"] for line in recorded.out.splitlines()]
+    assert TOKEN not in recorded.out + recorded.err + replayed.out + replayed.err

@@ -49,6 +49,17 @@ class VertexAuth:
         """
         if self._loaded and self.project is not None:
             return
+        # Single flight: concurrent first calls (a fan-out whose calls each warm up) must share
+        # one credentials object, or one would refresh a token another never reads.
+        async with self._guard():
+            await self._settle()
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _settle(self) -> None:
         if not self._loaded:
             import google.auth
 
@@ -89,9 +100,7 @@ class VertexAuth:
         if not self._loaded:
             await self.ready()
         if not self._fresh():
-            if self._lock is None:
-                self._lock = asyncio.Lock()
-            async with self._lock:
+            async with self._guard():
                 if not self._fresh():
                     from google.auth.transport.requests import Request
 
