@@ -493,3 +493,20 @@ def test_the_cli_records_then_replays_without_vertex_or_credentials(
     texts = [json.loads(line)["text"] for line in replayed.out.splitlines()]
     assert texts == [json.loads(line)["text"] for line in recorded.out.splitlines()]
     assert TOKEN not in recorded.out + recorded.err + replayed.out + replayed.err
+
+
+async def test_the_project_falls_back_to_the_credentials_then_is_named(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = vertex(emu, credentials="adc", project=None)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc_file(emu, tmp_path)))
+    async with Session(config) as session:
+        await session.interact(Environment(), Input("hi"))
+    (call,) = calls(emu)
+    assert call.path == GENERATE  # the service account's project_id
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc_file(emu, tmp_path, None)))
+    with pytest.raises(ConfigurationError) as info:
+        async with Session(config) as session:
+            await session.interact(Environment(), Input("hi"))
+    assert "GOOGLE_CLOUD_PROJECT" in (info.value.hint or "")
+    assert len(calls(emu)) == 1
