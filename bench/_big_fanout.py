@@ -77,7 +77,7 @@ def _reset_peak() -> bool:
 def _client(url: str, name: str, c: int) -> tuple[Callable[[Sequence[str]], Awaitable[None]], Any]:
     """(fan out these prompts, close) for one client."""
     # The workload and the floor client are bench_transport's (imported here, in the worker).
-    from bench.bench_transport import MODELS, _Bare, _base_url
+    from bench.bench_transport import _Bare, bench_config
 
     if name == BARE:
         bare = _Bare(url)
@@ -96,14 +96,7 @@ def _client(url: str, name: str, c: int) -> tuple[Callable[[Sequence[str]], Awai
 
     import pollux
 
-    config = pollux.Config(
-        provider=name,  # type: ignore[arg-type]
-        model=MODELS[name],
-        api_key="bench-key",
-        base_url=_base_url(url, name),
-        request_concurrency=c,
-        retry=pollux.RetryPolicy(max_attempts=1),
-    )
+    config = bench_config(url, name, c)
     env = pollux.Environment(
         sources=[pollux.Source.from_text(SOURCE_TEXT)],
         cache="none" if name == "anthropic" else None,

@@ -5,8 +5,10 @@ against one canned loopback server (``bench/_canned_server.py``, its own process
 every wire after 50 ms. Each client is warmed up first (imports, connections), then measured in
 the same run, rounds interleaved, best round kept (the machine is shared):
 
-- pollux ``run_many`` for ``local``, ``openrouter``, ``openai``, ``anthropic``, ``gemini`` and
-  ``azure_openai`` (the OpenAI provider's direct path at an Azure endpoint's v1 API);
+- pollux ``run_many`` for ``local``, ``openrouter``, ``openai``, ``anthropic``, ``gemini``,
+  ``azure_openai`` (the OpenAI provider's direct path at an Azure endpoint's v1 API) and
+  ``vertex`` (the Gemini provider's direct path at Vertex project/location paths, with a bearer
+  token from an injected ``google.auth`` credentials object, checked per request);
 - the raw official SDK (retries off, a 32-slot semaphore) for ``openai`` (Responses),
   ``anthropic`` (Messages) and ``gemini`` (``generate_content``), each on its default transport;
 - a bare asyncio socket client (keep-alive HTTP/1.1, JSON encode/decode, nothing else) posting the
@@ -53,6 +55,7 @@ MODELS = {
     "anthropic": "claude-sonnet-4-6",
     "gemini": "gemini-2.5-flash",
     "azure_openai": "bench-deployment",
+    "vertex": "gemini-2.5-flash",
 }
 
 
@@ -60,7 +63,30 @@ def _base_url(url: str, provider: str) -> str | None:
     """``Config.base_url`` for ``provider``: a local server's, or the Azure endpoint."""
     if provider == "local":
         return f"{url}/v1"
-    return url if provider == "azure_openai" else None
+    return url if provider in ("azure_openai", "vertex") else None
+
+
+def bench_config(url: str, provider: str, concurrency: int) -> Any:
+    """The ``pollux.Config`` every bench client of ``provider`` uses against ``url``."""
+    import pollux
+
+    credentials: dict[str, Any] = {"api_key": "bench-key"}
+    if provider == "vertex":
+        from google.oauth2.credentials import Credentials
+
+        credentials = {
+            "credentials": Credentials(token="ya29.bench-token"),  # type: ignore[no-untyped-call]
+            "project": "bench-project",
+            "location": "us-central1",
+        }
+    return pollux.Config(
+        provider=provider,  # type: ignore[arg-type]
+        model=MODELS[provider],
+        base_url=_base_url(url, provider),
+        request_concurrency=concurrency,
+        retry=pollux.RetryPolicy(max_attempts=1),
+        **credentials,
+    )
 
 
 def _sdk_env(url: str) -> dict[str, str]:
@@ -99,14 +125,7 @@ def _pollux(url: str, provider: str, n: int = N_PROMPTS, c: int = CONCURRENCY) -
     def make() -> tuple[Work, Work]:
         import pollux
 
-        config = pollux.Config(
-            provider=provider,  # type: ignore[arg-type]
-            model=MODELS[provider],
-            api_key="bench-key",
-            base_url=_base_url(url, provider),
-            request_concurrency=c,
-            retry=pollux.RetryPolicy(max_attempts=1),
-        )
+        config = bench_config(url, provider, c)
         env = pollux.Environment(
             sources=[pollux.Source.from_text(SOURCE_TEXT)],
             cache="none" if provider == "anthropic" else None,

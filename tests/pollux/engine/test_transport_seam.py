@@ -562,6 +562,7 @@ _PROVIDERS = {
     "anthropic": ("claude-sonnet-4-6", "ANTHROPIC_BASE_URL"),
     "gemini": ("gemini-2.5-flash", "GOOGLE_GEMINI_BASE_URL"),
     "azure_openai": ("prod-deployment", None),  # the endpoint is Config(base_url=...)
+    "vertex": ("gemini-2.5-flash", None),  # Config(base_url=...), project, location, a token
 }
 
 
@@ -571,6 +572,18 @@ def _provider(
     model, env_var = _PROVIDERS[name]
     if name == "azure_openai":
         return Config(provider=name, model=model, base_url=base_url, api_key="sk-test", retry=retry)
+    if name == "vertex":
+        from google.oauth2.credentials import Credentials
+
+        return Config(
+            provider=name,
+            model=model,
+            base_url=base_url,
+            project="seam",
+            location="us-central1",
+            credentials=Credentials(token="ya29.seam-token"),
+            retry=retry,
+        )
     if env_var is None:
         return Config(provider="local", model=model, base_url=base_url, retry=retry)
     monkeypatch.setenv(env_var, base_url)

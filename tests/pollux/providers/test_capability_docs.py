@@ -19,6 +19,7 @@ from pollux.providers.azure_openai import CAPABILITIES as AZURE_OPENAI
 from pollux.providers.base import Capabilities
 from pollux.providers.gemini import CAPABILITIES as GEMINI
 from pollux.providers.openai.provider import CAPABILITIES as OPENAI
+from pollux.providers.vertex import CAPABILITIES as VERTEX
 
 DOC = Path(__file__).parents[3] / "docs" / "pollux" / "providers.md"
 
@@ -27,6 +28,7 @@ SECTIONS: dict[str, Capabilities] = {
     "Azure OpenAI provider": AZURE_OPENAI,
     "Anthropic provider": ANTHROPIC,
     "Gemini provider": GEMINI,
+    "Vertex AI provider": VERTEX,
 }
 
 #: Flag -> a pattern the row's first cell matches. Every flag here must have a row in every

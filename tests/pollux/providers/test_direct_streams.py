@@ -62,6 +62,8 @@ WIRES = {
     ),
     # The resource endpoint is Config(base_url=...); the model is the deployment name.
     "azure_openai": Wire(None, "/azure", "prod-deployment", "azure_openai.responses", True),
+    # Vertex AI: Config(base_url=...), project and location, and a google.auth bearer token.
+    "vertex": Wire(None, "/vertex", "gemini-2.5-flash", "vertex.generate.stream", True),
 }
 SDK_PROVIDERS = [name for name, wire in WIRES.items() if wire.sdk]
 LONG = "Tell me " + " ".join(f"word{i}" for i in range(60))
@@ -224,6 +226,19 @@ def configure(
     wire = WIRES[provider]
     if wire.env_var is not None:
         monkeypatch.setenv(wire.env_var, origin + wire.path)
+    if provider == "vertex":
+        from google.oauth2.credentials import Credentials
+
+        return Config(
+            provider="vertex",
+            model=wire.model,
+            project="direct-streams",
+            location="us-central1",
+            credentials=Credentials(token=KEY),
+            base_url=origin + wire.path,
+            request_timeout_s=timeout_s,
+            retry=retry,
+        )
     return Config(
         provider=provider,  # type: ignore[arg-type]
         model=wire.model,
@@ -276,7 +291,11 @@ async def test_tool_call_deltas_and_usage_assemble_to_interact(
     assert done is not None and done.usage is not None and done.usage.output_tokens > 0
     assert done.tool_calls[0].arguments == {"city": "Rome"}
     assert arguments.replace(" ", "") == '{"city":"Rome"}'
-    one_shot = "gemini.generate.content" if provider == "gemini" else WIRES[provider].selector
+    one_shot = (
+        f"{provider}.generate.content"
+        if provider in ("gemini", "vertex")
+        else WIRES[provider].selector
+    )
     emu.script(one_shot, reply)
     plain = await interact(env, Input("Rome?"), config=config)
 
@@ -284,7 +303,7 @@ async def test_tool_call_deltas_and_usage_assemble_to_interact(
         return [(c.id, c.name, c.arguments_text) for c in calls]
 
     assert shape(plain.tool_calls) == shape(done.tool_calls)
-    if provider == "gemini":
+    if provider in ("gemini", "vertex"):
         # The call's thought signature (one per response) is kept for the replay.
         assert (done.tool_calls[0].provider_state or {}).get("thought_signature")
     assert plain.text == done.text == "Checking."
@@ -329,6 +348,7 @@ async def test_an_error_status_is_the_sdk_exception_mapped_as_before(
         "azure_openai": "openai",
         "anthropic": "anthropic",
         "gemini": "google.genai",
+        "vertex": "google.genai",
     }[provider]
     assert cause is not None and type(cause).__module__.startswith(sdk)
 

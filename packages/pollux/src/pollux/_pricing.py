@@ -27,6 +27,8 @@ PRICE_PROVIDERS = {
     "openai": "openai",
     "anthropic": "anthropic",
     "gemini": "google",
+    # genai-prices lists no Vertex AI provider: priced as the same Gemini model at Google.
+    "vertex": "google",
     "openrouter": "openrouter",
 }
 """pollux provider -> genai-prices provider id (local servers and the mock have no price)."""

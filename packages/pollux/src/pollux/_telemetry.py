@@ -68,6 +68,7 @@ GEN_AI_PROVIDERS = {
     "openai": "openai",
     "anthropic": "anthropic",
     "gemini": "gcp.gemini",
+    "vertex": "gcp.vertex_ai",
     "openrouter": "openrouter",
     "local": "pollux.local",
     "mock": "pollux.mock",

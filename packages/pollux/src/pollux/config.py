@@ -17,7 +17,9 @@ from .retry import RetryPolicy
 
 __all__ = ["KNOWN_CAPABILITIES", "PROVIDER_NAMES", "Config", "ProviderName", "resolve_api_key"]
 
-ProviderName = Literal["gemini", "openai", "anthropic", "openrouter", "local", "azure_openai"]
+ProviderName = Literal[
+    "gemini", "openai", "anthropic", "openrouter", "local", "azure_openai", "vertex"
+]
 """The provider names :class:`Config` accepts."""
 
 PROVIDER_NAMES: tuple[str, ...] = get_args(ProviderName)
@@ -67,6 +69,19 @@ AZURE_ENDPOINT_ENV_VAR = "AZURE_OPENAI_ENDPOINT"
 #: The dated Azure OpenAI ``api-version`` when ``Config(api_version=...)`` is unset (the SDK's
 #: name); neither set means Azure's v1 API, which takes none.
 AZURE_API_VERSION_ENV_VAR = "OPENAI_API_VERSION"
+#: The Google Cloud project of ``provider="vertex"`` when ``Config(project=...)`` is unset (the
+#: google-genai SDK's name); without either, the Application Default Credentials' project.
+VERTEX_PROJECT_ENV_VAR = "GOOGLE_CLOUD_PROJECT"
+#: The Vertex AI location when ``Config(location=...)`` is unset (the SDK's name); without
+#: either, ``"global"``, as the SDK defaults.
+VERTEX_LOCATION_ENV_VAR = "GOOGLE_CLOUD_LOCATION"
+#: Where Vertex AI calls go when ``Config(base_url=...)`` is unset (the SDK reads it too): a
+#: gateway, a private endpoint or :class:`pollux.testing.Emulator`.
+VERTEX_BASE_URL_ENV_VAR = "GOOGLE_VERTEX_BASE_URL"
+#: The Cloud Storage prefix of Vertex AI batch jobs when ``Config(staging_uri=...)`` is unset.
+VERTEX_STAGING_URI_ENV_VAR = "POLLUX_VERTEX_STAGING_URI"
+#: The location Vertex AI calls use when neither ``location`` nor the variable says one.
+VERTEX_DEFAULT_LOCATION = "global"
 
 
 class _Capabilities(Mapping[str, bool]):
@@ -195,10 +210,22 @@ class Config:
         api_version: ``provider="azure_openai"`` only: a dated Azure ``api-version``
             (``"2025-04-01-preview"``; falls back to ``OPENAI_API_VERSION``). Unset, pollux
             uses Azure's v1 API (``<endpoint>/openai/v1``), which takes none.
-        credentials: ``provider="azure_openai"`` only: a Microsoft Entra ID token provider
+        credentials: ``provider="azure_openai"``: a Microsoft Entra ID token provider
             (a callable returning a bearer token, sync or async, such as
             ``azure.identity.get_bearer_token_provider(...)``), used instead of an API key and
-            called for every request. A Config holding one pickles only if it does.
+            called for every request. ``provider="vertex"``: a ``google.auth`` credentials
+            object (``google.oauth2.service_account.Credentials``, ...) used instead of the
+            Application Default Credentials. A Config holding one pickles only if it does.
+        project: ``provider="vertex"`` only: the Google Cloud project (falls back to
+            ``GOOGLE_CLOUD_PROJECT``, then to the Application Default Credentials' project,
+            read at the first call).
+        location: ``provider="vertex"`` only: the Vertex AI location (``"us-central1"``,
+            ``"europe-west4"``, ``"global"``; falls back to ``GOOGLE_CLOUD_LOCATION``, then
+            ``"global"``).
+        staging_uri: ``provider="vertex"`` only: a ``gs://bucket/prefix`` where deferred
+            delivery (Vertex AI batch prediction) writes each job's JSONL input and Vertex
+            writes its predictions (falls back to ``POLLUX_VERTEX_STAGING_URI``). Unset,
+            ``defer`` is refused before any I/O.
 
     Raises:
         ConfigurationError: An invalid field, or a missing key/base_url; the hint says how to
@@ -222,6 +249,9 @@ use_mock=False)
     quota: CallQuota | None = None
     api_version: str | None = None
     credentials: Any = None
+    project: str | None = None
+    location: str | None = None
+    staging_uri: str | None = None
 
     def __post_init__(self) -> None:
         """Validate the fields and resolve credentials."""
@@ -259,6 +289,9 @@ use_mock=False)
         if self.provider == "azure_openai":
             self._resolve_azure()
             return
+        if self.provider == "vertex":
+            self._resolve_vertex()
+            return
 
         if self.model is None:
             raise ConfigurationError(
@@ -267,7 +300,7 @@ use_mock=False)
             )
         if self.base_url is not None:
             raise ConfigurationError(
-                f"base_url is only valid for provider='local' or 'azure_openai', not "
+                f"base_url is only valid for provider='local', 'azure_openai' or 'vertex', not "
                 f"{self.provider!r}",
                 hint="Remove base_url, or use provider='local' for an OpenAI-compatible server "
                 "(provider='azure_openai' for an Azure OpenAI endpoint).",
@@ -362,14 +395,84 @@ use_mock=False)
 
     def _validate_cloud_fields(self) -> None:
         # Nothing is silent: a setting the chosen provider would not read is refused.
-        if self.provider == "azure_openai":
-            return
-        for name in ("api_version", "credentials"):
-            if getattr(self, name) is not None:
+        readers = {
+            "api_version": ("azure_openai",),
+            "credentials": ("azure_openai", "vertex"),
+            "project": ("vertex",),
+            "location": ("vertex",),
+            "staging_uri": ("vertex",),
+        }
+        for name, providers in readers.items():
+            if getattr(self, name) is not None and self.provider not in providers:
+                names = " or ".join(repr(p) for p in providers)
                 raise ConfigurationError(
-                    f"{name} is only valid for provider='azure_openai', not {self.provider!r}",
-                    hint=f"Remove {name}, or use provider='azure_openai'.",
+                    f"{name} is only valid for provider={names}, not {self.provider!r}",
+                    hint=f"Remove {name}, or use provider={names}.",
                 )
+
+    def _resolve_vertex(self) -> None:
+        if self.model is None:
+            raise ConfigurationError(
+                "model required for provider='vertex'",
+                hint="Pass a Gemini model Vertex AI serves in your location, for example "
+                "model='gemini-2.5-flash'.",
+            )
+        if self.api_key is not None:
+            raise ConfigurationError(
+                "provider='vertex' authenticates with Google Cloud credentials, not an api_key",
+                hint="Remove api_key: pollux uses the Application Default Credentials "
+                "(gcloud auth application-default login, a service account, the metadata "
+                "server) or Config(credentials=<google.auth credentials>). For a Gemini API "
+                "key use provider='gemini'.",
+            )
+        for name, env_var in (
+            ("project", VERTEX_PROJECT_ENV_VAR),
+            ("location", VERTEX_LOCATION_ENV_VAR),
+            ("base_url", VERTEX_BASE_URL_ENV_VAR),
+            ("staging_uri", VERTEX_STAGING_URI_ENV_VAR),
+        ):
+            value = getattr(self, name)
+            if value is None and not self.use_mock:
+                value = _env_value(env_var)
+                object.__setattr__(self, name, value)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigurationError(
+                    f"{name} must be a non-empty string, got {value!r}",
+                    hint=f"Pass {name}=... or set {env_var}.",
+                )
+        if self.location is None:
+            object.__setattr__(self, "location", VERTEX_DEFAULT_LOCATION)
+        if self.location is not None and "/" in self.location:
+            raise ConfigurationError(
+                f"location must be a Vertex AI location name, got {self.location!r}",
+                hint="Pass location='us-central1', 'europe-west4' or 'global', for example.",
+            )
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise ConfigurationError(
+                f"base_url must be an http(s) URL, got {self.base_url!r}",
+                hint=f"Pass base_url='https://<gateway>' (or set {VERTEX_BASE_URL_ENV_VAR}), "
+                "or leave it unset for Vertex AI's regional endpoint.",
+            )
+        if self.staging_uri is not None and not (
+            self.staging_uri.startswith("gs://") and len(self.staging_uri.rstrip("/")) > 5
+        ):
+            raise ConfigurationError(
+                f"staging_uri must be a gs:// URI, got {self.staging_uri!r}",
+                hint="Pass staging_uri='gs://<bucket>/<prefix>' (a bucket the credentials may "
+                f"write and Vertex AI may read), or set {VERTEX_STAGING_URI_ENV_VAR}.",
+            )
+        credentials = self.credentials
+        if credentials is not None and not (
+            callable(getattr(credentials, "refresh", None)) and hasattr(credentials, "token")
+        ):
+            raise ConfigurationError(
+                "credentials for provider='vertex' must be a google.auth credentials object "
+                f"(with .token and .refresh()), got {type(credentials).__name__}",
+                hint="Pass credentials=google.oauth2.service_account.Credentials."
+                "from_service_account_file(path, scopes=['https://www.googleapis.com/auth/"
+                "cloud-platform']), for example, or leave it unset for the Application "
+                "Default Credentials.",
+            )
 
     def _resolve_azure(self) -> None:
         if self.model is None:
@@ -501,5 +604,8 @@ use_mock=False)
                 id(self.quota) if self.quota is not None else None,
                 self.api_version,
                 id(self.credentials) if self.credentials is not None else None,
+                self.project,
+                self.location,
+                self.staging_uri,
             )
         )

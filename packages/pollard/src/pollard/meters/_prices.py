@@ -16,6 +16,9 @@ PRICE_PROVIDERS: dict[str, str] = {
     "openai": "openai",
     "anthropic": "anthropic",
     "gemini": "google",
+    # genai-prices lists no Vertex AI provider: a Gemini model there is priced at Google's list
+    # price for the model (Vertex's standard on-demand prices for Gemini are the same table).
+    "vertex": "google",
     "openrouter": "openrouter",
 }
 """pollux provider name (``payload["provider"]`` of a bridge node) -> genai-prices provider id."""

@@ -147,7 +147,7 @@ def build_config(args: argparse.Namespace, *, concurrency: int = 6, replay: bool
     # Replay: the same request identity without credentials (they are not part of it).
     if provider in ("local", "azure_openai"):
         options["base_url"] = options["base_url"] or _REPLAY_BASE_URL
-    if provider != "local":
+    if provider not in ("local", "vertex"):  # Vertex takes Google Cloud credentials, no key
         options["api_key"] = REPLAY_KEY
     try:
         return Config(**options)

@@ -46,7 +46,12 @@ from .records import Record, record_for
 __all__ = ["Ledger", "shared_quota"]
 
 # genai-prices provider ids, where pollux's provider names differ.
-_PRICE_PROVIDERS = {"gemini": "google", "openai": "openai", "anthropic": "anthropic"}
+_PRICE_PROVIDERS = {
+    "gemini": "google",
+    "vertex": "google",  # genai-prices has no Vertex AI entry: the Gemini model's price
+    "openai": "openai",
+    "anthropic": "anthropic",
+}
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

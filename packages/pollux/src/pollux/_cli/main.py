@@ -49,15 +49,17 @@ def _provider_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--provider",
         metavar="P",
-        help="gemini, openai, anthropic, openrouter, local or azure_openai "
-        "(default: $POLLUX_PROVIDER)",
+        help="gemini, openai, anthropic, openrouter, local, azure_openai or vertex "
+        "(default: $POLLUX_PROVIDER; vertex reads $GOOGLE_CLOUD_PROJECT, "
+        "$GOOGLE_CLOUD_LOCATION and the Application Default Credentials)",
     )
     g.add_argument("--model", metavar="M", help="the provider's model (default: $POLLUX_MODEL)")
     g.add_argument(
         "--base-url",
         metavar="URL",
         help="an OpenAI-compatible server, for --provider local (default: $POLLUX_LOCAL_BASE_URL), "
-        "or the resource endpoint for azure_openai (default: $AZURE_OPENAI_ENDPOINT)",
+        "the resource endpoint for azure_openai (default: $AZURE_OPENAI_ENDPOINT), "
+        "or a gateway for vertex (default: $GOOGLE_VERTEX_BASE_URL)",
     )
     g.add_argument(
         "--mock",

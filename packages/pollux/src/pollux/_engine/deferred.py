@@ -109,7 +109,17 @@ def handle_config(handle: DeferredHandle) -> Config:
             "set it in this process, or call the method on a Session whose Config has "
             "api_key=..., e.g. Session(config).collect_deferred(handle).",
         )
-    return Config(provider=handle.provider, model=handle.model, use_mock=mock)  # type: ignore[arg-type]
+    scope: dict[str, str] = {}
+    parts = handle.job_id.split("/")
+    if not mock and len(parts) > 4 and parts[0] == "projects" and parts[2] == "locations":
+        # A job named under a cloud project and location (Vertex AI) is reached there.
+        scope = {"project": parts[1], "location": parts[3]}
+    return Config(
+        provider=handle.provider,  # type: ignore[arg-type]
+        model=handle.model,
+        use_mock=mock,
+        **scope,  # type: ignore[arg-type]
+    )
 
 
 def _require_handle(handle: object) -> None:

@@ -27,6 +27,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "openrouter": ("pollux.providers.openrouter", "OpenRouterProvider"),
     "openai": ("pollux.providers.openai", "OpenAIProvider"),
     "gemini": ("pollux.providers.gemini", "GeminiProvider"),
+    "vertex": ("pollux.providers.vertex", "VertexProvider"),
 }
 
 

@@ -35,6 +35,7 @@ _GEN_AI_PROVIDERS = {
     "gemini": "gcp.gemini",
     "openrouter": "openrouter",
     "azure_openai": "azure.ai.openai",
+    "vertex": "gcp.vertex_ai",
 }
 
 

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pollux.errors import ConfigurationError
+from pollux.errors import ConfigurationError, PolluxError
 from pollux.providers._delegation import BatchDelegation, model_readiness
 from pollux.providers._direct import DirectPost, sdk_headers
 from pollux.providers._warm import import_off_loop
@@ -106,10 +106,20 @@ CAPABILITIES = Capabilities(
 DIRECT_REQUESTS = True
 
 
-def _model_path(model: str) -> str:
+def _model_path(model: str, *, vertex: bool = False) -> str:
+    if vertex:
+        # Under the SDK's own pipeline a Vertex path gets ``projects/{p}/locations/{l}/``
+        # prefixed by the SDK; a full resource name is left as it is.
+        if model.startswith(("projects/", "publishers/")):
+            return model
+        return f"publishers/google/models/{model.removeprefix('models/')}"
     if model.startswith(("models/", "tunedModels/")):
         return model
     return f"models/{model}"
+
+
+def _is_vertex(client: Any) -> bool:
+    return getattr(client, "vertexai", False) is True
 
 
 async def post_generate(client: Any, compiled: Mapping[str, Any]) -> Any:
@@ -127,7 +137,8 @@ async def post_generate(client: Any, compiled: Mapping[str, Any]) -> Any:
     api = getattr(client.aio, "_api_client", None)
     send = getattr(api, "async_request", None)
     if DIRECT_REQUESTS and send is not None:
-        answer = await send("post", f"{_model_path(compiled['model'])}:generateContent", body)
+        model = _model_path(compiled["model"], vertex=_is_vertex(client))
+        answer = await send("post", f"{model}:generateContent", body)
         raw = getattr(answer, "body", None)
     else:
         response = await client.aio.models.generate_content(
@@ -154,7 +165,8 @@ async def open_stream(client: Any, compiled: Mapping[str, Any]) -> AsyncIterator
             model=compiled["model"], contents=compiled["contents"], config=compiled["config"]
         )
         return chunks
-    path = f"{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
+    model = _model_path(compiled["model"], vertex=_is_vertex(client))
+    path = f"{model}:streamGenerateContent?alt=sse"
     raw: AsyncIterator[Any] = await send("post", path, rest_request(compiled))
 
     async def decoded() -> AsyncIterator[Any]:
@@ -195,22 +207,52 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         self._owns_http = transport is None
         self._direct: DirectPost | None = None
         self._closed = False
-        self.uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
-        self.caches = GeminiCaches(self._sdk, self.uploads, config)
+        self.uploads: Any = self._new_uploads()
+        self.caches: Any = self._new_caches()
         self._batches = GeminiBatches(
             self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
         )
+
+    # ---------------------------------------- hooks (what a Gemini-family endpoint changes)
+
+    def _build_client(self) -> Any:
+        """Hook: the ``genai.Client`` this provider sends through (the Developer API's)."""
+        return build_client(self._config, http=self._http)
+
+    def _new_uploads(self) -> Any:
+        """Hook: the source preparer (``parts``, ``forget``, ``pin``, ``delete_all``)."""
+        return UploadRegistry(self._sdk, timeout_s=self._config.request_timeout_s)
+
+    def _new_caches(self) -> Any:
+        """Hook: the context-cache resolver (``resolve``)."""
+        return GeminiCaches(self._sdk, self.uploads, self._config)
+
+    def _validate_sources(self, sources: Sequence[Source]) -> None:
+        """Hook: refuse, with no I/O, a source this endpoint cannot take."""
+        validate_sources(sources)
+
+    def _model_resource(self, model: str) -> str:
+        """Hook: the model's path under the direct base URL (``models/{model}``)."""
+        return _model_path(model)
+
+    async def _request_headers(self) -> Mapping[str, str] | None:
+        """Hook: per-request headers for the direct path (a fresh token); None: none."""
+        return None
+
+    def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
+        """Hook: one exception around a call, as the pollux error to raise."""
+        return wrap_gemini_error(exc, phase=phase, timeout_s=self._config.request_timeout_s)
 
     # ------------------------------------------------------------------ client
 
     def _sdk(self) -> Any:
         if self._closed:
             raise ConfigurationError(
-                "The gemini provider was used after it was closed",
+                f"The {self.name} provider was used after it was closed",
                 hint="Open a new Session (or call the module-level function again).",
             )
         if self._client is None:
-            self._client = build_client(self._config, http=self._http)
+            self._client = self._build_client()
         return self._client
 
     def _poster(self) -> DirectPost | None:
@@ -224,7 +266,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
                 base = f"{base}/{options.api_version}"
             self._direct = DirectPost(
                 self._http,
-                provider=PROVIDER,
+                provider=self.name,
                 base_url=base,
                 headers=sdk_headers(options.headers or {}),
                 timeout_s=self._config.request_timeout_s,
@@ -236,8 +278,8 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         model = (request.model if request is not None else None) or self._config.model
         if not model:
             raise ConfigurationError(
-                "provider='gemini' needs a model",
-                hint="Pass Config(provider='gemini', model='gemini-2.5-flash'), for example.",
+                f"provider={self.name!r} needs a model",
+                hint=f"Pass Config(provider={self.name!r}, model='gemini-2.5-flash'), for example.",
             )
         return model
 
@@ -276,16 +318,16 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             model=self._model(request),
             reasoning_effort=requirements.reasoning_effort,
             reasoning_budget_tokens=requirements.reasoning_budget_tokens,
-            provider_options=requirements.provider_options_for(PROVIDER),
+            provider_options=requirements.provider_options_for(self.name),
         )
-        validate_sources(request.sources.sources)
+        self._validate_sources(request.sources.sources)
         state = request.continuation_state
         if request.input.continuation is not None and not isinstance(
             (state or {}).get("contents"), list
         ):
             raise ConfigurationError(
                 "This continuation carries no Gemini transcript",
-                hint="Continue from the Output.continuation of a gemini interaction.",
+                hint=f"Continue from the Output.continuation of a {self.name} interaction.",
             )
         # Compiling is pure: run it once here so schema/tool errors surface before I/O.
         self._compile(request, source_parts=())
@@ -347,7 +389,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             reasoning_budget_tokens=requirements.reasoning_budget_tokens,
             tool_choice=requirements.tool_choice,
             cached_content=cache_name,
-            provider_options=requirements.provider_options_for(PROVIDER),
+            provider_options=requirements.provider_options_for(self.name),
         )
         parts = () if cache_name is not None else source_parts
         contents = self._transcript(request)
@@ -383,16 +425,15 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         poster = self._poster()
         try:
             if poster is not None:
-                path = f"/{_model_path(compiled['model'])}:generateContent"
+                path = f"/{self._model_resource(compiled['model'])}:generateContent"
                 body = poster.encode(rest_request(compiled))
-                data = await poster.post(path, body, phase="generate")
+                headers = await self._request_headers()
+                data = await poster.post(path, body, phase="generate", headers=headers)
             else:
                 data = await post_generate(self._sdk(), compiled)
         except Exception as exc:
             self._note_failure(compiled, exc)
-            raise wrap_gemini_error(
-                exc, phase="generate", timeout_s=self._config.request_timeout_s
-            ) from exc
+            raise self._wrap(exc, phase="generate") from exc
         return extract_response(data)
 
     async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
@@ -409,12 +450,15 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             async for sdk_chunk in self._sdk_stream(compiled):
                 yield sdk_chunk
             return
-        timeout_s = self._config.request_timeout_s
         mapper = GeminiStreamMapper()
         feed = mapper.feed
-        path = f"/{_model_path(compiled['model'])}:streamGenerateContent?alt=sse"
+        path = f"/{self._model_resource(compiled['model'])}:streamGenerateContent?alt=sse"
         body = poster.encode(rest_request(compiled))
-        chunks = poster.stream(path, body, phase="stream")
+        try:
+            headers = await self._request_headers()
+        except Exception as exc:
+            raise self._wrap(exc, phase="stream") from exc
+        chunks = poster.stream(path, body, phase="stream", headers=headers)
         try:
             while True:
                 try:
@@ -423,15 +467,13 @@ class GeminiProvider(BatchDelegation, ProviderBase):
                     break
                 except Exception as exc:
                     self._note_failure(compiled, exc)
-                    raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                    raise self._wrap(exc, phase="stream") from exc
                 for chunk in batch:
                     if chunk.__class__ is dict and "error" in chunk:
                         # An in-band error, raised as the SDK raises it (after the chunks
                         # before it).
                         error = _genai_event_error(chunk)
-                        raise wrap_gemini_error(
-                            error, phase="stream", timeout_s=timeout_s
-                        ) from error
+                        raise self._wrap(error, phase="stream") from error
                     mapped = feed(chunk)
                     if mapped is not None:
                         yield mapped
@@ -441,13 +483,12 @@ class GeminiProvider(BatchDelegation, ProviderBase):
 
     async def _sdk_stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
         client = self._sdk()
-        timeout_s = self._config.request_timeout_s
         mapper = GeminiStreamMapper()
         try:
             chunks = await open_stream(client, compiled)
         except Exception as exc:
             self._note_failure(compiled, exc)
-            raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+            raise self._wrap(exc, phase="stream") from exc
         try:
             while True:
                 try:
@@ -455,7 +496,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    raise wrap_gemini_error(exc, phase="stream", timeout_s=timeout_s) from exc
+                    raise self._wrap(exc, phase="stream") from exc
                 mapped = mapper.feed(chunk)
                 if mapped is not None:
                     yield mapped

@@ -61,7 +61,10 @@ ErrorBody = Callable[[ApiError], Any]
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One endpoint: ``path`` is relative to the wire's mount and may hold ``{name}`` parameters."""
+    """One endpoint: ``path`` is relative to the wire's mount and may hold ``{name}`` parameters.
+
+    ``{name}`` matches one path segment, ``{name:path}`` the rest of the path.
+    """
 
     method: str
     path: str
@@ -173,9 +176,11 @@ def fault_error(fault: ErrorResponse) -> ApiError:
 def _compile(path: str) -> tuple[str | None, re.Pattern[str] | None]:
     if "{" not in path:
         return path, None
-    pattern = re.sub(
-        r"\{(\w+)\}", r"(?P<\1>[^/]+)", re.escape(path).replace(r"\{", "{").replace(r"\}", "}")
-    )
+    # ``{name}`` is one path segment; ``{name:path}`` the rest of the path, slashes included
+    # (a Cloud Storage object name arrives percent-decoded).
+    escaped = re.escape(path).replace(r"\{", "{").replace(r"\}", "}")
+    pattern = re.sub(r"\{(\w+):path\}", r"(?P<\1>.+)", escaped)
+    pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern)
     return None, re.compile(pattern + "$")
 
 

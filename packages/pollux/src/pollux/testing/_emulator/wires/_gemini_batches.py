@@ -109,7 +109,7 @@ def _status(error: ApiError) -> dict[str, Any]:
 
 def _run_one(state: GeminiState, job: BatchJob, request: dict[str, Any]) -> dict[str, Any]:
     core = state.core
-    item = core.scripts.take("gemini.generate.content", generates=True)
+    item = core.scripts.take(state.generate_selector, generates=True)
     if isinstance(item, ErrorResponse):
         return _status(fault_error(item))
     reply = item if isinstance(item, Reply) else None

@@ -38,7 +38,11 @@ def cache_json(record: GeminiCache) -> dict[str, Any]:
     """The ``CachedContent`` resource (the prompt itself is never echoed, as on the API)."""
     out: dict[str, Any] = {
         "name": record.name,
-        "model": f"models/{record.model}",
+        "model": (
+            f"{record.prefix}publishers/google/models/{record.model}"
+            if record.prefix
+            else f"models/{record.model}"
+        ),
         "createTime": rfc3339(record.created),
         "updateTime": rfc3339(record.updated),
         "expireTime": rfc3339(record.expires),
@@ -108,15 +112,22 @@ def create(call: Call) -> Outcome:
         expires,
         tokens,
         compiled.request,
+        location_prefix(call),
     )
     state.caches[record.id] = record
     return json_response(cache_json(record))
 
 
+def location_prefix(call: Call) -> str:
+    """``projects/{p}/locations/{l}/`` for a Vertex AI path, ``""`` for the Gemini API."""
+    project, location = call.params.get("project"), call.params.get("location")
+    return f"projects/{project}/locations/{location}/" if project and location else ""
+
+
 def _record(call: Call) -> GeminiCache:
     state: GeminiState = call.state
     record = state.live_cache(call.params["cache_id"])
-    if record is None:
+    if record is None or record.prefix != location_prefix(call):
         raise not_found()
     return record
 
@@ -154,5 +165,10 @@ def delete(call: Call) -> Outcome:
 def list_caches(call: Call) -> Outcome:
     """``GET cachedContents`` (paged)."""
     state: GeminiState = call.state
-    records = [r for r in (state.live_cache(i) for i in list(state.caches)) if r is not None]
+    prefix = location_prefix(call)
+    records = [
+        r
+        for r in (state.live_cache(i) for i in list(state.caches))
+        if r is not None and r.prefix == prefix
+    ]
     return json_response(page(call, records, cache_json, "cachedContents", 10))

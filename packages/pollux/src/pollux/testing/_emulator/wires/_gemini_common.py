@@ -239,8 +239,8 @@ def page(
 
 
 def model_name(raw: str) -> str:
-    """The bare model id from a path segment or a ``models/...`` resource name."""
-    return raw[7:] if raw.startswith("models/") else raw
+    """The bare model id from a path segment or a ``[.../]models/...`` resource name."""
+    return raw.rsplit("models/", 1)[-1] if "models/" in raw else raw
 
 
 __all__ = [

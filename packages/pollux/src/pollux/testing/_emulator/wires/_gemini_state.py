@@ -66,11 +66,13 @@ class GeminiCache:
     expires: float
     tokens: int
     request: ModelRequest
+    #: ``projects/{p}/locations/{l}/`` on Vertex AI, where caches live under a location.
+    prefix: str = ""
 
     @property
     def name(self) -> str:
-        """The resource name, ``cachedContents/<id>``."""
-        return f"cachedContents/{self.id}"
+        """The resource name, ``[projects/{p}/locations/{l}/]cachedContents/<id>``."""
+        return f"{self.prefix}cachedContents/{self.id}"
 
 
 class GeminiState:
@@ -103,6 +105,8 @@ class GeminiState:
         self.uploads: dict[str, Upload] = {}
         self.caches: dict[str, GeminiCache] = {}
         self.batches: dict[str, Any] = {}
+        #: The script selector a batch request takes its scripted reply or fault from.
+        self.generate_selector = "gemini.generate.content"
 
     # --- knobs a test calls -----------------------------------------------------------------
 
@@ -146,7 +150,7 @@ class GeminiState:
 
     def live_cache(self, name: str) -> GeminiCache | None:
         """The cache ``name`` unless it is unknown or expired (an expired cache is dropped)."""
-        cache_id = name.removeprefix("cachedContents/")
+        cache_id = name.rsplit("cachedContents/", 1)[-1]
         record = self.caches.get(cache_id)
         if record is not None and self.core.clock.now() >= record.expires:
             del self.caches[cache_id]
