@@ -174,8 +174,8 @@ async def test_unsupported_requests_fail_before_any_io(emu: Emulator) -> None:
     config = azure(emu)
     with pytest.raises(ConfigurationError, match="azure_openai does not support seed"):
         await run("x", config=config, seed=3)
-    with pytest.raises(ConfigurationError, match="azure_openai does not support deferred"):
-        await defer(["x"], config=config)
+    with pytest.raises(ConfigurationError, match="azure_openai does not support seed"):
+        await defer(["x"], config=config, seed=3)  # global batch: the same checks, before I/O
     assert emu.requests == []
 
 
