@@ -10,7 +10,6 @@ the Global-Batch deployment in every line, Azure's expiries, and hints that name
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,56 +18,19 @@ import pytest
 from pollux import (
     APIError,
     Config,
-    RetryPolicy,
     Session,
     defer,
 )
 from pollux.testing import Emulator, ErrorResponse, Reply
 
-KEY = "azure-key-0123456789abcdef"
-BATCH_DEPLOYMENT = "gpt5-mini-global-batch"
-VERSION = "2025-04-01-preview"
-ONCE = RetryPolicy(max_attempts=1, max_elapsed_s=None)
+from ._azure import KEY, VERSION, azure_config
+
+DEPLOYMENT = BATCH_DEPLOYMENT = "gpt5-mini-global-batch"
 FOURTEEN_DAYS = 14 * 24 * 3600
 
 
-@pytest.fixture(autouse=True)
-def _no_azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(api_key=KEY, models=(BATCH_DEPLOYMENT,)) as emulator:
-        yield emulator
-
-
 def azure(emu: Emulator, **fields: Any) -> Config:
-    options: dict[str, Any] = {
-        "provider": "azure_openai",
-        "model": BATCH_DEPLOYMENT,
-        "base_url": emu.base_url("azure_openai"),
-        "retry": ONCE,
-        "request_timeout_s": 5.0,
-    }
-    options.update(fields)
-    if "credentials" not in options:
-        options.setdefault("api_key", KEY)
-    return Config(**options)
-
-
-SURFACES: list[tuple[str, dict[str, Any]]] = [
-    ("v1-key", {}),
-    ("dated-key", {"api_version": VERSION}),
-    ("v1-token", {"credentials": lambda: KEY}),
-    ("dated-token", {"api_version": VERSION, "credentials": lambda: KEY}),
-]
-
-
-@pytest.fixture(params=[fields for _, fields in SURFACES], ids=[name for name, _ in SURFACES])
-def config(request: pytest.FixtureRequest, emu: Emulator) -> Config:
-    return azure(emu, **request.param)
+    return azure_config(emu, BATCH_DEPLOYMENT, **fields)
 
 
 def _input_lines(emu: Emulator) -> list[dict[str, Any]]:
