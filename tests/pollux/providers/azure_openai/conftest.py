@@ -4,13 +4,14 @@ holds the module's ``DEPLOYMENT``, and a Config for each API surface and credent
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pollux import Config
 from pollux.testing import Emulator
 
-from ._azure import KEY, SURFACES, azure_config
+from ._azure import KEY, SURFACES, VERSION, azure_config
 
 
 @pytest.fixture(autouse=True)
@@ -31,6 +32,19 @@ def deployment(request: pytest.FixtureRequest) -> str:
 def emu(deployment: str) -> Iterator[Emulator]:
     with Emulator(api_key=KEY, models=(deployment,)) as emulator:
         yield emulator
+
+
+@pytest.fixture
+def cli_env(
+    emu: Emulator, deployment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """The pollux command's Azure variables (a dated api-version), run in ``tmp_path``; its
+    provider and deployment flags."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", emu.base_url("azure_openai"))
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_API_VERSION", VERSION)
+    return ["--provider", "azure_openai", "--model", deployment]
 
 
 @pytest.fixture(params=[fields for _, fields in SURFACES], ids=[name for name, _ in SURFACES])

@@ -270,18 +270,11 @@ async def test_an_error_status_is_retried_as_on_openai(emu: Emulator) -> None:
 
 
 def test_the_cli_checks_and_asks_from_the_azure_variables(
-    emu: Emulator,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    emu: Emulator, tmp_path: Path, cli_env: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pollux._cli.main import main
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", emu.base_url("azure_openai"))
-    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("OPENAI_API_VERSION", VERSION)
-    flags = ["--provider", "azure_openai", "--model", DEPLOYMENT]
+    flags = cli_env
     assert main(["check", *flags]) == 0
     ready = capsys.readouterr()
     assert ready.out.startswith("ready: azure_openai"), ready.err

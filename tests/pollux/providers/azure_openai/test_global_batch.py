@@ -137,19 +137,12 @@ async def test_a_line_that_failed_names_azure(emu: Emulator) -> None:
 
 
 def test_the_cli_defers_and_collects_from_the_azure_variables(
-    emu: Emulator,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    emu: Emulator, tmp_path: Path, cli_env: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pollux._cli.main import main
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", emu.base_url("azure_openai"))
-    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("OPENAI_API_VERSION", VERSION)
     (tmp_path / "q.txt").write_text("Who are the twins?\n")
-    flags = ["--provider", "azure_openai", "--model", BATCH_DEPLOYMENT]
+    flags = cli_env
     assert main(["defer", "q.txt", "--handle", "job.json", *flags]) == 0
     emu.advance(30)
     assert main(["collect", "job.json"]) == 0  # the handle names provider and model
