@@ -269,6 +269,8 @@ async def test_a_job_is_collected_only_in_its_run_and_is_not_submitted_twice(
     [
         ("anthropic", "claude-haiku-4-5", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")),
         ("gemini", "gemini-2.5-flash", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY")),
+        # Azure's global batch; the deployment is named after its model, so it is priced.
+        ("azure_openai", "gpt-5-nano", ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY")),
     ],
 )
 async def test_the_anthropic_and_gemini_batch_wires_settle_the_same_way(
@@ -307,6 +309,7 @@ _WIRES = [
     ("openai", "gpt-5-nano", ("OPENAI_BASE_URL", "OPENAI_API_KEY")),
     ("anthropic", "claude-haiku-4-5", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")),
     ("gemini", "gemini-2.5-flash", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY")),
+    ("azure_openai", "gpt-5-nano", ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY")),
 ]
 
 

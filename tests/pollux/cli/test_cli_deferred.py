@@ -33,6 +33,19 @@ def env(emu: Emulator) -> dict[str, str]:
     )
 
 
+@pytest.fixture(params=["openai", "azure_openai"])
+def batch_env(request: pytest.FixtureRequest, emu: Emulator, env: dict[str, str]) -> dict[str, str]:
+    """The environment for a batch provider: OpenAI's, or an Azure resource's global batch."""
+    if request.param == "openai":
+        return env
+    return clean_env(
+        AZURE_OPENAI_ENDPOINT=emu.base_url("azure_openai"),
+        AZURE_OPENAI_API_KEY=SECRET,
+        POLLUX_PROVIDER="azure_openai",
+        POLLUX_MODEL="global-batch-deployment",
+    )
+
+
 def _run(env: dict[str, str], cwd: Path, *args: str) -> Result:
     result = pollux(*args, cwd=cwd, env=env)
     assert SECRET not in result.stdout + result.stderr
@@ -49,11 +62,13 @@ def _submit(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 def test_defer_status_collect_across_processes(
-    tmp_path: Path, emu: Emulator, env: dict[str, str]
+    tmp_path: Path, emu: Emulator, batch_env: dict[str, str]
 ) -> None:
+    env = batch_env
     _submit(tmp_path, env)
     saved = json.loads((tmp_path / "job.json").read_text())
-    assert saved["request_count"] == 2 and saved["provider"] == "openai"  # handle.to_dict()
+    assert saved["request_count"] == 2  # handle.to_dict()
+    assert saved["provider"] == env["POLLUX_PROVIDER"]
 
     status = _run(env, tmp_path, "status", "job.json", "--json")
     assert status.code == 0

@@ -1,6 +1,10 @@
 """The deferred lifecycle with provider="openai", through the official SDK, on the emulator's
 Batches and Files APIs and its virtual batch clock.
 
+The tests that take ``target`` run the same behaviour on Azure OpenAI's global batch as well
+(``provider="azure_openai"`` on its v1 API and on a dated ``api-version``), the same Batch API
+on an Azure resource.
+
 Default emulator stages: validating 1 s, in_progress 10 s, finalizing 1 s, cancelling 1 s.
 """
 
@@ -12,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,45 @@ def config(emu: Emulator) -> Config:
     return Config(provider="openai", model="gpt-5-nano", retry=FAST_RETRY, request_timeout_s=5.0)
 
 
+@dataclass(frozen=True)
+class Target:
+    """A service with the OpenAI Batch API: its emulator wire, Config and job-upload expiry."""
+
+    wire: str
+    config: Config
+    files_url: str
+    source_ttl_s: int
+
+
+#: (id, api_version): ``openai`` itself, then Azure's v1 API and a dated api-version.
+TARGETS = [("openai", None), ("azure-v1", None), ("azure-dated", "2025-04-01-preview")]
+
+
+@pytest.fixture(params=TARGETS, ids=[n for n, _ in TARGETS])
+def target(
+    request: pytest.FixtureRequest, emu: Emulator, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> Target:
+    name, api_version = request.param
+    if name == "openai":
+        return Target("openai", config, emu.base_url("openai"), 48 * 3600)
+    # Set in the environment too, as a user would: module-level lifecycle calls that get only
+    # the handle build their Config from it.
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", emu.base_url("azure_openai"))
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "sk-test")
+    if api_version is None:
+        monkeypatch.delenv("OPENAI_API_VERSION", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_VERSION", api_version)
+    azure = Config(
+        provider="azure_openai",
+        model="gpt-5-nano",  # the Global-Batch deployment
+        retry=FAST_RETRY,
+        request_timeout_s=5.0,
+    )
+    files_url = f"{emu.base_url('azure_openai')}/openai/v1"
+    return Target("azure_openai", azure, files_url, 14 * 24 * 3600)
+
+
 @pytest.fixture
 def pdf(tmp_path: Path) -> Path:
     path = tmp_path / "report.pdf"
@@ -67,37 +111,41 @@ def routes(emu: Emulator, prefix: str = "openai") -> list[str]:
     return [r.route for r in emu.requests if r.route.startswith(prefix)]
 
 
-def live_files(emu: Emulator) -> dict[str, str]:
+def live_files(emu: Emulator, target: Target | None = None) -> dict[str, str]:
     """file id -> purpose, as the emulated Files API lists them."""
-    with openai.OpenAI(base_url=emu.base_url("openai"), api_key="sk-test") as client:
+    url = target.files_url if target is not None else emu.base_url("openai")
+    with openai.OpenAI(base_url=url, api_key="sk-test") as client:
         return {f.id: f.purpose for f in client.files.list().data}
 
 
-def file_text(emu: Emulator, file_id: str) -> str:
-    with openai.OpenAI(base_url=emu.base_url("openai"), api_key="sk-test") as client:
+def file_text(emu: Emulator, file_id: str, target: Target | None = None) -> str:
+    url = target.files_url if target is not None else emu.base_url("openai")
+    with openai.OpenAI(base_url=url, api_key="sk-test") as client:
         return client.files.content(file_id).text
 
 
-async def test_full_lifecycle_in_prompt_order(emu: Emulator, config: Config) -> None:
+async def test_full_lifecycle_in_prompt_order(emu: Emulator, target: Target) -> None:
     prompts = ["First?", "Second?", "Third?"]
-    emu.script("openai.responses", Reply("one"), Reply("two"), Reply("three"))
+    emu.script(f"{target.wire}.responses", Reply("one"), Reply("two"), Reply("three"))
     handle = await defer(
         prompts,
         sources=[Source.from_text("shared context")],
         instructions="Be brief.",
-        config=config,
+        config=target.config,
     )
-    assert handle.provider == "openai"
+    assert handle.provider == target.config.provider
     assert handle.model == "gpt-5-nano"
     assert handle.request_count == 3
     assert handle.job_id.startswith("batch_")
     assert handle.submitted_at == emu.now()
     state = handle.provider_state
     assert state is not None
-    assert state["format"] == 1 and state["backend"] == "openai"
+    assert state["format"] == 1 and state["backend"] == target.config.provider
 
     # The input file: one line per prompt, stable ids, the realtime Responses body.
-    lines = [json.loads(line) for line in file_text(emu, state["input_file_id"]).splitlines()]
+    lines = [
+        json.loads(line) for line in file_text(emu, state["input_file_id"], target).splitlines()
+    ]
     assert [line["custom_id"] for line in lines] == [
         "pollux-000000",
         "pollux-000001",
@@ -118,7 +166,7 @@ async def test_full_lifecycle_in_prompt_order(emu: Emulator, config: Config) -> 
         }
     ]
     assert "stream" not in first
-    create = emu.requests_for("openai.batches.create")[0].json
+    create = emu.requests_for(f"{target.wire}.batches.create")[0].json
     assert create["endpoint"] == "/v1/responses"
     assert create["completion_window"] == "24h"
     assert create["metadata"] == {
@@ -175,14 +223,14 @@ async def test_full_lifecycle_in_prompt_order(emu: Emulator, config: Config) -> 
     assert result.outputs[0].structured is None
 
 
-async def test_partial_failures_from_the_error_file(emu: Emulator, config: Config) -> None:
+async def test_partial_failures_from_the_error_file(emu: Emulator, target: Target) -> None:
     emu.script(
-        "openai.responses",
+        f"{target.wire}.responses",
         Reply("fine"),
         ErrorResponse(400, message="Invalid prompt", code="invalid_prompt"),
         Reply("also fine"),
     )
-    handle = await defer(["a?", "b?", "c?"], config=config)
+    handle = await defer(["a?", "b?", "c?"], config=target.config)
     emu.advance(30)
     snapshot = await inspect_deferred(handle)
     assert (snapshot.status, snapshot.provider_status) == ("partial", "completed")
@@ -204,9 +252,9 @@ async def test_partial_failures_from_the_error_file(emu: Emulator, config: Confi
     assert result.errors[0] is None and result.errors[2] is None
 
 
-async def test_all_failed_is_a_failed_job(emu: Emulator, config: Config) -> None:
-    emu.script("openai.responses", ErrorResponse(500), ErrorResponse(500))
-    handle = await defer(["a?", "b?"], config=config)
+async def test_all_failed_is_a_failed_job(emu: Emulator, target: Target) -> None:
+    emu.script(f"{target.wire}.responses", ErrorResponse(500), ErrorResponse(500))
+    handle = await defer(["a?", "b?"], config=target.config)
     emu.advance(30)
     assert (await inspect_deferred(handle)).status == "failed"
     result = await collect_deferred(handle)
@@ -217,8 +265,8 @@ async def test_all_failed_is_a_failed_job(emu: Emulator, config: Config) -> None
     assert error["hint"] == "Submit the prompt again with defer(), or run it with run()."
 
 
-async def test_cancel_while_running_keeps_what_finished(emu: Emulator, config: Config) -> None:
-    handle = await defer(["a?", "b?", "c?"], config=config)
+async def test_cancel_while_running_keeps_what_finished(emu: Emulator, target: Target) -> None:
+    handle = await defer(["a?", "b?", "c?"], config=target.config)
     emu.advance(5)  # one of three lines is done
     await cancel_deferred(handle)
     snapshot = await inspect_deferred(handle)
@@ -241,8 +289,8 @@ async def test_cancel_while_running_keeps_what_finished(emu: Emulator, config: C
         assert output.diagnostics.error["error_category"] == "cancelled"
 
 
-async def test_cancel_before_anything_ran(emu: Emulator, config: Config) -> None:
-    handle = await defer(["a?", "b?"], config=config)
+async def test_cancel_before_anything_ran(emu: Emulator, target: Target) -> None:
+    handle = await defer(["a?", "b?"], config=target.config)
     await cancel_deferred(handle)
     emu.advance(2)
     snapshot = await inspect_deferred(handle)
@@ -255,8 +303,8 @@ async def test_cancel_before_anything_ran(emu: Emulator, config: Config) -> None
     ]
 
 
-async def test_cancel_after_completion_is_a_no_op(emu: Emulator, config: Config) -> None:
-    handle = await defer("a?", config=config)
+async def test_cancel_after_completion_is_a_no_op(emu: Emulator, target: Target) -> None:
+    handle = await defer("a?", config=target.config)
     emu.advance(30)
     await cancel_deferred(handle)  # the API refuses; pollux sees the job ended and returns
     assert (await inspect_deferred(handle)).status == "completed"
@@ -299,15 +347,15 @@ async def test_expired_before_anything_ran(monkeypatch: pytest.MonkeyPatch) -> N
         assert {o.diagnostics.raw["deferred"]["status"] for o in result.outputs} == {"expired"}
 
 
-async def test_handle_survives_a_restart(emu: Emulator, config: Config) -> None:
-    emu.script("openai.responses", Reply("kept"), Reply("order"))
-    async with Session(config) as session:
+async def test_handle_survives_a_restart(emu: Emulator, target: Target) -> None:
+    emu.script(f"{target.wire}.responses", Reply("kept"), Reply("order"))
+    async with Session(target.config) as session:
         handle = await session.defer(["x?", "y?"])
     saved = json.dumps(handle.to_dict())
     emu.advance(30)
     restored = DeferredHandle.from_dict(json.loads(saved))
     assert restored == handle
-    async with Session(config) as fresh:
+    async with Session(target.config) as fresh:
         assert (await fresh.inspect_deferred(restored)).status == "completed"
         result = await fresh.collect_deferred(restored)
     assert result.answers == ["kept", "order"]
@@ -317,61 +365,65 @@ async def test_handle_survives_a_restart(emu: Emulator, config: Config) -> None:
 
 
 async def test_uploads_are_owned_and_released_once_terminal(
-    emu: Emulator, config: Config, pdf: Path
+    emu: Emulator, target: Target, pdf: Path
 ) -> None:
-    handle = await defer(["a?", "b?"], sources=[Source.from_file(pdf)], config=config)
+    handle = await defer(["a?", "b?"], sources=[Source.from_file(pdf)], config=target.config)
     state = handle.provider_state
     assert state is not None
     owned = state["owned_file_ids"]
     assert len(owned) == 2  # the PDF (uploaded once for both prompts) and the JSONL input
-    assert {live_files(emu)[i] for i in owned} == {"user_data", "batch"}
-    upload = next(r for r in emu.requests_for("openai.files.create") if b"user_data" in r.body)
-    assert b"172800" in upload.body  # 48 h: the file outlives the 24 h window
-    lines = [json.loads(x) for x in file_text(emu, state["input_file_id"]).splitlines()]
+    assert {live_files(emu, target)[i] for i in owned} == {"user_data", "batch"}
+    upload = next(
+        r for r in emu.requests_for(f"{target.wire}.files.create") if b"user_data" in r.body
+    )
+    assert str(target.source_ttl_s).encode() in upload.body  # outlives the job
+    lines = [json.loads(x) for x in file_text(emu, state["input_file_id"], target).splitlines()]
     parts = [line["body"]["input"][0]["content"][0] for line in lines]
     assert parts[0] == parts[1] == {"type": "input_file", "file_id": owned[0]}
 
     await inspect_deferred(handle)  # still queued: nothing is deleted
-    assert set(owned) <= set(live_files(emu))
+    assert set(owned) <= set(live_files(emu, target))
     emu.advance(30)
     await inspect_deferred(handle)
-    remaining = live_files(emu)
+    remaining = live_files(emu, target)
     assert not set(owned) & set(remaining)
     assert set(remaining.values()) == {"batch_output"}  # results stay until their expiry
-    deletes = len(emu.requests_for("openai.files.delete"))
+    deletes = len(emu.requests_for(f"{target.wire}.files.delete"))
     await inspect_deferred(handle)
     await collect_deferred(handle)
-    assert len(emu.requests_for("openai.files.delete")) == deletes  # no repeated deletes
+    assert len(emu.requests_for(f"{target.wire}.files.delete")) == deletes  # no repeated deletes
 
 
 async def test_failed_submission_leaves_nothing_behind(
-    emu: Emulator, config: Config, pdf: Path
+    emu: Emulator, target: Target, pdf: Path
 ) -> None:
-    emu.script("openai.batches.create", ErrorResponse(400, message="no batches today"))
+    emu.script(f"{target.wire}.batches.create", ErrorResponse(400, message="no batches today"))
     with pytest.raises(APIError) as caught:
-        await defer(["a?"], sources=[Source.from_file(pdf)], config=config)
+        await defer(["a?"], sources=[Source.from_file(pdf)], config=target.config)
     assert caught.value.phase == "batch_submit"
-    assert caught.value.provider == "openai"
+    assert caught.value.provider == target.config.provider
     assert "no batches today" in str(caught.value)
-    assert live_files(emu) == {}
+    assert live_files(emu, target) == {}
 
 
-async def test_retryable_submit_failure_is_retried(emu: Emulator, config: Config) -> None:
-    emu.script("openai.batches.create", ErrorResponse(503))
-    handle = await defer(["a?"], config=config)
+async def test_retryable_submit_failure_is_retried(emu: Emulator, target: Target) -> None:
+    emu.script(f"{target.wire}.batches.create", ErrorResponse(503))
+    handle = await defer(["a?"], config=target.config)
     assert handle.job_id
     # The first attempt's input file was deleted; only the second one is live.
-    assert list(live_files(emu).values()) == ["batch"]
+    assert list(live_files(emu, target).values()) == ["batch"]
 
 
-async def test_structured_output_and_schema_drift(emu: Emulator, config: Config) -> None:
-    emu.script("openai.responses", Reply(structured={"label": "good", "score": 3}))
-    handle = await defer("Rate it.", output=Verdict, config=config)
+async def test_structured_output_and_schema_drift(emu: Emulator, target: Target) -> None:
+    emu.script(f"{target.wire}.responses", Reply(structured={"label": "good", "score": 3}))
+    handle = await defer("Rate it.", output=Verdict, config=target.config)
     assert handle.schema_hash is not None
-    body = json.loads(file_text(emu, handle.provider_state["input_file_id"]))["body"]  # type: ignore[index]
+    body = json.loads(file_text(emu, handle.provider_state["input_file_id"], target))["body"]  # type: ignore[index]
     assert body["text"]["format"]["type"] == "json_schema"
     assert (
-        emu.requests_for("openai.batches.create")[0].json["metadata"]["pollux_has_response_schema"]
+        emu.requests_for(f"{target.wire}.batches.create")[0].json["metadata"][
+            "pollux_has_response_schema"
+        ]
         == "1"
     )
     emu.advance(30)

@@ -8,7 +8,7 @@ same behaviour; the OpenAI request mapping underneath is the ``openai`` provider
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,9 @@ from pollux import (
 )
 from pollux.testing import Emulator, ErrorResponse, Reply, ToolCall
 
-KEY = "azure-key-0123456789abcdef"
+from ._azure import KEY, VERSION, async_token, azure_config
+
 DEPLOYMENT = "prod-gpt5-mini"
-VERSION = "2025-04-01-preview"
-ONCE = RetryPolicy(max_attempts=1, max_elapsed_s=None)
 WEATHER = ToolDeclaration(
     name="get_weather",
     description="Weather for a city",
@@ -50,51 +49,8 @@ class Weather(pydantic.BaseModel):
     temperature_c: float
 
 
-@pytest.fixture(autouse=True)
-def _no_azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(api_key=KEY, models=(DEPLOYMENT,)) as emulator:
-        yield emulator
-
-
 def azure(emu: Emulator, **fields: Any) -> Config:
-    options: dict[str, Any] = {
-        "provider": "azure_openai",
-        "model": DEPLOYMENT,
-        "base_url": emu.base_url("azure_openai"),
-        "retry": ONCE,
-        "request_timeout_s": 5.0,
-    }
-    options.update(fields)
-    if "credentials" not in options:
-        options.setdefault("api_key", KEY)
-    return Config(**options)
-
-
-#: (id, Config fields): each API surface with each kind of credential.
-SURFACES: list[tuple[str, dict[str, Any]]] = [
-    ("v1-key", {}),
-    ("dated-key", {"api_version": VERSION}),
-    ("v1-token", {"credentials": lambda: KEY}),
-    ("dated-async-token", {"api_version": VERSION, "credentials": "async"}),
-]
-
-
-async def _async_token() -> str:
-    return KEY
-
-
-@pytest.fixture(params=[fields for _, fields in SURFACES], ids=[name for name, _ in SURFACES])
-def config(request: pytest.FixtureRequest, emu: Emulator) -> Config:
-    fields = dict(request.param)
-    if fields.get("credentials") == "async":
-        fields["credentials"] = _async_token
-    return azure(emu, **fields)
+    return azure_config(emu, DEPLOYMENT, **fields)
 
 
 def calls(emu: Emulator, route: str = "azure_openai.responses.create") -> list[Any]:
@@ -174,8 +130,8 @@ async def test_unsupported_requests_fail_before_any_io(emu: Emulator) -> None:
     config = azure(emu)
     with pytest.raises(ConfigurationError, match="azure_openai does not support seed"):
         await run("x", config=config, seed=3)
-    with pytest.raises(ConfigurationError, match="azure_openai does not support deferred"):
-        await defer(["x"], config=config)
+    with pytest.raises(ConfigurationError, match="azure_openai does not support seed"):
+        await defer(["x"], config=config, seed=3)  # global batch: the same checks, before I/O
     assert emu.requests == []
 
 
@@ -280,7 +236,7 @@ def test_the_endpoint_version_and_key_come_from_the_environment(
                 "model": DEPLOYMENT,
                 "base_url": "https://x.openai.azure.com",
                 "api_key": KEY,
-                "credentials": _async_token,
+                "credentials": async_token,
             },
             "Remove api_key",
         ),
@@ -314,18 +270,11 @@ async def test_an_error_status_is_retried_as_on_openai(emu: Emulator) -> None:
 
 
 def test_the_cli_checks_and_asks_from_the_azure_variables(
-    emu: Emulator,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    emu: Emulator, tmp_path: Path, cli_env: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pollux._cli.main import main
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", emu.base_url("azure_openai"))
-    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("OPENAI_API_VERSION", VERSION)
-    flags = ["--provider", "azure_openai", "--model", DEPLOYMENT]
+    flags = cli_env
     assert main(["check", *flags]) == 0
     ready = capsys.readouterr()
     assert ready.out.startswith("ready: azure_openai"), ready.err

@@ -54,6 +54,8 @@ BATCH_DISCOUNT: dict[str, Decimal] = {
     "openai": Decimal("0.5"),
     "anthropic": Decimal("0.5"),
     "gemini": Decimal("0.5"),
+    # Azure OpenAI's global batch: 50% of the Global Standard price.
+    "azure_openai": Decimal("0.5"),
 }
 """Batch price as a fraction of the standard price, by pollux provider, for models whose
 genai-prices entry has no batch price variant (``processing=batch``; a model that has one is

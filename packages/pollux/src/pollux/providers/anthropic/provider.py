@@ -28,19 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.environment import CachePolicy
-from pollux.providers._delegation import BatchDelegation, model_readiness
-from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
-from pollux.providers._warm import import_off_loop
+from pollux.providers._delegation import model_readiness
+from pollux.providers._sdk_provider import DirectRequest, SDKProvider
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
-    ProviderBase,
     ProviderReadiness,
     ProviderRequest,
     ProviderResponse,
-    StreamChunk,
 )
-from pollux.transport import Transport
 
 from .caching import cache_control, prefix_cacheable, validate_cache
 from .compile import AnthropicCall, compile_request, conversation, validate_options
@@ -53,6 +49,7 @@ from .uploads import UploadRegistry, validate_sources
 if TYPE_CHECKING:
     from pollux.config import Config
     from pollux.source import Source
+    from pollux.transport import Transport
 
 __all__ = ["CAPABILITIES", "AnthropicProvider"]
 
@@ -80,11 +77,18 @@ CAPABILITIES = Capabilities(
 )
 
 
-class AnthropicProvider(BatchDelegation, ProviderBase):
-    """The Anthropic Messages API provider (``Config(provider="anthropic", model=...)``)."""
+class AnthropicProvider(SDKProvider):
+    """The Anthropic Messages API provider (``Config(provider="anthropic", model=...)``).
+
+    Lifecycle, direct path, stream drain and batch glue are :class:`SDKProvider`'s; this class
+    states the Messages wire (compile, extract, stream mapping, caching), its client, its
+    Session-long uploads and its errors.
+    """
 
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
+    SDK_MODULES = ("anthropic",)
+    BATCHES = MessageBatches
 
     def __init__(
         self, config: Config, *, client: Any = None, transport: Transport | None = None
@@ -97,88 +101,43 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
                 then goes through it.
             transport: The Session's transport (None: a private one, closed with the provider).
         """
-        self._config = config
-        self._client: Any = client
-        self._owns_client = client is None
-        self._http = transport if transport is not None else Transport()
-        self._owns_http = transport is None
-        self._direct: DirectPost | None = None
-        self._closed = False
+        super().__init__(config, client=client, transport=transport)
         self._uploads = UploadRegistry(self._sdk, timeout_s=config.request_timeout_s)
         self._validated: tuple[Any, ...] | None = None
         self._implicit_caching = self.capabilities_for(config.model).implicit_caching
-        self._batches = MessageBatches(
-            self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
-        )
 
     # ------------------------------------------------------------------ client
 
-    def _sdk(self) -> Any:
-        if self._closed:
-            raise ConfigurationError(
-                "The anthropic provider was used after it was closed",
-                hint="Open a new Session (or call the module-level function again).",
-            )
-        if self._client is None:
-            try:
-                import anthropic
-            except ImportError as exc:  # pragma: no cover - anthropic is a pollux dependency
-                raise ConfigurationError(
-                    "provider='anthropic' needs the anthropic package",
-                    hint='Install it: pip install "anthropic"',
-                ) from exc
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._config.api_key,
-                max_retries=0,
-                timeout=self._config.request_timeout_s,
-                http_client=self._http.httpx_client("httpx2"),
-            )
-        return self._client
-
-    def _poster(self) -> DirectPost | None:
-        """The direct path for ``messages.create`` (None for an injected client)."""
-        if not self._owns_client:
-            return None
-        if self._direct is None:
-            client = self._sdk()
-            headers = sdk_headers({**client.default_headers, **client.auth_headers})
-            self._direct = DirectPost(
-                self._http,
-                provider=PROVIDER,
-                base_url=str(client.base_url),
-                headers=headers,
-                timeout_s=self._config.request_timeout_s,
-                status_error=stainless_status_error(client),
-            )
-        return self._direct
-
-    async def warm(self) -> None:
-        """Import the anthropic SDK in a thread before the first call's deadline starts."""
-        if self._client is None:
-            await import_off_loop("anthropic")
-
-    async def aclose(self) -> None:
-        """Delete the Session's uploads, then close the SDK client (idempotent)."""
-        if self._closed:
-            return
-        client = self._client
+    def _build_client(self) -> Any:
         try:
-            if client is not None:
-                leftover = await self._uploads.aclose(client)
-                if leftover:
-                    _log.warning(
-                        "could not delete %d uploaded Anthropic file(s): %s",
-                        len(leftover),
-                        ", ".join(leftover),
-                    )
-        finally:
-            self._closed = True
-            self._client = None
-            self._direct = None
-            # An SDK client built here sends over the transport's httpx client, which the
-            # transport closes; an injected client belongs to the caller.
-            if self._owns_http:
-                await self._http.aclose()
+            import anthropic
+        except ImportError as exc:  # pragma: no cover - anthropic is a pollux dependency
+            raise ConfigurationError(
+                "provider='anthropic' needs the anthropic package",
+                hint='Install it: pip install "anthropic"',
+            ) from exc
+        return anthropic.AsyncAnthropic(
+            api_key=self._config.api_key,
+            max_retries=0,
+            timeout=self._config.request_timeout_s,
+            http_client=self._http.httpx_client("httpx2"),
+        )
+
+    async def _release_all(self, client: Any) -> None:
+        """Delete the Session's uploads (the SDK client is closed with the transport)."""
+        leftover = await self._uploads.aclose(client)
+        if leftover:
+            _log.warning(
+                "could not delete %d uploaded Anthropic file(s): %s",
+                len(leftover),
+                ", ".join(leftover),
+            )
+
+    def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
+        return wrap_anthropic_error(exc, phase=phase, timeout_s=self._config.request_timeout_s)
+
+    def _failed(self, exc: BaseException, *, phase: str, compiled: Any) -> PolluxError:
+        return self._note_failure(self._wrap(exc, phase=phase))
 
     # -------------------------------------------------------------- validation
 
@@ -304,26 +263,24 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
         """The ``messages.create`` call for one interaction."""
         return self._compile(request, source_blocks=request.sources.parts)
 
-    async def execute(self, compiled: Any) -> ProviderResponse:
-        """Create one message and normalize it."""
+    def _direct_request(self, compiled: Any, *, stream: bool) -> DirectRequest:
         call: AnthropicCall = compiled
-        poster = self._poster()
-        try:
-            if poster is not None:
-                body = poster.encode(call.kwargs)
-                message = await poster.post(
-                    "/v1/messages", body, phase="generate", headers=call.headers()
-                )
-            else:
-                client = self._sdk()
-                message = await client.messages.create(**call.kwargs, extra_headers=call.headers())
-        except Exception as exc:
-            raise self._note_failure(
-                wrap_anthropic_error(
-                    exc, phase="generate", timeout_s=self._config.request_timeout_s
-                )
-            ) from exc
-        return extract_response(message)
+        return "/v1/messages", call.kwargs, call.headers()
+
+    async def _sdk_call(self, client: Any, compiled: Any) -> Any:
+        call: AnthropicCall = compiled
+        return await client.messages.create(**call.kwargs, extra_headers=call.headers())
+
+    async def _sdk_open_stream(self, client: Any, compiled: Any) -> AsyncIterator[Any]:
+        events: AsyncIterator[Any] = await self._sdk_call(client, compiled)
+        return events
+
+    def _stream_mapper(self) -> MessagesStreamMapper:
+        # An ``error`` event raises from the mapper, as the SDK raises it.
+        return MessagesStreamMapper()
+
+    def _extract(self, data: Any) -> ProviderResponse:
+        return extract_response(data)
 
     def _note_failure(self, error: PolluxError) -> PolluxError:
         # A request naming an upload that was deleted elsewhere fails with 400/404 quoting
@@ -338,78 +295,6 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
                 "pollux uploads it again on the next call."
             )
         return error
-
-    async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Create one streamed message and yield neutral chunks.
-
-        The compiled body goes through the transport's pool and the events are mapped from
-        their JSON (see :meth:`pollux.providers._direct.DirectPost.stream`); an injected client
-        streams through its SDK call. Either way the stream is closed when this ends.
-        """
-        call: AnthropicCall = compiled
-        poster = self._poster()
-        if poster is None:
-            async for sdk_chunk in self._sdk_stream(call):
-                yield sdk_chunk
-            return
-        timeout_s = self._config.request_timeout_s
-        mapper = MessagesStreamMapper()
-        feed = mapper.feed
-        body = poster.encode(call.kwargs)
-        events = poster.stream("/v1/messages", body, phase="stream", headers=call.headers())
-        draining = False
-        try:
-            while True:
-                try:
-                    batch = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise self._note_failure(
-                        wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s)
-                    ) from exc
-                if draining:
-                    # Read to the end of the body (nothing follows the terminal event), so the
-                    # connection goes back to the pool.
-                    continue
-                for event in batch:
-                    # An ``error`` event raises from the mapper, as the SDK raises it.
-                    chunk = feed(event)
-                    if chunk is not None:
-                        yield chunk
-                    if mapper.done:
-                        draining = True
-                        break
-            mapper.finish()
-        finally:
-            await events.aclose()
-
-    async def _sdk_stream(self, call: AnthropicCall) -> AsyncIterator[StreamChunk]:
-        client = self._sdk()
-        mapper = MessagesStreamMapper()
-        timeout_s = self._config.request_timeout_s
-        try:
-            events = await client.messages.create(**call.kwargs, extra_headers=call.headers())
-        except Exception as exc:
-            raise self._note_failure(
-                wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s)
-            ) from exc
-        try:
-            while True:
-                try:
-                    event = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise wrap_anthropic_error(exc, phase="stream", timeout_s=timeout_s) from exc
-                chunk = mapper.feed(event)
-                if chunk is not None:
-                    yield chunk
-                if mapper.done:
-                    break
-            mapper.finish()
-        finally:
-            await events.close()
 
     def continuation_state(
         self, request: ProviderRequest, response: ProviderResponse
@@ -433,7 +318,7 @@ class AnthropicProvider(BatchDelegation, ProviderBase):
             messages.append({"role": "assistant", "content": list(content)})
         return {"messages": messages}
 
-    # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
+    # ------------------------------------ readiness (deferred delivery: SDKProvider, BATCHES)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""

@@ -16,14 +16,13 @@ what differs stated here:
   request (:mod:`.auth`).
 * errors: the OpenAI mapping, relabelled, with hints that name the endpoint, deployment,
   api-version and credential (:mod:`.errors`).
-* capabilities: OpenAI's, without deferred delivery (Azure's global batch needs a separate
-  Global-Batch deployment and is not wired yet; ``defer`` is refused before any I/O).
+* deferred delivery: Azure's global batch, on a Global-Batch deployment named by
+  ``Config.model`` (:mod:`.deferred`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -41,6 +40,7 @@ from pollux.providers.openai.provider import CAPABILITIES as OPENAI_CAPABILITIES
 from pollux.providers.openai.provider import OpenAIProvider
 
 from .auth import TokenHeaders
+from .deferred import AzureBatches
 from .errors import PROVIDER, AzureTarget, relabel, wrap_azure_error
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CAPABILITIES", "AzureOpenAIProvider", "endpoint_of"]
 
-#: The OpenAI table, minus deferred delivery (see the module docstring); checked before I/O.
-CAPABILITIES: Capabilities = replace(OPENAI_CAPABILITIES, deferred_delivery=False)
+#: The OpenAI table (deferred delivery is Azure's global batch: see :mod:`.deferred`).
+CAPABILITIES: Capabilities = OPENAI_CAPABILITIES
 
 
 def endpoint_of(base_url: str) -> str:
@@ -93,6 +93,16 @@ class AzureOpenAIProvider(OpenAIProvider):
             self._responses_path = f"/responses?api-version={quote(self._version, safe='')}"
 
     # ------------------------------------------------------------------ client
+
+    def _batch_backend(self) -> AzureBatches:
+        # Built before ``__init__`` above sets the target: the backend reads it when it needs it.
+        return AzureBatches(
+            self._sdk,
+            self.compile,
+            target=lambda: self._target,
+            model=self._config.model or "",
+            timeout_s=self._config.request_timeout_s,
+        )
 
     def _build_client(self) -> Any:
         try:

@@ -26,25 +26,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError, PolluxError
-from pollux.providers._delegation import BatchDelegation, model_readiness
-from pollux.providers._direct import DirectPost, sdk_headers
-from pollux.providers._warm import import_off_loop
+from pollux.providers._delegation import model_readiness
+from pollux.providers._direct import sdk_headers
+from pollux.providers._sdk_provider import DirectRequest, SDKProvider, StreamMapper
 from pollux.providers.base import (
     CacheUse,
     Capabilities,
     PreparedSources,
-    ProviderBase,
     ProviderReadiness,
     ProviderRequest,
     ProviderResponse,
     StreamChunk,
 )
-from pollux.transport import Transport
 
 from .caching import DEFAULT_TTL_S, REGISTRY, GeminiCaches, cache_names
 from .client import DEFAULT_TRANSPORT, build_client
@@ -65,6 +63,7 @@ if TYPE_CHECKING:
     from pollux.config import Config
     from pollux.interaction.environment import CachePolicy
     from pollux.source import Source
+    from pollux.transport import Transport
 
 __all__ = [
     "CAPABILITIES",
@@ -183,11 +182,18 @@ async def open_stream(client: Any, compiled: Mapping[str, Any]) -> AsyncIterator
     return decoded()
 
 
-class GeminiProvider(BatchDelegation, ProviderBase):
-    """The Gemini Developer API provider (``Config(provider="gemini", model=...)``)."""
+class GeminiProvider(SDKProvider):
+    """The Gemini Developer API provider (``Config(provider="gemini", model=...)``).
+
+    Lifecycle, direct path, stream drain and batch glue are :class:`SDKProvider`'s; this class
+    states the generateContent wire (compile, extract, stream mapping), its client and
+    endpoint, its uploads and caches, and its errors.
+    """
 
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
+    SDK_MODULES = ("google.genai", "google.genai.types")
+    BATCHES = GeminiBatches
 
     def __init__(
         self, config: Config, *, client: Any = None, transport: Transport | None = None
@@ -200,20 +206,11 @@ class GeminiProvider(BatchDelegation, ProviderBase):
                 then goes through it.
             transport: The Session's transport (None: a private one, closed with the provider).
         """
-        self._config = config
-        self._client: Any = client
-        self._owns_client = client is None
-        self._http = transport if transport is not None else Transport()
-        self._owns_http = transport is None
-        self._direct: DirectPost | None = None
-        self._closed = False
+        super().__init__(config, client=client, transport=transport)
         self.uploads: Any = self._new_uploads()
         self.caches: Any = self._new_caches()
-        self._batches = GeminiBatches(
-            self._sdk, self.compile, model=config.model or "", timeout_s=config.request_timeout_s
-        )
 
-    # ---------------------------------------- hooks (what a Gemini-family endpoint changes)
+    # ------------------------- client (hooks: what a Gemini-family endpoint changes)
 
     def _build_client(self) -> Any:
         """Hook: the ``genai.Client`` this provider sends through (the Developer API's)."""
@@ -235,44 +232,21 @@ class GeminiProvider(BatchDelegation, ProviderBase):
         """Hook: the model's path under the direct base URL (``models/{model}``)."""
         return _model_path(model)
 
-    async def _request_headers(self) -> Mapping[str, str] | None:
-        """Hook: per-request headers for the direct path (a fresh token); None: none."""
-        return None
+    def _direct_enabled(self) -> bool:
+        return self._owns_client and DIRECT_REQUESTS
 
-    def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
-        """Hook: one exception around a call, as the pollux error to raise."""
-        return wrap_gemini_error(exc, phase=phase, timeout_s=self._config.request_timeout_s)
+    def _direct_target(self, client: Any) -> tuple[str, dict[str, str]]:
+        """The SDK's base URL and API version, and its headers (the key)."""
+        options = client._api_client._http_options
+        base = str(options.base_url or "").rstrip("/")
+        if options.api_version:
+            base = f"{base}/{options.api_version}"
+        return base, sdk_headers(options.headers or {})
 
-    # ------------------------------------------------------------------ client
-
-    def _sdk(self) -> Any:
-        if self._closed:
-            raise ConfigurationError(
-                f"The {self.name} provider was used after it was closed",
-                hint="Open a new Session (or call the module-level function again).",
-            )
-        if self._client is None:
-            self._client = self._build_client()
-        return self._client
-
-    def _poster(self) -> DirectPost | None:
-        """The direct path for ``generateContent`` (None for an injected client)."""
-        if not (self._owns_client and DIRECT_REQUESTS):
-            return None
-        if self._direct is None:
-            options = self._sdk()._api_client._http_options
-            base = str(options.base_url or "").rstrip("/")
-            if options.api_version:
-                base = f"{base}/{options.api_version}"
-            self._direct = DirectPost(
-                self._http,
-                provider=self.name,
-                base_url=base,
-                headers=sdk_headers(options.headers or {}),
-                timeout_s=self._config.request_timeout_s,
-                status_error=_genai_status_error,
-            )
-        return self._direct
+    def _status_error(
+        self, client: Any
+    ) -> Callable[[int, Mapping[str, str], bytes, str], BaseException]:
+        return _genai_status_error
 
     def _model(self, request: ProviderRequest | None = None) -> str:
         model = (request.model if request is not None else None) or self._config.model
@@ -283,31 +257,24 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             )
         return model
 
-    async def warm(self) -> None:
-        """Import the google-genai SDK in a thread before the first call's deadline starts."""
-        if self._client is None:
-            await import_off_loop("google.genai", "google.genai.types")
+    async def _release_all(self, client: Any) -> None:
+        """Delete this Session's uploads (best effort)."""
+        if len(self.uploads):
+            leftover = await self.uploads.delete_all()
+            if leftover:
+                _log.warning(
+                    "could not delete %d uploaded Gemini file(s) %s; they expire after 48 h",
+                    len(leftover),
+                    ", ".join(leftover),
+                )
 
-    async def aclose(self) -> None:
-        """Delete this Session's uploads (best effort) and close the SDK client (idempotent)."""
-        if self._closed:
-            return
-        try:
-            if self._client is not None and len(self.uploads):
-                leftover = await self.uploads.delete_all()
-                if leftover:
-                    _log.warning(
-                        "could not delete %d uploaded Gemini file(s) %s; they expire after 48 h",
-                        len(leftover),
-                        ", ".join(leftover),
-                    )
-        finally:
-            self._closed = True
-            self._client = None
-            self._direct = None
-            # The SDK client sends over the transport's httpx client, which the transport closes.
-            if self._owns_http:
-                await self._http.aclose()
+    def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
+        """Hook: one exception around a call, as the pollux error to raise."""
+        return wrap_gemini_error(exc, phase=phase, timeout_s=self._config.request_timeout_s)
+
+    def _failed(self, exc: BaseException, *, phase: str, compiled: Any) -> PolluxError:
+        self._note_failure(compiled, exc)
+        return self._wrap(exc, phase=phase)
 
     # -------------------------------------------------------------- validation
 
@@ -420,91 +387,34 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             ]
             self.uploads.forget(uris)
 
-    async def execute(self, compiled: Any) -> ProviderResponse:
-        """Generate one response and normalize it (see :func:`post_generate`)."""
-        poster = self._poster()
-        try:
-            if poster is not None:
-                path = f"/{self._model_resource(compiled['model'])}:generateContent"
-                body = poster.encode(rest_request(compiled))
-                headers = await self._request_headers()
-                data = await poster.post(path, body, phase="generate", headers=headers)
-            else:
-                data = await post_generate(self._sdk(), compiled)
-        except Exception as exc:
-            self._note_failure(compiled, exc)
-            raise self._wrap(exc, phase="generate") from exc
-        return extract_response(data)
+    def _direct_request(self, compiled: Any, *, stream: bool) -> DirectRequest:
+        """``:generateContent`` (``:streamGenerateContent?alt=sse``) with the REST body."""
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"/{self._model_resource(compiled['model'])}:{method}", rest_request(compiled), None
 
-    async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Generate one streamed response and yield neutral chunks.
+    async def _sdk_call(self, client: Any, compiled: Any) -> Any:
+        return await post_generate(client, compiled)
 
-        The REST body goes to ``:streamGenerateContent?alt=sse`` through the transport's pool
-        and the chunks are mapped from their JSON (see
-        :meth:`pollux.providers._direct.DirectPost.stream`); an injected client (or
-        ``DIRECT_REQUESTS`` off) streams through the SDK (:func:`open_stream`). Either way the
-        stream is closed when this ends.
-        """
-        poster = self._poster()
-        if poster is None:
-            async for sdk_chunk in self._sdk_stream(compiled):
-                yield sdk_chunk
-            return
-        mapper = GeminiStreamMapper()
+    async def _sdk_open_stream(self, client: Any, compiled: Any) -> AsyncIterator[Any]:
+        return await open_stream(client, compiled)
+
+    def _stream_mapper(self) -> GeminiStreamMapper:
+        return GeminiStreamMapper()
+
+    def _direct_feed(self, mapper: StreamMapper) -> Callable[[Any], StreamChunk | None]:
         feed = mapper.feed
-        path = f"/{self._model_resource(compiled['model'])}:streamGenerateContent?alt=sse"
-        body = poster.encode(rest_request(compiled))
-        try:
-            headers = await self._request_headers()
-        except Exception as exc:
-            raise self._wrap(exc, phase="stream") from exc
-        chunks = poster.stream(path, body, phase="stream", headers=headers)
-        try:
-            while True:
-                try:
-                    batch = await chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    self._note_failure(compiled, exc)
-                    raise self._wrap(exc, phase="stream") from exc
-                for chunk in batch:
-                    if chunk.__class__ is dict and "error" in chunk:
-                        # An in-band error, raised as the SDK raises it (after the chunks
-                        # before it).
-                        error = _genai_event_error(chunk)
-                        raise self._wrap(error, phase="stream") from error
-                    mapped = feed(chunk)
-                    if mapped is not None:
-                        yield mapped
-            yield mapper.finish()
-        finally:
-            await chunks.aclose()
 
-    async def _sdk_stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        client = self._sdk()
-        mapper = GeminiStreamMapper()
-        try:
-            chunks = await open_stream(client, compiled)
-        except Exception as exc:
-            self._note_failure(compiled, exc)
-            raise self._wrap(exc, phase="stream") from exc
-        try:
-            while True:
-                try:
-                    chunk = await chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise self._wrap(exc, phase="stream") from exc
-                mapped = mapper.feed(chunk)
-                if mapped is not None:
-                    yield mapped
-            yield mapper.finish()
-        finally:
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        def checked(chunk: Any) -> StreamChunk | None:
+            if chunk.__class__ is dict and "error" in chunk:
+                # An in-band error, raised as the SDK raises it (after the chunks before it).
+                error = _genai_event_error(chunk)
+                raise self._wrap(error, phase="stream") from error
+            return feed(chunk)
+
+        return checked
+
+    def _extract(self, data: Any) -> ProviderResponse:
+        return extract_response(data)
 
     def continuation_state(
         self, request: ProviderRequest, response: ProviderResponse
@@ -518,7 +428,7 @@ class GeminiProvider(BatchDelegation, ProviderBase):
             contents.append(content)
         return {"contents": contents}
 
-    # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
+    # ------------------------------------ readiness (deferred delivery: SDKProvider, BATCHES)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Probe the model on the path calls use; ready when it answers.

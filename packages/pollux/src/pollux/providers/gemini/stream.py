@@ -43,6 +43,9 @@ _NOT_PLAIN = StreamChunk()
 class GeminiStreamMapper:
     """Stateful translation of one stream's chunks (one mapper per stream)."""
 
+    #: Gemini has no terminal event: a stream ends when its body does (see :meth:`finish`).
+    done = False
+
     def __init__(self) -> None:
         """Start with nothing seen."""
         self._calls = 0

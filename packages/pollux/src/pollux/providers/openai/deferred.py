@@ -239,12 +239,13 @@ def _write_jsonl(
     requests: Sequence[ProviderRequest],
     ids: Sequence[str],
     compile_request: Callable[[ProviderRequest], Mapping[str, Any]],
+    url: str = ENDPOINT,
 ) -> int:
     for request_id, request in zip(ids, requests, strict=True):
         line = {
             "custom_id": request_id,
             "method": "POST",
-            "url": ENDPOINT,
+            "url": url,
             "body": compile_request(request),
         }
         handle.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
@@ -260,7 +261,20 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
         compile_request: The provider's realtime ``compile``.
         model: The configured model.
         timeout_s: The request timeout, quoted in error hints.
+
+    A service that serves the same Batch API (Azure OpenAI's global batch) subclasses it with
+    its own name, endpoint, expiries and error mapping (the class attributes and ``_wrap``).
     """
+
+    #: How limits and errors name the service.
+    SERVICE = "OpenAI"
+    #: The ``url`` of every input line and the batch's ``endpoint``.
+    URL = ENDPOINT
+    #: Expiry of the job's source uploads and of its input file.
+    SOURCE_TTL_S = FILE_TTL_S
+    INPUT_TTL_S = FILE_TTL_S
+    #: Expiry of the result files the service writes.
+    RESULT_TTL_S = OUTPUT_TTL_S
 
     def _wrap(self, exc: Exception, phase: str) -> PolluxError:
         return wrap_openai_error(exc, phase=phase, timeout_s=self._timeout_s)
@@ -285,13 +299,16 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
         """Upload sources and the JSONL input, then create the batch (all or nothing)."""
         if len(requests) > MAX_REQUESTS:
             raise ConfigurationError(
-                f"An OpenAI batch takes at most {MAX_REQUESTS:,} requests, got {len(requests):,}",
+                f"An {self.SERVICE} batch takes at most {MAX_REQUESTS:,} requests, "
+                f"got {len(requests):,}",
                 hint="Split the prompts over several defer() calls.",
             )
         require_requests(requests)
         client = self._client()
         sources = requests[0].sources.sources
-        prepared = await prepare_parts(client, sources, timeout_s=self._timeout_s, ttl_s=FILE_TTL_S)
+        prepared = await prepare_parts(
+            client, sources, timeout_s=self._timeout_s, ttl_s=self.SOURCE_TTL_S
+        )
         owned = list(prepared.owned)
         parts = PreparedSources(sources=tuple(sources), parts=prepared.parts, owned=prepared.owned)
         bound = [replace(request, sources=parts) for request in requests]
@@ -302,13 +319,13 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
             try:
                 batch = await client.batches.create(
                     input_file_id=input_file_id,
-                    endpoint=ENDPOINT,
+                    endpoint=self.URL,
                     completion_window="24h",
                     metadata={
                         "pollux_request_count": str(len(requests)),
                         "pollux_has_response_schema": "1" if schema else "0",
                     },
-                    output_expires_after={"anchor": "created_at", "seconds": OUTPUT_TTL_S},
+                    output_expires_after={"anchor": "created_at", "seconds": self.RESULT_TTL_S},
                 )
             except Exception as exc:
                 raise self._wrap(exc, "batch_submit") from exc
@@ -328,10 +345,13 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
         self, client: Any, requests: Sequence[ProviderRequest], ids: Sequence[str]
     ) -> str:
         with tempfile.TemporaryFile() as handle:
-            size = await asyncio.to_thread(_write_jsonl, handle, requests, ids, self._compile)
+            size = await asyncio.to_thread(
+                _write_jsonl, handle, requests, ids, self._compile, self.URL
+            )
             if size > MAX_INPUT_BYTES:
                 raise ConfigurationError(
-                    f"The batch input file would be {size / 1e6:.0f} MB; OpenAI accepts at most "
+                    f"The batch input file would be {size / 1e6:.0f} MB; {self.SERVICE} accepts "
+                    "at most "
                     f"{MAX_INPUT_BYTES // (1024 * 1024)} MB",
                     hint="Split the prompts over several defer() calls, or use fewer or smaller "
                     "text sources (file sources are uploaded once and only referenced).",
@@ -341,7 +361,7 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
                 created = await client.files.create(
                     file=("pollux-batch.jsonl", handle, "application/jsonl"),
                     purpose="batch",
-                    expires_after={"anchor": "created_at", "seconds": FILE_TTL_S},
+                    expires_after={"anchor": "created_at", "seconds": self.INPUT_TTL_S},
                 )
             except Exception as exc:
                 raise self._wrap(exc, "batch_submit") from exc

@@ -19,24 +19,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux._scrub import scrub
 from pollux.errors import APIError, ConfigurationError, PolluxError
-from pollux.providers._delegation import BatchDelegation, model_readiness
-from pollux.providers._direct import DirectPost, sdk_headers, stainless_status_error
-from pollux.providers._warm import import_off_loop
+from pollux.providers._delegation import model_readiness
+from pollux.providers._sdk_provider import DirectRequest, SDKProvider, StreamMapper
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
-    ProviderBase,
     ProviderReadiness,
     ProviderRequest,
     ProviderResponse,
     StreamChunk,
 )
-from pollux.transport import Transport
 
 from .compile import compile_request, validate_options
 from .deferred import OpenAIBatches
@@ -48,6 +45,7 @@ from .uploads import UPLOAD_TTL_S, delete_files, prepare_parts, validate_sources
 if TYPE_CHECKING:
     from pollux.config import Config
     from pollux.source import Source
+    from pollux.transport import Transport
 
 _log = logging.getLogger("pollux.providers.openai")
 
@@ -71,11 +69,17 @@ CAPABILITIES = Capabilities(
 )
 
 
-class OpenAIProvider(BatchDelegation, ProviderBase):
-    """The OpenAI Responses API provider (``Config(provider="openai", model=...)``)."""
+class OpenAIProvider(SDKProvider):
+    """The OpenAI Responses API provider (``Config(provider="openai", model=...)``).
+
+    Lifecycle, direct path, stream drain and batch glue are :class:`SDKProvider`'s; this class
+    states the Responses wire (compile, extract, stream mapping), its client and its errors.
+    """
 
     name = PROVIDER
     CAPABILITIES = CAPABILITIES
+    SDK_MODULES = ("openai",)
+    BATCHES = OpenAIBatches
 
     def __init__(
         self, config: Config, *, client: Any = None, transport: Transport | None = None
@@ -87,35 +91,11 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             client: An ``AsyncOpenAI``-compatible client to use instead (tests).
             transport: The Session's transport (None: a private one, closed with the provider).
         """
-        self._config = config
-        self._http = transport if transport is not None else Transport()
-        self._owns_http = transport is None
-        self._direct: DirectPost | None = None
-        self._client: Any = client
-        self._owns_client = client is None
-        self._closed = False
+        super().__init__(config, client=client, transport=transport)
         #: ``POST`` path of the Responses API under the direct path's base URL.
         self._responses_path = "/responses"
-        #: Per-request auth headers (a refreshed token), or None when the defaults carry them.
-        self._request_auth: Callable[[], Awaitable[Mapping[str, str]]] | None = None
-        self._batches = OpenAIBatches(
-            self._sdk,
-            self.compile,
-            model=config.model or "",
-            timeout_s=config.request_timeout_s,
-        )
 
     # ------------------------------------------------------------------ client
-
-    def _sdk(self) -> Any:
-        if self._closed:
-            raise ConfigurationError(
-                f"The {self.name} provider was used after it was closed",
-                hint="Open a new Session (or call the module-level function again).",
-            )
-        if self._client is None:
-            self._client = self._build_client()
-        return self._client
 
     def _build_client(self) -> Any:
         """The SDK client this provider owns (subclasses build theirs: Azure's)."""
@@ -133,45 +113,9 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             http_client=self._http.httpx_client(),
         )
 
-    def _direct_target(self, client: Any) -> tuple[str, dict[str, str]]:
-        """Base URL and default headers of the direct path, read from the SDK client."""
-        return str(client.base_url), sdk_headers({**client.default_headers, **client.auth_headers})
-
-    def _poster(self) -> DirectPost | None:
-        """The direct path for ``responses.create`` (None for an injected client)."""
-        if not self._owns_client:
-            return None
-        if self._direct is None:
-            client = self._sdk()
-            base_url, headers = self._direct_target(client)
-            self._direct = DirectPost(
-                self._http,
-                provider=self.name,
-                base_url=base_url,
-                headers=headers,
-                timeout_s=self._config.request_timeout_s,
-                status_error=stainless_status_error(client),
-            )
-        return self._direct
-
-    async def warm(self) -> None:
-        """Import the openai SDK in a thread before the first call's deadline starts."""
-        if self._client is None:
-            await import_off_loop("openai")
-
     def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
         """The pollux error for an SDK or direct-path failure (subclasses relabel it)."""
         return wrap_openai_error(exc, phase=phase, timeout_s=self._config.request_timeout_s)
-
-    async def aclose(self) -> None:
-        """Close the SDK client (idempotent)."""
-        self._closed = True
-        self._client = None
-        self._direct = None
-        # A client built here sends over the transport's httpx client, which the transport
-        # closes; an injected client belongs to the caller.
-        if self._owns_http:
-            await self._http.aclose()
 
     # -------------------------------------------------------------- validation
 
@@ -275,104 +219,35 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
         """The ``responses.create`` keyword arguments for one interaction."""
         return compile_request(**self._compile_args(request, source_parts=request.sources.parts))
 
-    async def execute(self, compiled: Any) -> ProviderResponse:
-        """Create one response and normalize it.
+    def _direct_request(self, compiled: Any, *, stream: bool) -> DirectRequest:
+        return self._responses_path, compiled, None
 
-        The compiled body is the wire JSON already: it goes through the transport's pool as it
-        is (see :mod:`pollux.providers._direct`), or through an injected client's SDK call.
-        """
-        poster = self._poster()
-        try:
-            if poster is not None:
-                body = poster.encode(compiled)
-                auth = self._request_auth
-                response = await poster.post(
-                    self._responses_path,
-                    body,
-                    phase="generate",
-                    headers=None if auth is None else await auth(),
-                )
-            else:
-                response = await _create(self._sdk(), compiled, stream=False)
-        except Exception as exc:
-            raise self._wrap(exc, phase="generate") from exc
-        return extract_response(response)
+    async def _sdk_call(self, client: Any, compiled: Any) -> Any:
+        return await _create(client, compiled, stream=False)
 
-    async def stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        """Create one streamed response and yield neutral chunks.
+    async def _sdk_open_stream(self, client: Any, compiled: Any) -> AsyncIterator[Any]:
+        events: AsyncIterator[Any] = await _create(client, compiled, stream=True)
+        return events
 
-        The compiled body goes through the transport's pool and the events are mapped from
-        their JSON (see :meth:`pollux.providers._direct.DirectPost.stream`); an injected client
-        streams through its SDK call. Either way the stream is closed when this ends.
-        """
-        poster = self._poster()
-        if poster is None:
-            async for sdk_chunk in self._sdk_stream(compiled):
-                yield sdk_chunk
-            return
-        wrap = self._wrap
-        mapper = ResponsesStreamMapper()
+    def _stream_mapper(self) -> ResponsesStreamMapper:
+        return ResponsesStreamMapper()
+
+    def _direct_feed(self, mapper: StreamMapper) -> Callable[[Any], StreamChunk | None]:
         feed = mapper.feed
-        body = poster.encode(compiled)
-        auth = self._request_auth
-        try:
-            headers = None if auth is None else await auth()
-        except Exception as exc:
-            raise wrap(exc, phase="stream") from exc
-        events = poster.stream(self._responses_path, body, phase="stream", headers=headers)
-        draining = False
-        try:
-            while True:
-                try:
-                    batch = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise wrap(exc, phase="stream") from exc
-                if draining:
-                    # Read to the end of the body (nothing follows the terminal event), so the
-                    # connection goes back to the pool.
-                    continue
-                for event in batch:
-                    if event.__class__ is not dict:
-                        continue
-                    error = event.get("error")
-                    if error:
-                        # What the SDK raises for an event whose data carries an error object.
-                        raise _event_error(error)
-                    chunk = feed(event)
-                    if chunk is not None:
-                        yield chunk
-                    if mapper.done:
-                        draining = True
-                        break
-            mapper.finish()
-        finally:
-            await events.aclose()
 
-    async def _sdk_stream(self, compiled: Any) -> AsyncIterator[StreamChunk]:
-        client = self._sdk()
-        mapper = ResponsesStreamMapper()
-        try:
-            events = await _create(client, compiled, stream=True)
-        except Exception as exc:
-            raise self._wrap(exc, phase="stream") from exc
-        try:
-            while True:
-                try:
-                    event = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise self._wrap(exc, phase="stream") from exc
-                chunk = mapper.feed(event)
-                if chunk is not None:
-                    yield chunk
-                if mapper.done:
-                    break
-            mapper.finish()
-        finally:
-            await events.close()
+        def checked(event: Any) -> StreamChunk | None:
+            if event.__class__ is not dict:
+                return None
+            error = event.get("error")
+            if error:
+                # What the SDK raises for an event whose data carries an error object.
+                raise _event_error(error)
+            return feed(event)
+
+        return checked
+
+    def _extract(self, data: Any) -> ProviderResponse:
+        return extract_response(data)
 
     def continuation_state(
         self, request: ProviderRequest, response: ProviderResponse
@@ -390,7 +265,7 @@ class OpenAIProvider(BatchDelegation, ProviderBase):
             state["stored"] = False
         return state
 
-    # ------------------------------- readiness (deferred delivery: BatchDelegation, self._batches)
+    # ------------------------------------ readiness (deferred delivery: SDKProvider, BATCHES)
 
     async def check_ready(self, model: str | None) -> ProviderReadiness:
         """Ask the API for the model; ready when it answers."""

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pollux._transport import ConnectionPool, SSEDecoder, TransportError
 from pollux.errors import APIError, ConfigurationError, ToolCallParseError
 from pollux.providers._errors import api_error, body_message, network_error, redirect_error
+from pollux.providers._sdk_provider import TransportOwner
 from pollux.providers.base import (
     Capabilities,
     PreparedSources,
-    ProviderBase,
     ProviderRequest,
     ProviderResponse,
     StreamChunk,
@@ -61,7 +61,7 @@ class CompiledChat:
     stream: bool
 
 
-class ChatCompletionsProvider(ProviderBase):
+class ChatCompletionsProvider(TransportOwner):
     """Chat Completions over an OpenAI-compatible HTTP API.
 
     Subclasses set ``name``, ``CAPABILITIES``, ``ALLOW_PDF`` and ``ALLOW_AUDIO`` and may override
@@ -80,14 +80,12 @@ class ChatCompletionsProvider(ProviderBase):
         headers: Mapping[str, str],
         transport: Transport | None = None,
     ) -> None:
+        super().__init__(config, transport=transport)
         self.config = config
-        self._http = transport if transport is not None else Transport()
-        self._owns_http = transport is None
         self.base_url = base_url.rstrip("/")
         self._headers = dict(headers)
         self._timeout_s = float(config.request_timeout_s)
         self._pool: ConnectionPool | None = None
-        self._closed = False
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.prepared_hits = 0
 
@@ -107,10 +105,8 @@ class ChatCompletionsProvider(ProviderBase):
 
     async def aclose(self) -> None:
         """Close the private transport's connections (a Session closes its own transport)."""
-        self._closed = True
         self._pool = None
-        if self._owns_http:
-            await self._http.aclose()
+        await super().aclose()
 
     def capabilities_for(self, model: str | None) -> Capabilities:
         """The static table with ``Config.capabilities`` overrides applied."""

@@ -13,7 +13,7 @@ only what differs stated here, through the Gemini provider's named hooks:
   (``https://{location}-aiplatform.googleapis.com``, ``https://aiplatform.googleapis.com``
   for ``global``). A full resource name as the model (``projects/.../models/...``) is used
   as it is.
-* credentials (``_request_headers``, :mod:`.auth`): the Application Default Credentials or
+* credentials (``_request_auth``, :mod:`.auth`): the Application Default Credentials or
   ``Config(credentials=...)``, one object shared with the SDK client, its token sent as
   ``Authorization: Bearer`` and registered with the scrubber.
 * sources (``_new_uploads``, ``_validate_sources``, :mod:`.sources`): no Files API; local files
@@ -29,7 +29,7 @@ only what differs stated here, through the Gemini provider's named hooks:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError, PolluxError
@@ -92,6 +92,8 @@ class VertexProvider(GeminiProvider):
         self._location = config.location or "global"
         self._endpoint = (config.base_url or default_endpoint(self._location)).rstrip("/")
         super().__init__(config, client=client, transport=transport)
+        # Every direct call sends a fresh bearer token (the skeleton's per-request auth hook).
+        self._request_auth = self._auth.headers
         self._storage = CloudStorage(
             self._http, self._auth.headers, timeout_s=config.request_timeout_s
         )
@@ -154,9 +156,6 @@ class VertexProvider(GeminiProvider):
             return model
         tail = model if model.startswith("publishers/") else f"publishers/google/models/{model}"
         return f"projects/{self._project()}/locations/{self._location}/{tail}"
-
-    async def _request_headers(self) -> Mapping[str, str] | None:
-        return await self._auth.headers()
 
     def _wrap(self, exc: BaseException, *, phase: str) -> PolluxError:
         return wrap_vertex_error(

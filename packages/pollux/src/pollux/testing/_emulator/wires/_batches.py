@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +25,13 @@ from . import _files, chat
 from ._common import bad_request, openai_error_body
 from ._responses import OpenAIState, response_body
 
+#: The batch endpoints, and the route (under the job's wire) whose scripts their lines take.
 ENDPOINTS = {
-    "/v1/responses": "openai.responses.create",
-    "/v1/chat/completions": "openai.chat.completions",
+    "/v1/responses": "responses.create",
+    "/v1/chat/completions": "chat.completions",
 }
+#: A wire's own check of one input line: ``(code, message, param)`` when it is refused.
+LineCheck = Callable[[Mapping[str, Any]], "tuple[str, str, str | None] | None"]
 WINDOW = 24 * 3600
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 
@@ -53,6 +56,8 @@ class Job:
     failed: int = 0
     output_file_id: str | None = None
     error_file_id: str | None = None
+    #: The wire the job was created on (its lines take that wire's scripts and faults).
+    wire: str = "openai"
 
     def processed_by(self, when: float) -> int:
         """How many lines are done at virtual time ``when``."""
@@ -94,7 +99,7 @@ class Job:
 
 
 def _validate_lines(
-    data: bytes, endpoint: str
+    data: bytes, endpoint: str, check: LineCheck | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     lines: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
@@ -137,6 +142,8 @@ def _validate_lines(
             )
         if not isinstance(entry.get("body"), dict):
             error("missing_required_parameter", "Missing 'body'.", number, "body")
+        elif check is not None and (refused := check(entry)) is not None:
+            error(refused[0], refused[1], number, refused[2])
         lines.append(entry)
     if not lines and not errors:
         error("empty_file", "The input file is empty.", 1)
@@ -185,7 +192,7 @@ def refresh(state: OpenAIState, job: Job) -> None:
 
 def _run_line(state: OpenAIState, job: Job, entry: dict[str, Any]) -> tuple[int, Any]:
     core: Core = state.core
-    route = ENDPOINTS[job.endpoint]
+    route = f"{job.wire}.{ENDPOINTS[job.endpoint]}"
     item = core.scripts.take(route, generates=True)
     if isinstance(item, ErrorResponse):
         error = fault_error(item)
@@ -250,8 +257,8 @@ def _finish(state: OpenAIState, job: Job, status: str, at: float, processed: int
     job.stamps[f"{status}_at"] = int(at)
 
 
-def create(call: Call) -> Outcome:
-    """``POST /batches``."""
+def create(call: Call, *, check: LineCheck | None = None) -> Outcome:
+    """``POST /batches``; ``check`` adds a wire's own rule for each input line."""
     body = call.body()
     state: OpenAIState = call.state
     endpoint = body.get("endpoint")
@@ -287,7 +294,7 @@ def create(call: Call) -> Outcome:
         raise bad_request(
             "Invalid 'metadata': at most 16 string values of up to 512 characters.", "metadata"
         )
-    lines, errors = _validate_lines(record.data, str(endpoint))
+    lines, errors = _validate_lines(record.data, str(endpoint), check)
     durations = dict(call.core.settings.batch_durations)
     job = Job(
         id=call.core.new_id("batch_"),
@@ -298,6 +305,7 @@ def create(call: Call) -> Outcome:
         durations=durations,
         lines=lines,
         errors=errors,
+        wire=call.wire.name,
     )
     state.batches[job.id] = job
     return json_response(job.as_json())

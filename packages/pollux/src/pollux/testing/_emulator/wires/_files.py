@@ -29,8 +29,15 @@ def add_file(state: OpenAIState, filename: str, purpose: str, data: bytes) -> Fi
     return record
 
 
-def create(call: Call) -> Outcome:
-    """``POST /files`` (multipart: file, purpose, optional expires_after)."""
+#: The expiry range the Files API takes (``expires_after.seconds``).
+TTL_RANGE = (3600, 2_592_000)
+
+
+def create(call: Call, *, batch_ttl: tuple[int, int] = TTL_RANGE) -> Outcome:
+    """``POST /files`` (multipart: file, purpose, optional expires_after).
+
+    ``batch_ttl`` is the expiry range for ``purpose=batch`` files (Azure's is 14 to 30 days).
+    """
     content_type = call.request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise bad_request("The request must be multipart/form-data.", "file")
@@ -68,9 +75,10 @@ def create(call: Call) -> Outcome:
             raise bad_request(
                 "Invalid 'expires_after.seconds': expected an integer.", "expires_after.seconds"
             ) from exc
-        if not 3600 <= seconds <= 2_592_000:
+        low, high = batch_ttl if purpose == "batch" else TTL_RANGE
+        if not low <= seconds <= high:
             raise bad_request(
-                "Invalid 'expires_after.seconds': expected a value between 3600 and 2592000, "
+                f"Invalid 'expires_after.seconds': expected a value between {low} and {high}, "
                 f"but got {seconds} instead.",
                 "expires_after.seconds",
             )

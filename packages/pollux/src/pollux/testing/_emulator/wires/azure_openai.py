@@ -1,4 +1,4 @@
-"""Azure OpenAI: an Azure resource's Responses, Files, Chat Completions and models endpoints.
+"""Azure OpenAI: an Azure resource's Responses, Files, Batches, Chat Completions and models.
 
 Mounted as ``"azure_openai"``; ``emu.base_url("azure_openai")`` is ``.../azure``, the resource
 endpoint (what ``https://<resource>.openai.azure.com`` is to the SDKs). Two API surfaces, as
@@ -16,6 +16,12 @@ whatever ``Emulator(api_key=...)`` says; with ``api_key`` set, the credential mu
 ``Emulator(models=...)`` lists the resource's deployments: a request for another one is
 answered ``404 DeploymentNotFound``. The bodies are OpenAI's (the same handlers and state as
 the ``"openai"`` wire, kept separately per wire).
+
+Global batch: ``/batches`` on both surfaces, the OpenAI batch emulation on the virtual clock,
+with Azure's rules on top: a ``purpose=batch`` upload that sets ``expires_after`` takes 14 to
+30 days (:data:`BATCH_TTL`), and every line's ``body.model`` must name one deployment of the
+resource (one Global-Batch deployment per job), else the job fails validation. Scripts and
+faults for the lines are ``azure_openai.responses``'s.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 from pollux.testing._emulator._core import ApiError, Call, Core, Handler, Route, WireSpec
 from pollux.testing._emulator._http import HTTPRequest, Outcome
 
-from . import _files, _responses, chat
+from . import _batches, _files, _responses, chat
 from ._common import bearer_key, openai_error_body
 
 _V1 = "/azure/openai/v1/"
@@ -47,6 +53,10 @@ NO_DEPLOYMENT_MESSAGE = (
     "The API deployment for this resource does not exist. If you created the deployment within "
     "the last 5 minutes, please wait a moment and try again."
 )
+
+
+#: The ``expires_after`` range Azure takes for a ``purpose=batch`` file: 14 to 30 days.
+BATCH_TTL = (14 * 24 * 3600, 30 * 24 * 3600)
 
 
 def credential(headers: Mapping[str, str]) -> str | None:
@@ -85,6 +95,40 @@ def _deployed(handler: Handler) -> Handler:
     return checked
 
 
+def _batch_create(call: Call) -> Outcome:
+    """``POST /batches``: each line names one Global-Batch deployment of the resource."""
+    deployments = call.core.settings.models
+    first: list[str] = []
+
+    def check(entry: Mapping[str, Any]) -> tuple[str, str, str | None] | None:
+        model = entry["body"].get("model")
+        if not isinstance(model, str) or not model:
+            return "missing_required_parameter", "Missing 'model' in the body.", "body.model"
+        if deployments and model not in deployments:
+            return (
+                "model_not_found",
+                f"The deployment '{model}' does not exist on this resource or is not a "
+                "Global-Batch deployment.",
+                "body.model",
+            )
+        if not first:
+            first.append(model)
+        elif model != first[0]:
+            return (
+                "invalid_model",
+                f"Every line of a batch must name the same deployment: '{model}' differs "
+                f"from '{first[0]}'.",
+                "body.model",
+            )
+        return None
+
+    return _batches.create(call, check=check)
+
+
+def _file_create(call: Call) -> Outcome:
+    return _files.create(call, batch_ttl=BATCH_TTL)
+
+
 def _chat(call: Call) -> Outcome:
     return chat.completion(call, known_params=chat.OPENAI_CHAT_PARAMS)
 
@@ -100,11 +144,15 @@ def _surface(prefix: str) -> tuple[Route, ...]:
         Route(
             "DELETE", f"{prefix}/responses/{{response_id}}", "responses.delete", _responses.delete
         ),
-        Route("POST", f"{prefix}/files", "files.create", _files.create),
+        Route("POST", f"{prefix}/files", "files.create", _file_create),
         Route("GET", f"{prefix}/files", "files.list", _files.list_files),
         Route("GET", f"{prefix}/files/{{file_id}}", "files.retrieve", _files.retrieve),
         Route("GET", f"{prefix}/files/{{file_id}}/content", "files.content", _files.content),
         Route("DELETE", f"{prefix}/files/{{file_id}}", "files.delete", _files.delete),
+        Route("POST", f"{prefix}/batches", "batches.create", _batch_create),
+        Route("GET", f"{prefix}/batches", "batches.list", _batches.list_batches),
+        Route("GET", f"{prefix}/batches/{{batch_id}}", "batches.retrieve", _batches.retrieve),
+        Route("POST", f"{prefix}/batches/{{batch_id}}/cancel", "batches.cancel", _batches.cancel),
         Route("GET", f"{prefix}/models", "models.list", chat.list_models),
         Route("GET", f"{prefix}/models/{{model}}", "models.retrieve", chat.retrieve_model),
     )
