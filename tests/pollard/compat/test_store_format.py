@@ -183,6 +183,24 @@ def test_a_newer_postgres_store_id_is_refused_and_its_rows_unchanged(
 
 
 @pytest.mark.postgres
+def test_a_postgres_open_checks_again_under_the_schema_lock(
+    newer_pg: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As for SQLite: a migration that commits between the first look and the schema lock is
+    # still refused by the schema transaction, which then writes nothing.
+    from pollard import PostgresStore
+    from pollard.stores import postgres as postgres_module
+
+    dsn, newer, _ = newer_pg
+    before = _rows(dsn, newer)
+    monkeypatch.setattr(postgres_module, "check_schema_version", lambda found, where: None)
+    with pytest.raises(PollardError) as caught:
+        PostgresStore(dsn, store_id=newer)
+    _refusal(caught.value)
+    assert _rows(dsn, newer) == before
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("command", ["runs", "gc", "migrate"])
 def test_the_cli_says_so_in_one_line_for_postgres(
     newer_pg: tuple[str, str, str], capsys: pytest.CaptureFixture[str], command: str

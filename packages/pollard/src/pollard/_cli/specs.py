@@ -219,8 +219,11 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
     try:
         # A newer release's store says so first, even if its tables no longer look like ours.
         check_file_format(path)
-        if not create:
-            _require_pollard_file(spec)
+    except PollardError as exc:
+        raise cannot_open(spec.label, exc) from None
+    if not create:
+        _require_pollard_file(spec)
+    try:
         return SQLiteStore(path, read_only=not (write or create))
     except PollardError as exc:  # a newer release's store format, a 0.8 file not writable
         raise cannot_open(spec.label, exc) from None
