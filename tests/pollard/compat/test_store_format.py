@@ -19,7 +19,7 @@ import pytest
 from pollard import PollardError, Runtime, SQLiteStore
 from pollard.cli import main
 from pollard.stores import sqlite as sqlite_module
-from tests.pollard._postgres import TABLES, drop_store, fresh_store_id
+from tests.pollard._postgres import TABLES, drop_store, fresh_schema, fresh_store_id
 
 NEWER = "pollard-sql/2"
 CURRENT = "pollard-sql/1"
@@ -186,18 +186,61 @@ def test_a_newer_postgres_store_id_is_refused_and_its_rows_unchanged(
 def test_a_postgres_open_checks_again_under_the_schema_lock(
     newer_pg: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # As for SQLite: a migration that commits between the first look and the schema lock is
-    # still refused by the schema transaction, which then writes nothing.
-    from pollard import PostgresStore
-    from pollard.stores import postgres as postgres_module
+    # As for SQLite: a newer release's migration commits between the first look and the schema
+    # lock (here: stamps the store right after the first look). The schema transaction still
+    # refuses the store, and writes nothing.
+    import psycopg
 
-    dsn, newer, _ = newer_pg
-    before = _rows(dsn, newer)
-    monkeypatch.setattr(postgres_module, "check_schema_version", lambda found, where: None)
+    from pollard import PostgresStore
+
+    dsn, _, current = newer_pg
+    is_legacy = PostgresStore._is_legacy
+    before: dict[str, list[str]] = {}
+
+    def migrated_meanwhile(self: PostgresStore) -> bool:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE pollard_kv SET value = %s WHERE store_id = %s AND key = 'schema_version'",
+                (NEWER, current),
+            )
+        before.update(_rows(dsn, current))
+        return is_legacy(self)
+
+    monkeypatch.setattr(PostgresStore, "_is_legacy", migrated_meanwhile)
     with pytest.raises(PollardError) as caught:
-        PostgresStore(dsn, store_id=newer)
+        PostgresStore(dsn, store_id=current)
     _refusal(caught.value)
-    assert _rows(dsn, newer) == before
+    assert before and _rows(dsn, current) == before
+
+
+@pytest.mark.postgres
+def test_a_schema_wide_newer_format_refuses_every_store_id_even_a_new_one(pg_dsn: str) -> None:
+    # A newer release that changed the tables every store id shares records their format under
+    # the store id '' (no store can have it): a store id it never saw is refused too, rather
+    # than created in tables this release does not know. A schema of its own: the shared
+    # database's other tests must not see the stamp.
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    from pollard import PostgresStore
+
+    with fresh_schema(pg_dsn) as dsn:
+        with PostgresStore(dsn, store_id="old") as store:
+            _record(store)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO pollard_kv (store_id, key, value) VALUES ('', 'schema_version', %s)",
+                (NEWER,),
+            )
+        before = {store_id: _rows(dsn, store_id) for store_id in ("old", "new", "")}
+        for store_id in ("old", "new"):
+            for read_only in (True, False):
+                with pytest.raises(PollardError) as caught:
+                    PostgresStore(dsn, store_id=store_id, read_only=read_only)
+                _refusal(caught.value)
+                assert "schema" in caught.value.message
+        assert {store_id: _rows(dsn, store_id) for store_id in ("old", "new", "")} == before
+        assert main(["runs", f"{dsn}#old"]) == 2
 
 
 @pytest.mark.postgres

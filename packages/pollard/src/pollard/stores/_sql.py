@@ -86,6 +86,11 @@ inside that same transaction, under the schema lock (SQLite: the write lock), fo
 whose rows it rewrote: until it commits every release opens the store as it was; once it has, the
 older releases refuse it at open. Processes that opened the store before the migration keep their
 connections, so writers must stop for a migration, as for pollard 0.8's.
+
+PostgreSQL keeps the version per store id, and every store id of a schema shares the tables: a
+change of the tables themselves also writes its version under the store id ``''`` (which no store
+can have), which this release checks on every open too, so it refuses even a store id the newer
+release never saw instead of creating it in tables it does not know.
 """
 
 _UPGRADE_HINT = (

@@ -1093,10 +1093,7 @@ class PostgresStore(SqlStore):
         self._has_version = False
         if self._kv_seen:
             with self._cursor() as cur:
-                cur.execute(self._sql["kv_get"], ("schema_version",))
-                found = cur.fetchone()
-            self._has_version = found is not None
-            check_schema_version(None if found is None else found[0], self._where())
+                self._has_version = self._versions_checked(cur, check_schema_version)
         legacy = self._is_legacy()
         if self.read_only:
             if legacy:
@@ -1199,7 +1196,7 @@ class PostgresStore(SqlStore):
             return
         with self._cursor() as cur:
             cur.execute(f"SELECT DISTINCT store_id FROM {self._t['kv']} LIMIT 100000")
-            known = sorted(r[0] for r in cur.fetchall())
+            known = sorted(r[0] for r in cur.fetchall() if r[0])  # '': the schema-wide format
         close = difflib.get_close_matches(self._store_id, known, n=3, cutoff=0.6)
         if close:
             hint = f"did you mean {', '.join(map(repr, close))}? ({len(known)} store id(s) here)"
@@ -1214,6 +1211,29 @@ class PostgresStore(SqlStore):
 
     def _where(self) -> str:
         return f"the PostgreSQL store {self._store_id!r}"
+
+    def _versions_checked(self, cur: Any, check: Callable[[object, str], None]) -> bool:
+        """Check this store id's format and the schema-wide one; whether the store id has one.
+
+        One statement, two primary-key lookups: the store id's row, and the row of the store id
+        ``''`` (which no store can have: see `KNOWN_SCHEMA_VERSIONS`), where a release that
+        changes the tables every store id shares records their format, so a store id it never
+        saw is refused too.
+        """
+        cur.execute(
+            f"SELECT store_id, value FROM {self._t['kv']} WHERE store_id IN "
+            f"('{self._store_id}', '') AND key = 'schema_version'"
+        )
+        found = dict(cur.fetchall())
+        schema_wide = found.get("")
+        if schema_wide is not None:
+            check(schema_wide, f"the PostgreSQL schema of the store {self._store_id!r}")
+        check(found.get(self._store_id), self._where())
+        return self._store_id in found
+
+    def _check_schema_version(self, cur: Any) -> None:
+        if self._kv_exists(cur):
+            self._versions_checked(cur, check_schema_version)
 
     def _kv_exists(self, cur: Any) -> bool:
         if self._kv_seen:  # a table pollard never drops
@@ -1274,11 +1294,16 @@ def check_store_format(conninfo: str, store_id: str) -> None:
         row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (kv,)).fetchone()
         if not (row and row[0]):
             return
-        row = conn.execute(
-            f"SELECT value FROM {kv} WHERE store_id = %s AND key = 'schema_version'",
-            (check_store_id(store_id),),
-        ).fetchone()
-    check_schema_version(None if row is None else row[0], f"the PostgreSQL store {store_id!r}")
+        rows = dict(
+            conn.execute(
+                f"SELECT store_id, value FROM {kv} WHERE store_id IN (%s, '') "
+                "AND key = 'schema_version'",
+                (check_store_id(store_id),),
+            ).fetchall()
+        )
+    if "" in rows:
+        check_schema_version(rows[""], f"the PostgreSQL schema of the store {store_id!r}")
+    check_schema_version(rows.get(store_id), f"the PostgreSQL store {store_id!r}")
 
 
 class _Statements(SqlStore):
