@@ -411,3 +411,62 @@ def test_a_postgresql_connection_loss_mid_many_is_reported_and_resumed(
         assert not any(n.payload.get("event") == "call_repeated" for n in children)
     finally:
         drop_store(pg_dsn, store_id)
+
+
+def _stamp_newer(path: Path) -> None:
+    # What a newer pollard release's format migration leaves: its version in the kv row.
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE kv SET value = 'pollard-sql/2' WHERE key = 'schema_version'")
+    conn.close()
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_a_ledger_a_newer_pollard_wrote_is_refused_in_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    replay: bool,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ledger = ["--mock", "--ledger", "runs.db", "--label", "twins"]
+    assert main(["ask", "Who are the twins?", *ledger]) == 0
+    _stamp_newer(tmp_path / "runs.db")
+    before = (tmp_path / "runs.db").read_bytes()
+    capsys.readouterr()
+    assert main(["ask", "Who are the twins?", *ledger, *(["--replay"] if replay else [])]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and captured.out == ""
+    errors = [line for line in captured.err.splitlines() if line.startswith("pollux:")]
+    assert len(errors) == 1, captured.err
+    assert "'pollard-sql/2'" in errors[0] and "'pollard-sql/1'" in errors[0]
+    assert "upgrade pollard" in captured.err
+    assert (tmp_path / "runs.db").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+
+
+@pytest.mark.postgres
+def test_a_postgresql_ledger_a_newer_pollard_wrote_is_refused_in_one_line(
+    pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    store_id = fresh_store_id("pollux-newer")
+    spec = f"{pg_dsn}#{store_id}"
+    try:
+        assert main(["ask", "Who are the twins?", "--mock", "--ledger", spec]) == 0
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE pollard_kv SET value = 'pollard-sql/2' "
+                "WHERE store_id = %s AND key = 'schema_version'",
+                (store_id,),
+            )
+        steps = row_count(pg_dsn, "nodes", store_id)
+        capsys.readouterr()
+        assert main(["ask", "Another question?", "--mock", "--ledger", spec]) == 2
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err
+        errors = [line for line in captured.err.splitlines() if line.startswith("pollux:")]
+        assert len(errors) == 1 and "'pollard-sql/2'" in errors[0], captured.err
+        assert "upgrade pollard" in captured.err
+        assert row_count(pg_dsn, "nodes", store_id) == steps
+    finally:
+        drop_store(pg_dsn, store_id)

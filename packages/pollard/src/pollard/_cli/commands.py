@@ -41,6 +41,7 @@ from pollard.stores._sql import SqlStore
 from .specs import (
     CLIError,
     StoreSpec,
+    cannot_open,
     open_store,
     parse_store_spec,
     regular_or_missing,
@@ -616,6 +617,28 @@ def _migrated(args: argparse.Namespace, store: Store, message: str, extra: dict[
     return 0 if findings.ok else 1
 
 
+def _refuse_newer_format(spec: StoreSpec) -> None:
+    """A store a newer release wrote is not "nothing to migrate": say which format it holds.
+
+    Raises:
+        CLIError: The store holds a format this release does not know (never migrated back).
+    """
+    try:
+        if spec.kind == "postgres":
+            from pollard.stores.postgres import check_store_format
+
+            check_store_format(spec.dsn(), spec.store_id)
+        else:
+            from pollard.stores.sqlite import check_file_format
+
+            assert spec.path is not None
+            check_file_format(spec.path)
+    except PollardError as exc:
+        raise cannot_open(
+            spec.label, exc, spec.dsn() if spec.kind == "postgres" else "", verb="migrate"
+        ) from None
+
+
 def _migrate_in_place(args: argparse.Namespace, spec: StoreSpec, stack: ExitStack) -> int:
     if spec.kind == "postgres":
         from pollard.stores.postgres import is_legacy_schema
@@ -630,6 +653,7 @@ def _migrate_in_place(args: argparse.Namespace, spec: StoreSpec, stack: ExitStac
             open_store(spec).close()
             raise CLIError(f"cannot open {spec.label}: {type(exc).__name__}") from None
         if not legacy:
+            _refuse_newer_format(spec)
             raise CLIError(f"{spec.label} holds no pollard 0.8 tables: nothing to migrate")
         store = open_store(spec, create=True)
         stack.callback(store.close)
@@ -646,6 +670,7 @@ def _migrate_in_place(args: argparse.Namespace, spec: StoreSpec, stack: ExitStac
     if not spec.path.is_file():
         raise CLIError(f"no such file: {args.src}")
     if not is_legacy_store(spec.path):
+        _refuse_newer_format(spec)
         raise CLIError(f"{args.src} is not a pollard 0.8 store: nothing to migrate")
     sqlite_store = SQLiteStore(spec.path)
     stack.callback(sqlite_store.close)
@@ -673,6 +698,7 @@ def cmd_migrate(args: argparse.Namespace, stack: ExitStack) -> int:
     if not source.is_file():
         raise CLIError(f"no such file: {args.src}")
     if not is_legacy_store(source):
+        _refuse_newer_format(spec)
         raise CLIError(
             f"{args.src} is not a pollard 0.8 store: nothing to migrate (this version opens it "
             "as it is)"

@@ -29,6 +29,7 @@ from pollard.stores._spec import parse_store_spec as _parse
 __all__ = [
     "CLIError",
     "StoreSpec",
+    "cannot_open",
     "open_store",
     "parse_store_spec",
     "regular_or_missing",
@@ -154,6 +155,14 @@ def _require_pollard_file(spec: StoreSpec) -> None:
         raise CLIError(f"{spec.label} is not a pollard store (it has no pollard tables)")
 
 
+def cannot_open(label: str, exc: PollardError, dsn: str = "", verb: str = "open") -> CLIError:
+    """``cannot open LABEL: message (hint)`` as one line, the DSN (if any) scrubbed."""
+    text, hint = str(exc), exc.hint or ""
+    if dsn:
+        text, hint = _scrub(text, dsn), _scrub(hint, dsn)
+    return CLIError(f"cannot {verb} {label}: {text}" + (f" ({hint})" if hint else ""))
+
+
 def is_sqlite_file(path: Path) -> bool:
     """Whether ``path`` starts with SQLite's file header."""
     try:
@@ -191,8 +200,7 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
                 cls(dsn, store_id=spec.store_id, read_only=True).close()
             return cls(dsn, store_id=spec.store_id, read_only=not (write or create))
         except PollardError as exc:
-            hint = f" ({_scrub(exc.hint, dsn)})" if exc.hint else ""
-            raise CLIError(f"cannot open {spec.label}: {_scrub(str(exc), dsn)}{hint}") from None
+            raise cannot_open(spec.label, exc, dsn) from None
         except Exception as exc:  # the driver's message may echo the DSN: scrub it
             raise CLIError(
                 f"cannot open {spec.label}: {_scrub(str(exc), dsn) or type(exc).__name__}"
@@ -206,12 +214,19 @@ def open_store(spec: StoreSpec, *, create: bool = False, write: bool = False) ->
         raise CLIError(f"no such store: {spec.label} (reading never creates a store)")
     if create and not path.parent.exists():
         raise CLIError(f"directory does not exist: {path.parent}")
-    if not create:
-        _require_pollard_file(spec)
-    from pollard.stores.sqlite import SQLiteStore
+    from pollard.stores.sqlite import SQLiteStore, check_file_format
 
     try:
+        # A newer release's store says so first, even if its tables no longer look like ours.
+        check_file_format(path)
+    except PollardError as exc:
+        raise cannot_open(spec.label, exc) from None
+    if not create:
+        _require_pollard_file(spec)
+    try:
         return SQLiteStore(path, read_only=not (write or create))
+    except PollardError as exc:  # a newer release's store format, a 0.8 file not writable
+        raise cannot_open(spec.label, exc) from None
     except sqlite3.DatabaseError as exc:
         if is_sqlite_file(path) and not isinstance(exc, sqlite3.OperationalError):
             raise IntegrityError(f"{spec.label} is a damaged SQLite file: {exc}") from None

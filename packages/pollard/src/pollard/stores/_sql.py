@@ -50,7 +50,7 @@ from pollard._core._ledger import (
 )
 from pollard._core._node import Node, NodeKind, trusted_node
 from pollard._core._noderef import NodeRef, node_refs
-from pollard.errors import IntegrityError
+from pollard.errors import IntegrityError, PollardError
 from pollard.stores._common import (
     check_new_node,
     collision,
@@ -60,10 +60,65 @@ from pollard.stores._common import (
     sorted_roots,
 )
 
-__all__ = ["Dialect", "SqlStore", "check_store_id"]
+__all__ = [
+    "KNOWN_SCHEMA_VERSIONS",
+    "SCHEMA_VERSION",
+    "Dialect",
+    "SqlStore",
+    "check_schema_version",
+    "check_store_id",
+]
 
 REF_KEY = "__pollard_ref"
 SCHEMA_VERSION = "pollard-sql/1"
+"""The store format this release writes (``kv('schema_version')``, per store id in PostgreSQL)."""
+
+KNOWN_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
+"""Every store format this release opens: the one it writes and those it migrates from.
+
+Every open (read-only or writable, SQLite or PostgreSQL, the command line's included) reads the
+stored version first and refuses any other with `PollardError` before it writes or creates
+anything, so a store a newer release changed is never written in a layout this release does not
+know (pollard 0.8's layout, which has no such row, is recognised and migrated separately). A
+future format bump sets `SCHEMA_VERSION` to its new name and adds the old one here (the versions it
+migrates from on a writable open). Its migration rewrites the tables and writes the new version
+inside that same transaction, under the schema lock (SQLite: the write lock), for every store id
+whose rows it rewrote: until it commits every release opens the store as it was; once it has, the
+older releases refuse it at open. Processes that opened the store before the migration keep their
+connections, so writers must stop for a migration, as for pollard 0.8's.
+
+PostgreSQL keeps the version per store id, and every store id of a schema shares the tables: a
+change of the tables themselves also writes its version under the store id ``''`` (which no store
+can have), which this release checks on every open too, so it refuses even a store id the newer
+release never saw instead of creating it in tables it does not know.
+"""
+
+_UPGRADE_HINT = (
+    "upgrade pollard to the release that wrote this store, in every process that opens it; "
+    "a store is never migrated back to an older format"
+)
+
+
+def check_schema_version(found: object, where: str) -> None:
+    """Refuse a stored format this release does not know (`KNOWN_SCHEMA_VERSIONS`).
+
+    Args:
+        found: The stored ``schema_version`` value, or ``None`` when the store has none yet (a
+            new store, or another application's database: opened as before).
+        where: The store, as messages name it (``the SQLite store runs.db``).
+
+    Raises:
+        PollardError: ``found`` is a version this release neither writes nor migrates from.
+    """
+    if found is None or found in KNOWN_SCHEMA_VERSIONS:
+        return
+    raise PollardError(
+        f"{where} has store format {str(found)!r:.80}, which this pollard release does not know "
+        f"(it writes {SCHEMA_VERSION!r}): a newer release wrote it; nothing was written",
+        hint=_UPGRADE_HINT,
+    )
+
+
 _KIND_CODE = {
     NodeKind.ROOT: 0,
     NodeKind.MODEL_CALL: 1,
@@ -520,10 +575,35 @@ class SqlStore:
             f"PRIMARY KEY ({c}key))",
         ]
 
+    def _where(self) -> str:
+        """The store as error messages name it (backends override)."""
+        return "the store"
+
+    def _kv_exists(self, cur: Any) -> bool:
+        """Whether the ``kv`` table exists with pollard's columns (SQLite; PostgreSQL overrides)."""
+        cur.execute(
+            "SELECT count(*) FROM pragma_table_info(?) WHERE name IN ('key', 'value')",
+            (self._t["kv"],),
+        )
+        row = cur.fetchone()
+        return row is not None and row[0] == 2
+
+    def _check_schema_version(self, cur: Any) -> None:
+        """Refuse a store whose stored format this release does not know (read only)."""
+        if not self._kv_exists(cur):
+            return
+        cur.execute(self._sql["kv_get"], ("schema_version",))
+        row = cur.fetchone()
+        check_schema_version(None if row is None else row[0], self._where())
+
     def _init_schema(self) -> None:
         with self._transaction() as cur:
             if self.dialect.schema_lock:
                 cur.execute(self.dialect.schema_lock)
+            # Under the schema lock (SQLite: the write lock) and before any DDL: a newer
+            # release's migration committed either before this (refused here, nothing written)
+            # or after it.
+            self._check_schema_version(cur)
             for statement in self._schema():
                 cur.execute(statement)
             cur.execute(self._sql["kv_init"], ("schema_version", SCHEMA_VERSION))

@@ -48,13 +48,14 @@ from pollard.stores._sql import (
     SCHEMA_VERSION,
     Dialect,
     SqlStore,
+    check_schema_version,
     check_store_id,
     dump_held,
     load_held,
     stored_amount,
 )
 
-__all__ = ["PostgresStore", "is_legacy_schema"]
+__all__ = ["PostgresStore", "check_store_format", "is_legacy_schema"]
 
 _INSTALL = 'PostgresStore needs psycopg 3: pip install "pollard[pg]"'
 
@@ -331,6 +332,8 @@ class PostgresStore(SqlStore):
         self._ever_connected = False
         self._closed = False
         self._tables_exist = False
+        self._kv_seen = False  # whether pollard_kv existed when the store was opened
+        self._has_version = False  # whether this store id's schema_version row did
         self._functions = False  # whether the database holds the step functions (on open)
         # The 0.8 tables kept when this open migrated them ("pollard08_*"), else None.
         self.migration_backup: str | None = None
@@ -1077,12 +1080,20 @@ class PostgresStore(SqlStore):
             names = list(self._t.values())
             row = conn.execute(
                 "SELECT count(to_regclass(name)), (SELECT bool_and(to_regproc(f) IS NOT NULL) "
-                "FROM unnest(%s::text[]) AS f) FROM unnest(%s::text[]) AS name",
-                (list(FUNCTION_NAMES), names),
+                "FROM unnest(%s::text[]) AS f), to_regclass(%s) IS NOT NULL "
+                "FROM unnest(%s::text[]) AS name",
+                (list(FUNCTION_NAMES), self._t["kv"], names),
             ).fetchone()
         # An existing schema needs no DDL, so a role without CREATE privilege can open it.
         self._tables_exist = row is not None and row[0] == len(names)
         self._functions = row is not None and bool(row[1])
+        self._kv_seen = row is not None and bool(row[2])
+        # This store id's format, read before anything else (the 0.8 check, a migration, DDL):
+        # a newer release's store is refused before this one writes or creates anything.
+        self._has_version = False
+        if self._kv_seen:
+            with self._cursor() as cur:
+                self._has_version = self._versions_checked(cur, check_schema_version)
         legacy = self._is_legacy()
         if self.read_only:
             if legacy:
@@ -1181,12 +1192,11 @@ class PostgresStore(SqlStore):
                 hint="check the database name in the DSN (a DSN without one means libpq's "
                 "default database); reading never creates a store",
             )
+        if self._has_version:  # read (and checked) by _init_schema
+            return
         with self._cursor() as cur:
-            cur.execute(self._sql["kv_get"], ("schema_version",))
-            if cur.fetchone() is not None:
-                return
             cur.execute(f"SELECT DISTINCT store_id FROM {self._t['kv']} LIMIT 100000")
-            known = sorted(r[0] for r in cur.fetchall())
+            known = sorted(r[0] for r in cur.fetchall() if r[0])  # '': the schema-wide format
         close = difflib.get_close_matches(self._store_id, known, n=3, cutoff=0.6)
         if close:
             hint = f"did you mean {', '.join(map(repr, close))}? ({len(known)} store id(s) here)"
@@ -1198,6 +1208,39 @@ class PostgresStore(SqlStore):
 
     def _schema(self) -> list[str]:
         return [] if self._tables_exist else super()._schema()
+
+    def _where(self) -> str:
+        return f"the PostgreSQL store {self._store_id!r}"
+
+    def _versions_checked(self, cur: Any, check: Callable[[object, str], None]) -> bool:
+        """Check this store id's format and the schema-wide one; whether the store id has one.
+
+        One statement, two primary-key lookups: the store id's row, and the row of the store id
+        ``''`` (which no store can have: see `KNOWN_SCHEMA_VERSIONS`), where a release that
+        changes the tables every store id shares records their format, so a store id it never
+        saw is refused too.
+        """
+        cur.execute(
+            f"SELECT store_id, value FROM {self._t['kv']} WHERE store_id IN "
+            f"('{self._store_id}', '') AND key = 'schema_version'"
+        )
+        found = dict(cur.fetchall())
+        schema_wide = found.get("")
+        if schema_wide is not None:
+            check(schema_wide, f"the PostgreSQL schema of the store {self._store_id!r}")
+        check(found.get(self._store_id), self._where())
+        return self._store_id in found
+
+    def _check_schema_version(self, cur: Any) -> None:
+        if self._kv_exists(cur):
+            self._versions_checked(cur, check_schema_version)
+
+    def _kv_exists(self, cur: Any) -> bool:
+        if self._kv_seen:  # a table pollard never drops
+            return True
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (self._t["kv"],))
+        row = cur.fetchone()
+        return row is not None and bool(row[0])
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -1236,6 +1279,31 @@ def is_legacy_schema(conninfo: str) -> bool:
             "table_name = 'pollard_nodes'"
         ).fetchone()
     return row is not None and row[1] > 0 and row[0] == 0
+
+
+def check_store_format(conninfo: str, store_id: str) -> None:
+    """Refuse a store id whose stored format this release does not know (read only).
+
+    Raises:
+        PollardError: The store id holds a newer release's store format.
+        ImportError: psycopg is not installed.
+    """
+    kv = f"{PostgresStore.dialect.prefix}kv"
+    psycopg = _psycopg()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (kv,)).fetchone()
+        if not (row and row[0]):
+            return
+        rows = dict(
+            conn.execute(
+                f"SELECT store_id, value FROM {kv} WHERE store_id IN (%s, '') "
+                "AND key = 'schema_version'",
+                (check_store_id(store_id),),
+            ).fetchall()
+        )
+    if "" in rows:
+        check_schema_version(rows[""], f"the PostgreSQL schema of the store {store_id!r}")
+    check_schema_version(rows.get(store_id), f"the PostgreSQL store {store_id!r}")
 
 
 class _Statements(SqlStore):

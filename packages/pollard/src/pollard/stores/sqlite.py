@@ -20,7 +20,7 @@ from typing import Any
 from pollard.errors import PollardError
 from pollard.stores._io_thread import IoThread, Outcome, run_each
 from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
-from pollard.stores._sql import SCHEMA_VERSION, Dialect, SqlStore
+from pollard.stores._sql import SCHEMA_VERSION, Dialect, SqlStore, check_schema_version
 
 __all__ = ["SQLiteStore", "read_only_uri"]
 
@@ -135,20 +135,46 @@ _LEGACY_NODE_COLUMNS = frozenset(
 )
 
 
-def is_legacy_store(path: Path) -> bool:
-    """Whether ``path`` is a SQLite store written by pollard 0.8 (read without writing)."""
+def inspect_file(path: Path) -> tuple[bool, str | None]:
+    """Whether ``path`` is a pollard 0.8 store, and its stored format (read without writing).
+
+    Returns:
+        ``(legacy, version)``: ``legacy`` for pollard 0.8's layout; ``version`` is the stored
+        ``schema_version`` of this release's layout (``None`` for a missing or empty file, a 0.8
+        store, another application's database or a file SQLite cannot read: the open reports
+        those as before).
+    """
     if not path.is_file() or path.stat().st_size == 0:
-        return False
+        return False, None
     connection = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         columns = {row[1] for row in connection.execute("PRAGMA table_info(nodes)")}
         kv = {row[1] for row in connection.execute("PRAGMA table_info(kv)")}
+        # 0.8's exact layout, so another application's "nodes" table is never taken for one.
+        if columns == _LEGACY_NODE_COLUMNS and kv == {"k", "v"}:
+            return True, None
+        if not {"key", "value"} <= kv:
+            return False, None
+        row = connection.execute("SELECT value FROM kv WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError:
-        return False  # not a database: the normal open reports it
+        return False, None  # not a database: the normal open reports it
     finally:
         connection.close()
-    # 0.8's exact layout, so another application's "nodes" table is never taken for one.
-    return columns == _LEGACY_NODE_COLUMNS and kv == {"k", "v"}
+    return False, None if row is None else row[0]
+
+
+def is_legacy_store(path: Path) -> bool:
+    """Whether ``path`` is a SQLite store written by pollard 0.8 (read without writing)."""
+    return inspect_file(path)[0]
+
+
+def check_file_format(path: Path) -> None:
+    """Refuse a SQLite store whose format this release does not know (read without writing).
+
+    Raises:
+        PollardError: The file holds a newer release's store format.
+    """
+    check_schema_version(inspect_file(path)[1], f"the SQLite store {path}")
 
 
 def _legacy_tables(cur: Any, prefix: str = "") -> dict[str, str]:
@@ -278,7 +304,10 @@ class SQLiteStore(SqlStore):
         self.migration_backup: Path | None = None
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"no SQLite store at {self.path}")
-        legacy = is_legacy_store(self.path)
+        legacy, version = inspect_file(self.path)
+        # A newer release's store is refused before any writable connection exists (which would
+        # create -wal/-shm files beside it); _init_schema checks again under the write lock.
+        check_schema_version(version, self._where())
         if not read_only:
             if legacy:
                 effective = os.access in os.supports_effective_ids
@@ -367,6 +396,9 @@ class SQLiteStore(SqlStore):
         finally:
             copy.close()
         self._data_path = copy.path
+
+    def _where(self) -> str:
+        return f"the SQLite store {self.path}"
 
     def _connect(self) -> sqlite3.Connection:
         # check_same_thread=False only so that close() may close connections of other threads;
