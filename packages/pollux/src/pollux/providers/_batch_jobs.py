@@ -10,6 +10,7 @@ SDK errors; submission and collection stay in the provider's ``deferred`` module
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
     from pollux.providers.base import ProviderRequest
 
-__all__ = ["BatchJobs", "count", "iso_time", "require_requests"]
+__all__ = ["BatchJobs", "count", "iso_time", "require_requests", "result_line"]
 
 _Compiled = TypeVar("_Compiled")
 
@@ -42,6 +43,37 @@ def iso_time(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def result_line(
+    text: str,
+    *,
+    provider: str,
+    message: str,
+    hint: str = "Collect again; if it persists, the file is damaged.",
+) -> Any:
+    """One line of a batch result file, parsed as JSON.
+
+    Args:
+        text: The line.
+        provider: The provider named in the error.
+        message: The error's message, naming the file.
+        hint: The error's hint.
+
+    Raises:
+        APIError: The line is not JSON (retryable: a read may have been cut short).
+    """
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise APIError(
+            message,
+            hint=hint,
+            retryable=True,
+            provider=provider,
+            phase="batch_collect",
+            error_category="malformed_response",
+        ) from exc
 
 
 def require_requests(requests: Sequence[ProviderRequest]) -> None:

@@ -34,13 +34,14 @@ import asyncio
 import json
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import iso_time, require_requests
+from pollux.providers._batch_jobs import iso_time, require_requests, result_line
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
@@ -58,6 +59,7 @@ __all__ = [
     "INLINE_MAX_BYTES",
     "MAX_REQUESTS",
     "GeminiBatches",
+    "GoogleBatchJobs",
     "normalize_status",
     "rest_request",
 ]
@@ -76,11 +78,6 @@ _TERMINAL = frozenset(
         "JOB_STATE_EXPIRED",
     }
 )
-
-
-def _state(job: Any) -> str:
-    state = field(job, "state")
-    return str(getattr(state, "value", state) or "JOB_STATE_UNSPECIFIED")
 
 
 def normalize_status(
@@ -198,7 +195,130 @@ def _write_jsonl(
     return handle.tell(), inline
 
 
-class GeminiBatches:
+class GoogleBatchJobs(ABC):
+    """The lifecycle of a google-genai batch job, shared by the Gemini and Vertex AI backends.
+
+    Both read a job through ``client.aio.batches`` with the same ``JOB_STATE_*`` names; this
+    holds the status snapshot, ``inspect_deferred``, ``collect_deferred`` and
+    ``cancel_deferred``, reading an ended job's outcomes once and releasing its staged input
+    once. A subclass states what differs: how outcomes are read (:meth:`_read_outcomes`), what
+    staged input is released (:meth:`_release`), how errors are wrapped (:meth:`_wrap`) and,
+    if it must, how a job is fetched (:meth:`_get`).
+
+    Args:
+        client: Returns the provider's ``genai.Client`` (built lazily).
+    """
+
+    #: ``provider_status`` of a job whose state the SDK leaves empty.
+    _unknown_state = "JOB_STATE_UNSPECIFIED"
+
+    def __init__(self, client: Callable[[], Any]) -> None:
+        self._client = client
+        # Jobs whose staged input this backend already released (no repeated deletes).
+        self._cleaned: set[str] = set()
+        # Outcomes of ended jobs (read once per job).
+        self._items: dict[str, tuple[DeferredItem, ...]] = {}
+
+    # ---------------------------------------------------------------- the wire
+
+    @abstractmethod
+    def _wrap(self, exc: Exception, phase: str) -> PolluxError:
+        """The provider's pollux error for an SDK exception in ``phase``."""
+
+    @abstractmethod
+    async def _read_outcomes(self, handle: DeferredHandle, job: Any) -> tuple[DeferredItem, ...]:
+        """Every request's outcome of an ended job, in prompt order."""
+
+    @abstractmethod
+    async def _release(self, handle: DeferredHandle) -> None:
+        """Delete what the job staged for its input, best effort."""
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _state(self, job: Any) -> str:
+        state = field(job, "state")
+        return str(getattr(state, "value", state) or self._unknown_state)
+
+    async def _get(self, handle: DeferredHandle, phase: str) -> Any:
+        try:
+            return await self._client().aio.batches.get(name=handle.job_id)
+        except Exception as exc:
+            raise self._wrap(exc, phase) from exc
+
+    async def _cleanup(self, handle: DeferredHandle) -> None:
+        if handle.job_id in self._cleaned:
+            return
+        await self._release(handle)
+        self._cleaned.add(handle.job_id)
+
+    async def _outcomes(self, handle: DeferredHandle, job: Any) -> tuple[DeferredItem, ...]:
+        cached = self._items.get(handle.job_id)
+        if cached is not None:
+            return cached
+        outcome = await self._read_outcomes(handle, job)
+        self._items[handle.job_id] = outcome
+        return outcome
+
+    async def _snapshot(
+        self, handle: DeferredHandle, job: Any
+    ) -> tuple[DeferredSnapshot, tuple[DeferredItem, ...] | None]:
+        raw = self._state(job)
+        items = await self._outcomes(handle, job) if raw in _TERMINAL else None
+        succeeded = sum(item.status == "succeeded" for item in items or ())
+        status, ok, failed, pending = normalize_status(
+            raw,
+            request_count=handle.request_count,
+            succeeded=succeeded,
+            failed=len(items or ()) - succeeded,
+            known=items is not None,
+        )
+        snapshot = DeferredSnapshot(
+            job_id=handle.job_id,
+            provider=handle.provider,
+            model=handle.model,
+            status=status,
+            provider_status=raw,
+            request_count=handle.request_count,
+            succeeded=ok,
+            failed=failed,
+            pending=pending,
+            submitted_at=handle.submitted_at,
+            completed_at=iso_time(field(job, "end_time")) if raw in _TERMINAL else None,
+            expires_at=None,
+        )
+        return snapshot, items
+
+    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
+        """The job's normalized status; its staged input is released once it ended."""
+        snapshot, _ = await self._snapshot(handle, await self._get(handle, "batch_status"))
+        if snapshot.is_terminal:
+            await self._cleanup(handle)
+        return snapshot
+
+    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
+        """The snapshot and, for an ended job, every request's outcome in prompt order."""
+        snapshot, items = await self._snapshot(handle, await self._get(handle, "batch_collect"))
+        if items is None:
+            return DeferredResults(snapshot)
+        await self._cleanup(handle)
+        return DeferredResults(snapshot, items)
+
+    async def cancel_deferred(self, handle: DeferredHandle) -> None:
+        """Ask the provider to cancel; a job that already ended is left alone."""
+        job = await self._get(handle, "batch_cancel")
+        if self._state(job) in _TERMINAL:
+            await self._cleanup(handle)
+            return
+        try:
+            await self._client().aio.batches.cancel(name=handle.job_id)
+        except Exception as exc:
+            raise self._wrap(exc, "batch_cancel") from exc
+        job = await self._get(handle, "batch_cancel")
+        if self._state(job) in _TERMINAL:
+            await self._cleanup(handle)
+
+
+class GeminiBatches(GoogleBatchJobs):
     """The Batch API backend of one :class:`~pollux.providers.gemini.GeminiProvider`.
 
     Args:
@@ -216,13 +336,10 @@ class GeminiBatches:
         model: str,
         timeout_s: float,
     ) -> None:
-        self._client = client
+        super().__init__(client)
         self._compile = compile_request
         self._model = model
         self._timeout_s = timeout_s
-        self._cleaned: set[str] = set()
-        # Outcomes of ended jobs whose results live in a file (read once per job).
-        self._items: dict[str, tuple[DeferredItem, ...]] = {}
 
     def _wrap(self, exc: Exception, phase: str) -> PolluxError:
         return wrap_gemini_error(exc, phase=phase, timeout_s=self._timeout_s)
@@ -308,27 +425,14 @@ class GeminiBatches:
 
     # ------------------------------------------------------------------- lifecycle
 
-    async def _get(self, handle: DeferredHandle, phase: str) -> Any:
-        try:
-            return await self._client().aio.batches.get(name=handle.job_id)
-        except Exception as exc:
-            raise self._wrap(exc, phase) from exc
-
-    async def _cleanup(self, handle: DeferredHandle) -> None:
-        if handle.job_id in self._cleaned:
-            return
+    async def _release(self, handle: DeferredHandle) -> None:
         state = handle.provider_state or {}
         owned = [str(n) for n in state.get("owned_files") or () if isinstance(n, str)]
         await self._delete(owned)
-        self._cleaned.add(handle.job_id)
 
-    async def _outcomes(self, handle: DeferredHandle, job: Any) -> tuple[DeferredItem, ...]:
-        """Every request's outcome of an ended job, in prompt order."""
-        cached = self._items.get(handle.job_id)
-        if cached is not None:
-            return cached
+    async def _read_outcomes(self, handle: DeferredHandle, job: Any) -> tuple[DeferredItem, ...]:
         ids = request_ids(handle.request_count)
-        raw = _state(job)
+        raw = self._state(job)
         by_key: dict[str, DeferredItem] = {}
         dest = field(job, "dest")
         inlined = field(dest, "inlined_responses")
@@ -349,17 +453,11 @@ class GeminiBatches:
             for position, text in enumerate(bytes(data).decode("utf-8").splitlines()):
                 if not text.strip():
                     continue
-                try:
-                    line = json.loads(text)
-                except ValueError as exc:
-                    raise APIError(
-                        f"gemini batch result file {file_name} has a line that is not JSON",
-                        hint="Collect again; if it persists, the file is damaged.",
-                        retryable=True,
-                        provider=PROVIDER,
-                        phase="batch_collect",
-                        error_category="malformed_response",
-                    ) from exc
+                line = result_line(
+                    text,
+                    provider=PROVIDER,
+                    message=f"gemini batch result file {file_name} has a line that is not JSON",
+                )
                 key = line.get("key") if isinstance(line, Mapping) else None
                 if not isinstance(key, str) and position < len(ids):
                     key = ids[position]
@@ -383,64 +481,4 @@ class GeminiBatches:
                     provider_status=raw,
                 )
             items.append(item)
-        outcome = tuple(items)
-        self._items[handle.job_id] = outcome
-        return outcome
-
-    async def _snapshot(
-        self, handle: DeferredHandle, job: Any
-    ) -> tuple[DeferredSnapshot, tuple[DeferredItem, ...] | None]:
-        raw = _state(job)
-        items = await self._outcomes(handle, job) if raw in _TERMINAL else None
-        succeeded = sum(item.status == "succeeded" for item in items or ())
-        status, ok, failed, pending = normalize_status(
-            raw,
-            request_count=handle.request_count,
-            succeeded=succeeded,
-            failed=len(items or ()) - succeeded,
-            known=items is not None,
-        )
-        snapshot = DeferredSnapshot(
-            job_id=handle.job_id,
-            provider=handle.provider,
-            model=handle.model,
-            status=status,
-            provider_status=raw,
-            request_count=handle.request_count,
-            succeeded=ok,
-            failed=failed,
-            pending=pending,
-            submitted_at=handle.submitted_at,
-            completed_at=iso_time(field(job, "end_time")) if raw in _TERMINAL else None,
-            expires_at=None,
-        )
-        return snapshot, items
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """The job's normalized status; its owned files are deleted once it ended."""
-        snapshot, _ = await self._snapshot(handle, await self._get(handle, "batch_status"))
-        if snapshot.is_terminal:
-            await self._cleanup(handle)
-        return snapshot
-
-    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
-        """The snapshot and, for an ended job, every request's outcome in prompt order."""
-        snapshot, items = await self._snapshot(handle, await self._get(handle, "batch_collect"))
-        if items is None:
-            return DeferredResults(snapshot)
-        await self._cleanup(handle)
-        return DeferredResults(snapshot, items)
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask Google to cancel; a job that already ended is left alone."""
-        job = await self._get(handle, "batch_cancel")
-        if _state(job) in _TERMINAL:
-            await self._cleanup(handle)
-            return
-        try:
-            await self._client().aio.batches.cancel(name=handle.job_id)
-        except Exception as exc:
-            raise self._wrap(exc, "batch_cancel") from exc
-        job = await self._get(handle, "batch_cancel")
-        if _state(job) in _TERMINAL:
-            await self._cleanup(handle)
+        return tuple(items)

@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import BatchJobs, count, require_requests
+from pollux.providers._batch_jobs import BatchJobs, count, require_requests, result_line
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error, body_message
 from pollux.providers.base import PreparedSources
@@ -403,17 +403,11 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
                 async for text in response.iter_lines():
                     if not text.strip():
                         continue
-                    try:
-                        line = json.loads(text)
-                    except ValueError as exc:
-                        raise APIError(
-                            f"openai batch result file {file_id} has a line that is not JSON",
-                            hint="Collect again; if it persists, the file is damaged.",
-                            retryable=True,
-                            provider=PROVIDER,
-                            phase="batch_collect",
-                            error_category="malformed_response",
-                        ) from exc
+                    line = result_line(
+                        text,
+                        provider=PROVIDER,
+                        message=f"openai batch result file {file_id} has a line that is not JSON",
+                    )
                     if isinstance(line, Mapping):
                         yield item_from_line(line)
         except PolluxError:

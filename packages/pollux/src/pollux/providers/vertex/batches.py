@@ -34,13 +34,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
-from pollux.errors import APIError, ConfigurationError, PolluxError
-from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import iso_time, require_requests
-from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
+from pollux.errors import ConfigurationError, PolluxError
+from pollux.providers._batch_jobs import iso_time, require_requests, result_line
+from pollux.providers._deferred import DeferredItem, DeferredJob, request_ids
 from pollux.providers.base import PreparedSources
 from pollux.providers.gemini.compile import rest_request
-from pollux.providers.gemini.deferred import MAX_REQUESTS, normalize_status
+from pollux.providers.gemini.deferred import MAX_REQUESTS, GoogleBatchJobs
 from pollux.providers.gemini.deferred import _item as gemini_item
 from pollux.providers.gemini.extract import field
 
@@ -65,21 +64,6 @@ STAGING_HINT = (
 #: The request label that carries a prompt's request id through the job.
 LABEL = "pollux_key"
 
-_TERMINAL = frozenset(
-    {
-        "JOB_STATE_SUCCEEDED",
-        "JOB_STATE_PARTIALLY_SUCCEEDED",
-        "JOB_STATE_FAILED",
-        "JOB_STATE_CANCELLED",
-        "JOB_STATE_EXPIRED",
-    }
-)
-
-
-def _state(job: Any) -> str:
-    state = field(job, "state")
-    return str(getattr(state, "value", state) or "")
-
 
 def _write_jsonl(
     handle: IO[bytes],
@@ -95,7 +79,7 @@ def _write_jsonl(
         handle.write(b"\n")
 
 
-class VertexBatches:
+class VertexBatches(GoogleBatchJobs):
     """The batch-prediction backend of one :class:`~pollux.providers.vertex.VertexProvider`.
 
     Args:
@@ -109,6 +93,9 @@ class VertexBatches:
         scope: Returns ``projects/{project}/locations/{location}`` of the provider.
     """
 
+    # A job the SDK returns without a state reports an empty ``provider_status``.
+    _unknown_state = ""
+
     def __init__(
         self,
         client: Callable[[], Any],
@@ -121,16 +108,17 @@ class VertexBatches:
         staging_uri: str | None,
         scope: Callable[[], str],
     ) -> None:
-        self._client = client
+        super().__init__(client)
         self._compile = compile_request
         self._storage = storage
         self._ready = ready
-        self._wrap = wrap
+        self._wrap_error = wrap
         self._model = model
         self._staging = staging_uri.rstrip("/") if staging_uri else None
         self._scope = scope
-        self._cleaned: set[str] = set()
-        self._items: dict[str, tuple[DeferredItem, ...]] = {}
+
+    def _wrap(self, exc: Exception, phase: str) -> PolluxError:
+        return self._wrap_error(exc, phase=phase)
 
     # -------------------------------------------------------------------- submit
 
@@ -174,7 +162,7 @@ class VertexBatches:
         except BaseException as exc:
             await asyncio.shield(self._forget_input(input_uri))
             if isinstance(exc, Exception):
-                raise self._wrap(exc, phase="batch_submit") from exc
+                raise self._wrap(exc, "batch_submit") from exc
             raise
         submitted = iso_time(field(job, "create_time"))
         return DeferredJob(
@@ -201,18 +189,13 @@ class VertexBatches:
                 hint="Reach it with the project and location it was submitted in: "
                 "Config(project=..., location=...) as in the job name.",
             )
-        try:
-            return await self._client().aio.batches.get(name=handle.job_id)
-        except Exception as exc:
-            raise self._wrap(exc, phase=phase) from exc
+        return await super()._get(handle, phase)
 
-    async def _cleanup(self, handle: DeferredHandle) -> None:
-        if handle.job_id in self._cleaned:
-            return
+    async def _release(self, handle: DeferredHandle) -> None:
+        # The predictions stay in the bucket: they are the job's record of what was answered.
         uri = (handle.provider_state or {}).get("input_uri")
         if isinstance(uri, str) and uri.startswith("gs://"):
             await self._forget_input(uri)
-        self._cleaned.add(handle.job_id)
 
     async def _lines(self, directory: str) -> list[Mapping[str, Any]]:
         lines: list[Mapping[str, Any]] = []
@@ -223,27 +206,19 @@ class VertexBatches:
             for text in data.decode("utf-8").splitlines():
                 if not text.strip():
                     continue
-                try:
-                    line = json.loads(text)
-                except ValueError as exc:
-                    raise APIError(
-                        f"vertex batch predictions {uri} hold a line that is not JSON",
-                        hint="Collect again; if it persists, the object is damaged.",
-                        retryable=True,
-                        provider=PROVIDER,
-                        phase="batch_collect",
-                        error_category="malformed_response",
-                    ) from exc
+                line = result_line(
+                    text,
+                    provider=PROVIDER,
+                    message=f"vertex batch predictions {uri} hold a line that is not JSON",
+                    hint="Collect again; if it persists, the object is damaged.",
+                )
                 if isinstance(line, Mapping):
                     lines.append(line)
         return lines
 
-    async def _outcomes(self, handle: DeferredHandle, job: Any) -> tuple[DeferredItem, ...]:
-        cached = self._items.get(handle.job_id)
-        if cached is not None:
-            return cached
+    async def _read_outcomes(self, handle: DeferredHandle, job: Any) -> tuple[DeferredItem, ...]:
         ids = request_ids(handle.request_count)
-        raw = _state(job)
+        raw = self._state(job)
         by_key: dict[str, DeferredItem] = {}
         directory = field(field(job, "output_info"), "gcs_output_directory")
         if isinstance(directory, str) and directory.startswith("gs://"):
@@ -273,67 +248,7 @@ class VertexBatches:
                     job_state=raw,
                 )
             items.append(_relabelled(item))
-        outcome = tuple(items)
-        self._items[handle.job_id] = outcome
-        return outcome
-
-    async def _snapshot(
-        self, handle: DeferredHandle, job: Any
-    ) -> tuple[DeferredSnapshot, tuple[DeferredItem, ...] | None]:
-        raw = _state(job)
-        items = await self._outcomes(handle, job) if raw in _TERMINAL else None
-        succeeded = sum(item.status == "succeeded" for item in items or ())
-        status, ok, failed, pending = normalize_status(
-            raw,
-            request_count=handle.request_count,
-            succeeded=succeeded,
-            failed=len(items or ()) - succeeded,
-            known=items is not None,
-        )
-        snapshot = DeferredSnapshot(
-            job_id=handle.job_id,
-            provider=handle.provider,
-            model=handle.model,
-            status=status,
-            provider_status=raw,
-            request_count=handle.request_count,
-            succeeded=ok,
-            failed=failed,
-            pending=pending,
-            submitted_at=handle.submitted_at,
-            completed_at=iso_time(field(job, "end_time")) if raw in _TERMINAL else None,
-            expires_at=None,
-        )
-        return snapshot, items
-
-    async def inspect_deferred(self, handle: DeferredHandle) -> DeferredSnapshot:
-        """The job's normalized status; its staged input is deleted once it ended."""
-        snapshot, _ = await self._snapshot(handle, await self._get(handle, "batch_status"))
-        if snapshot.is_terminal:
-            await self._cleanup(handle)
-        return snapshot
-
-    async def collect_deferred(self, handle: DeferredHandle) -> DeferredResults:
-        """The snapshot and, for an ended job, every request's outcome in prompt order."""
-        snapshot, items = await self._snapshot(handle, await self._get(handle, "batch_collect"))
-        if items is None:
-            return DeferredResults(snapshot)
-        await self._cleanup(handle)
-        return DeferredResults(snapshot, items)
-
-    async def cancel_deferred(self, handle: DeferredHandle) -> None:
-        """Ask Vertex AI to cancel; a job that already ended is left alone."""
-        job = await self._get(handle, "batch_cancel")
-        if _state(job) in _TERMINAL:
-            await self._cleanup(handle)
-            return
-        try:
-            await self._client().aio.batches.cancel(name=handle.job_id)
-        except Exception as exc:
-            raise self._wrap(exc, phase="batch_cancel") from exc
-        job = await self._get(handle, "batch_cancel")
-        if _state(job) in _TERMINAL:
-            await self._cleanup(handle)
+        return tuple(items)
 
 
 def _relabelled(item: DeferredItem) -> DeferredItem:
