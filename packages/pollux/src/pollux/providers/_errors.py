@@ -12,13 +12,13 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pollux.config import API_KEY_ENV_VARS, LOCAL_API_KEY_ENV_VAR, LOCAL_BASE_URL_ENV_VAR
-from pollux.errors import APIError, ContextOverflowError, RateLimitError
+from pollux.errors import APIError, ContextOverflowError, PolluxError, RateLimitError
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -31,6 +31,7 @@ __all__ = [
     "readiness_message",
     "redirect_error",
     "redirect_from",
+    "relabel_error",
     "status_rule",
 ]
 
@@ -439,3 +440,40 @@ def network_error(
         phase=phase,
         error_category=category,
     )
+
+
+def relabel_error(
+    error: PolluxError,
+    *,
+    built_by: str,
+    provider: str,
+    hint: Callable[[PolluxError], str | None] | None = None,
+) -> PolluxError:
+    """Put ``provider`` on an error another provider's mapping built, and its own hint.
+
+    For a provider built on another one's code (Vertex AI on Gemini's, Azure OpenAI on
+    OpenAI's). The error is changed in place and returned: ``provider`` becomes ``provider``
+    where it was ``built_by``, a message that begins with ``built_by``'s name (``gemini generate
+    failed``) or names it as ``provider='gemini'`` names ``provider`` instead, and the hint
+    becomes ``hint(error)`` (read after the renaming) when that is not None.
+
+    Args:
+        error: The error the other provider's mapping built.
+        built_by: That provider's name.
+        provider: The name to put on the error.
+        hint: Returns the provider's own hint for the error, or None to keep the one it has.
+    """
+    if getattr(error, "provider", None) == built_by:
+        error.provider = provider  # type: ignore[attr-defined]
+    message = error.message if isinstance(error.message, str) else str(error)
+    if message.startswith(f"{built_by} "):
+        message = provider + message[len(built_by) :]
+    message = message.replace(f"provider='{built_by}'", f"provider='{provider}'")
+    if message != error.message:
+        error.message = message
+        error.args = (message, *error.args[1:])
+    if hint is not None:
+        text = hint(error)
+        if text is not None:
+            error.hint = text
+    return error

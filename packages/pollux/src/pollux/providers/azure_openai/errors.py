@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pollux.errors import PolluxError
+from pollux.providers._errors import relabel_error
 from pollux.providers.openai.errors import PROVIDER as OPENAI
 from pollux.providers.openai.errors import wrap_openai_error
 
@@ -93,20 +94,12 @@ def relabel(error: PolluxError, target: AzureTarget | None = None) -> PolluxErro
     The error is changed in place and returned; a message the OpenAI code begins with its own
     name (``openai generate failed``, ``provider='openai' ...``) names Azure instead.
     """
-    if getattr(error, "provider", None) == OPENAI:
-        error.provider = PROVIDER  # type: ignore[attr-defined]
-    message = error.message if isinstance(error.message, str) else str(error)
-    if message.startswith(f"{OPENAI} "):
-        message = PROVIDER + message[len(OPENAI) :]
-    message = message.replace(f"provider='{OPENAI}'", f"provider='{PROVIDER}'")
-    if message != error.message:
-        error.message = message
-        error.args = (message, *error.args[1:])
-    if target is not None:
-        hint = _hint_for(error, target)
-        if hint is not None:
-            error.hint = hint
-    return error
+    return relabel_error(
+        error,
+        built_by=OPENAI,
+        provider=PROVIDER,
+        hint=None if target is None else lambda relabelled: _hint_for(relabelled, target),
+    )
 
 
 def wrap_azure_error(

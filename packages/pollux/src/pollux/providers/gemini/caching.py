@@ -60,6 +60,7 @@ __all__ = [
     "CacheEntry",
     "CacheRegistry",
     "cache_identity",
+    "check_ttl",
     "display_name",
     "known_context_cache",
     "min_cache_tokens",
@@ -395,6 +396,19 @@ class GeminiCaches:
         return entry
 
 
+def check_ttl(ttl_seconds: object) -> None:
+    """Refuse a cache TTL that is not a positive integer (seconds).
+
+    Raises:
+        ConfigurationError: ``ttl_seconds`` is not a positive integer.
+    """
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
+        raise ConfigurationError(
+            f"ttl_seconds must be a positive integer, got {ttl_seconds!r}",
+            hint="Pass ttl_seconds=3600 for one hour.",
+        )
+
+
 async def _with_client(config: Config, work: Callable[[Any], Any]) -> Any:
     client = build_client(config)
     try:
@@ -510,11 +524,7 @@ async def refresh_context_cache(
         ConfigurationError: ``ttl_seconds`` is not a positive integer.
         APIError: Gemini refused the update.
     """
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
-        raise ConfigurationError(
-            f"ttl_seconds must be a positive integer, got {ttl_seconds!r}",
-            hint="Pass ttl_seconds=3600 for one hour.",
-        )
+    check_ttl(ttl_seconds)
     identity, model = _environment_identity(environment, config)
 
     async def work(client: Any) -> float | None:

@@ -58,6 +58,7 @@ __all__ = [
     "UploadRegistry",
     "UploadedFile",
     "plan_source",
+    "shared_route",
     "source_part",
     "uses_url_context",
     "validate_sources",
@@ -91,11 +92,22 @@ def uses_url_context(source: Source) -> bool:
     return "url_context" in hints
 
 
-def plan_source(source: Source) -> Route:
-    """Decide how one source reaches Gemini, with no I/O.
+def shared_route(
+    source: Source, *, provider: str, fetch_hint: str
+) -> Literal["text", "read_text", "remote", "url_context"] | None:
+    """How a source reaches Gemini and Vertex AI alike, with no I/O; None for binary content.
+
+    Text, JSON and text-like files up to :data:`INLINE_MAX_BYTES` go as text, URIs by
+    reference (or through the URL context tool); what is left (other files and bytes) each
+    provider routes its own way.
+
+    Args:
+        source: The source.
+        provider: The provider named in the error.
+        fetch_hint: The error's hint for a URI the provider cannot fetch.
 
     Raises:
-        ConfigurationError: Gemini cannot take this source; the hint says what to do.
+        ConfigurationError: A URI that is not http(s) or gs://.
     """
     kind = source.source_type
     if kind in ("text", "json"):
@@ -105,14 +117,28 @@ def plan_source(source: Source) -> Route:
             return "url_context"
         uri = source.identifier
         if not uri.startswith(("http://", "https://", "gs://")):
-            raise ConfigurationError(
-                f"provider='gemini' cannot fetch {uri!r}",
-                hint="Use an https:// URL, or download the file and pass Source.from_file().",
-            )
+            raise ConfigurationError(f"provider={provider!r} cannot fetch {uri!r}", hint=fetch_hint)
         return "remote"
-    mime = _mime(source)
-    if _is_text_like(mime) and source.size_bytes <= INLINE_MAX_BYTES:
+    if _is_text_like(_mime(source)) and source.size_bytes <= INLINE_MAX_BYTES:
         return "read_text" if source._path is not None else "text"
+    return None
+
+
+def plan_source(source: Source) -> Route:
+    """Decide how one source reaches Gemini, with no I/O.
+
+    Raises:
+        ConfigurationError: Gemini cannot take this source; the hint says what to do.
+    """
+    shared = shared_route(
+        source,
+        provider=PROVIDER,
+        fetch_hint="Use an https:// URL, or download the file and pass Source.from_file().",
+    )
+    if shared is not None:
+        return shared
+    kind = source.source_type
+    mime = _mime(source)
     if kind == "bytes" and source.size_bytes <= INLINE_MAX_BYTES and not mime.startswith("video/"):
         return "inline"
     return "upload"

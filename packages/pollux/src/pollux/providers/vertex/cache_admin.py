@@ -19,6 +19,7 @@ from pollux.providers.gemini.caching import (
     _entry,
     _locate,
     cache_identity,
+    check_ttl,
 )
 from pollux.providers.gemini.errors import is_not_found
 
@@ -107,11 +108,7 @@ async def refresh_context_cache(
         ConfigurationError: ``ttl_seconds`` is not a positive integer.
         APIError: Vertex AI refused the update.
     """
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
-        raise ConfigurationError(
-            f"ttl_seconds must be a positive integer, got {ttl_seconds!r}",
-            hint="Pass ttl_seconds=3600 for one hour.",
-        )
+    check_ttl(ttl_seconds)
 
     async def work(client: Any, identity: str, model: str) -> float | None:
         entry = await _locate(client, identity, model, config)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
+from pollux.providers._errors import relabel_error
 from pollux.providers.gemini.errors import PROVIDER as GEMINI
 from pollux.providers.gemini.errors import wrap_gemini_error
 
@@ -99,20 +100,12 @@ def relabel(error: PolluxError, target: VertexTarget | None = None) -> PolluxErr
     The error is changed in place and returned; a message the Gemini code begins with its own
     name (``gemini generate failed``, ``provider='gemini' ...``) names Vertex instead.
     """
-    if getattr(error, "provider", None) == GEMINI:
-        error.provider = PROVIDER  # type: ignore[attr-defined]
-    message = error.message if isinstance(error.message, str) else str(error)
-    if message.startswith(f"{GEMINI} "):
-        message = PROVIDER + message[len(GEMINI) :]
-    message = message.replace(f"provider='{GEMINI}'", f"provider='{PROVIDER}'")
-    if message != error.message:
-        error.message = message
-        error.args = (message, *error.args[1:])
-    if target is not None:
-        hint = _hint_for(error, target)
-        if hint is not None:
-            error.hint = hint
-    return error
+    return relabel_error(
+        error,
+        built_by=GEMINI,
+        provider=PROVIDER,
+        hint=None if target is None else lambda relabelled: _hint_for(relabelled, target),
+    )
 
 
 def _auth_failure(exc: BaseException, phase: str) -> PolluxError | None:

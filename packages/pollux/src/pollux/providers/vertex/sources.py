@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pollux.errors import ConfigurationError
-from pollux.providers._uploads import base_mime, is_text_mime
-from pollux.providers.gemini.uploads import INLINE_MAX_BYTES as TEXT_MAX_BYTES
-from pollux.providers.gemini.uploads import source_part, uses_url_context
+from pollux.providers.gemini.uploads import shared_route, source_part
+
+from .errors import PROVIDER
 
 if TYPE_CHECKING:
     from pollux.source import Source
@@ -51,23 +51,14 @@ def plan_source(source: Source) -> Route:
     Raises:
         ConfigurationError: Vertex AI cannot take this source; the hint says what to do.
     """
-    kind = source.source_type
-    if kind in ("text", "json"):
-        return "text"
-    if kind in ("youtube", "uri", "arxiv"):
-        if uses_url_context(source):
-            return "url_context"
-        uri = source.identifier
-        if not uri.startswith(("http://", "https://", "gs://")):
-            raise ConfigurationError(
-                f"provider='vertex' cannot fetch {uri!r}",
-                hint="Use a gs:// URI the project can read or an https:// URL, or pass the "
-                "file with Source.from_file() if it is small enough to send inline.",
-            )
-        return "remote"
-    mime = base_mime(source.mime_type)
-    if is_text_mime(mime) and source.size_bytes <= TEXT_MAX_BYTES:
-        return "read_text" if source._path is not None else "text"
+    shared = shared_route(
+        source,
+        provider=PROVIDER,
+        fetch_hint="Use a gs:// URI the project can read or an https:// URL, or pass the "
+        "file with Source.from_file() if it is small enough to send inline.",
+    )
+    if shared is not None:
+        return shared
     return "inline"
 
 

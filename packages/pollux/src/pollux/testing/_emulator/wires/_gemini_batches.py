@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pollux.testing._emulator._core import ApiError, Call, fault_error
 from pollux.testing._emulator._faults import ErrorResponse
@@ -32,6 +32,8 @@ from ._gemini_state import GeminiState
 TERMINAL = ("BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED",
             "BATCH_STATE_EXPIRED")  # fmt: skip
 _TYPE = "type.googleapis.com/google.ai.generativelanguage.v1beta."
+
+_Job = TypeVar("_Job", bound="BatchJob")
 
 
 @dataclass(slots=True)
@@ -57,6 +59,34 @@ class BatchJob:
     succeeded: int = 0
     failed: int = 0
     done_count: int = 0
+
+    @classmethod
+    def start(
+        cls: type[_Job],
+        call: Call,
+        *,
+        job_id: str,
+        model: str,
+        display_name: object,
+        requests: list[tuple[Any, dict[str, Any]]],
+        inline: bool,
+        failure: str | None,
+        **extra: Any,
+    ) -> _Job:
+        """A job submitted now, staged by ``Emulator(batch_durations=...)``."""
+        durations = call.core.settings.batch_durations
+        return cls(
+            id=job_id,
+            model=model,
+            display_name=display_name if isinstance(display_name, str) else None,
+            created=call.core.clock.now(),
+            pending=durations["validating"],
+            running=durations["in_progress"] + durations["finalizing"],
+            requests=requests,
+            inline=inline,
+            failure=failure,
+            **extra,
+        )
 
     def processed_by(self, when: float) -> int:
         """How many requests are done at virtual time ``when``."""
@@ -247,19 +277,15 @@ def create(call: Call) -> Outcome:
         raise invalid(
             "* GenerateContentBatch.input_config: one of file_name or requests is required.\n"
         )
-    durations = call.core.settings.batch_durations
-    display = batch.get("displayName")
-    job = BatchJob(
-        id=call.core.new_id(""),
+    job = BatchJob.start(
+        call,
+        job_id=call.core.new_id(""),
         model=model,
-        display_name=display if isinstance(display, str) else None,
-        created=call.core.clock.now(),
-        pending=durations["validating"],
-        running=durations["in_progress"] + durations["finalizing"],
+        display_name=batch.get("displayName"),
         requests=requests,
         inline=is_inline,
-        source_file=file_name if not is_inline else None,
         failure=failure,
+        source_file=file_name if not is_inline else None,
     )
     state.batches[job.id] = job
     refresh(state, job)

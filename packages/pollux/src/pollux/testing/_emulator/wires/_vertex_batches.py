@@ -156,15 +156,11 @@ def create(call: Call) -> Outcome:
     if not isinstance(prefix, str) or not prefix.startswith("gs://"):
         raise invalid("outputConfig.gcsDestination.outputUriPrefix must be a gs:// URI.")
     requests, failure = _read_input(call, str(uris[0]))
-    durations = call.core.settings.batch_durations
-    display = body.get("displayName")
-    job = VertexJob(
-        id=str(int(call.core.new_id(""), 16)),
+    job = VertexJob.start(
+        call,
+        job_id=str(int(call.core.new_id(""), 16)),
         model=model,
-        display_name=display if isinstance(display, str) else None,
-        created=call.core.clock.now(),
-        pending=durations["validating"],
-        running=durations["in_progress"] + durations["finalizing"],
+        display_name=body.get("displayName"),
         requests=requests,
         inline=False,
         failure=failure,
