@@ -592,11 +592,7 @@ class TeamAgent(Generic[R]):
         """
         if not isinstance(checkpoint, AgentCheckpoint):
             raise TypeError(f"resume needs an AgentCheckpoint, got {type(checkpoint).__name__}")
-        agent: TeamAgent[Run] | TeamAgent[AsyncRun]
-        if isinstance(runtime, AsyncRuntime):
-            agent = TeamAgent.attach(runtime, checkpoint.context)
-        else:
-            agent = TeamAgent.attach(runtime, checkpoint.context)
+        agent = TeamAgent.attach(runtime, checkpoint.context)
         state = agent._state
         try:
             chain = state.ancestors(checkpoint.cursor_id)
