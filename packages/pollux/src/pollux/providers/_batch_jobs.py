@@ -17,13 +17,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pollux.errors import APIError, ConfigurationError
+from pollux.interaction.deferred import DeferredSnapshot
 
 if TYPE_CHECKING:
     from pollux.errors import PolluxError
-    from pollux.interaction.deferred import DeferredHandle, DeferredSnapshot
+    from pollux.interaction.deferred import DeferredHandle, DeferredStatus
     from pollux.providers.base import ProviderRequest
 
-__all__ = ["BatchJobs", "count", "iso_time", "require_requests", "result_line"]
+__all__ = [
+    "BatchJobs",
+    "count",
+    "handle_snapshot",
+    "iso_time",
+    "require_requests",
+    "result_line",
+]
 
 _Compiled = TypeVar("_Compiled")
 
@@ -31,6 +39,40 @@ _Compiled = TypeVar("_Compiled")
 def count(value: Any) -> int:
     """A request count from the wire: a non-negative int, else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def handle_snapshot(
+    handle: DeferredHandle,
+    counts: tuple[DeferredStatus, int, int, int],
+    *,
+    provider_status: str,
+    completed_at: float | None,
+    expires_at: float | None,
+) -> DeferredSnapshot:
+    """The snapshot of ``handle``'s job, as a backend normalized it.
+
+    Args:
+        handle: The job's handle (id, provider, model, request count, submission time).
+        counts: ``(status, succeeded, failed, pending)``, as ``normalize_status`` returns them.
+        provider_status: The provider's raw status.
+        completed_at: When the job ended, if it has.
+        expires_at: When the provider expires the job, if known.
+    """
+    status, succeeded, failed, pending = counts
+    return DeferredSnapshot(
+        job_id=handle.job_id,
+        provider=handle.provider,
+        model=handle.model,
+        status=status,
+        provider_status=provider_status,
+        request_count=handle.request_count,
+        succeeded=succeeded,
+        failed=failed,
+        pending=pending,
+        submitted_at=handle.submitted_at,
+        completed_at=completed_at,
+        expires_at=expires_at,
+    )
 
 
 def iso_time(value: Any) -> float | None:

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import BatchJobs, count, iso_time, require_requests
+from pollux.providers._batch_jobs import (
+    BatchJobs,
+    count,
+    handle_snapshot,
+    iso_time,
+    require_requests,
+)
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
@@ -118,7 +124,7 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
     """Normalize a ``MessageBatch`` (SDK object or JSON dict) for ``handle``."""
     raw = str(field(batch, "processing_status") or "in_progress")
     counts = field(batch, "request_counts")
-    status, succeeded, failed, pending = normalize_status(
+    normalized = normalize_status(
         raw,
         request_count=handle.request_count,
         succeeded=count(field(counts, "succeeded")),
@@ -126,17 +132,10 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
         canceled=count(field(counts, "canceled")),
         expired=count(field(counts, "expired")),
     )
-    return DeferredSnapshot(
-        job_id=handle.job_id,
-        provider=handle.provider,
-        model=handle.model,
-        status=status,
+    return handle_snapshot(
+        handle,
+        normalized,
         provider_status=raw,
-        request_count=handle.request_count,
-        succeeded=succeeded,
-        failed=failed,
-        pending=pending,
-        submitted_at=handle.submitted_at,
         completed_at=_time(field(batch, "ended_at")),
         expires_at=_time(field(batch, "expires_at")),
     )

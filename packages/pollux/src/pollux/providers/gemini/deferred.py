@@ -41,7 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import iso_time, require_requests, result_line
+from pollux.providers._batch_jobs import handle_snapshot, iso_time, require_requests, result_line
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error
 from pollux.providers.base import PreparedSources
@@ -235,6 +235,17 @@ class GoogleBatchJobs(ABC):
 
     # ---------------------------------------------------------------- lifecycle
 
+    @staticmethod
+    def _submitted(job: Any, model: str, provider_state: dict[str, Any]) -> DeferredJob:
+        """The :class:`DeferredJob` of a job ``batches.create`` answered with."""
+        submitted = iso_time(field(job, "create_time"))
+        return DeferredJob(
+            job_id=str(field(job, "name")),
+            model=model,
+            submitted_at=submitted if submitted is not None else time.time(),
+            provider_state=provider_state,
+        )
+
     def _state(self, job: Any) -> str:
         state = field(job, "state")
         return str(getattr(state, "value", state) or self._unknown_state)
@@ -265,24 +276,17 @@ class GoogleBatchJobs(ABC):
         raw = self._state(job)
         items = await self._outcomes(handle, job) if raw in _TERMINAL else None
         succeeded = sum(item.status == "succeeded" for item in items or ())
-        status, ok, failed, pending = normalize_status(
+        normalized = normalize_status(
             raw,
             request_count=handle.request_count,
             succeeded=succeeded,
             failed=len(items or ()) - succeeded,
             known=items is not None,
         )
-        snapshot = DeferredSnapshot(
-            job_id=handle.job_id,
-            provider=handle.provider,
-            model=handle.model,
-            status=status,
+        snapshot = handle_snapshot(
+            handle,
+            normalized,
             provider_status=raw,
-            request_count=handle.request_count,
-            succeeded=ok,
-            failed=failed,
-            pending=pending,
-            submitted_at=handle.submitted_at,
             completed_at=iso_time(field(job, "end_time")) if raw in _TERMINAL else None,
             expires_at=None,
         )
@@ -389,13 +393,7 @@ class GeminiBatches(GoogleBatchJobs):
         except BaseException:
             await asyncio.shield(self._delete(owned))
             raise
-        submitted = iso_time(field(job, "create_time"))
-        return DeferredJob(
-            job_id=str(field(job, "name")),
-            model=model,
-            submitted_at=submitted if submitted is not None else time.time(),
-            provider_state={"owned_files": owned, "inline": inline is not None},
-        )
+        return self._submitted(job, model, {"owned_files": owned, "inline": inline is not None})
 
     async def _upload_jsonl(self, client: Any, handle: IO[bytes]) -> str:
         def upload() -> Any:

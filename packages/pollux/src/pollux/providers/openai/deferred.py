@@ -42,7 +42,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import APIError, ConfigurationError, PolluxError
 from pollux.interaction.deferred import DeferredSnapshot
-from pollux.providers._batch_jobs import BatchJobs, count, require_requests, result_line
+from pollux.providers._batch_jobs import (
+    BatchJobs,
+    count,
+    handle_snapshot,
+    require_requests,
+    result_line,
+)
 from pollux.providers._deferred import DeferredItem, DeferredJob, DeferredResults, request_ids
 from pollux.providers._errors import api_error, body_message
 from pollux.providers.base import PreparedSources
@@ -123,24 +129,17 @@ def snapshot_from_batch(handle: DeferredHandle, batch: Any) -> DeferredSnapshot:
     """Normalize a ``Batch`` (SDK object or JSON dict) for ``handle``."""
     raw = str(field(batch, "status") or "unknown")
     counts = field(batch, "request_counts")
-    status, succeeded, failed, pending = normalize_status(
+    normalized = normalize_status(
         raw,
         request_count=handle.request_count,
         succeeded=count(field(counts, "completed")),
         failed=count(field(counts, "failed")),
     )
     stamp = _TIMESTAMP.get(raw)
-    return DeferredSnapshot(
-        job_id=handle.job_id,
-        provider=handle.provider,
-        model=handle.model,
-        status=status,
+    return handle_snapshot(
+        handle,
+        normalized,
         provider_status=raw,
-        request_count=handle.request_count,
-        succeeded=succeeded,
-        failed=failed,
-        pending=pending,
-        submitted_at=handle.submitted_at,
         completed_at=_opt_time(field(batch, stamp)) if stamp else None,
         expires_at=_opt_time(field(batch, "expires_at")),
     )

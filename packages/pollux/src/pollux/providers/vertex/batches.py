@@ -28,14 +28,13 @@ import asyncio
 import contextlib
 import json
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError, PolluxError
-from pollux.providers._batch_jobs import iso_time, require_requests, result_line
+from pollux.providers._batch_jobs import require_requests, result_line
 from pollux.providers._deferred import DeferredItem, DeferredJob, request_ids
 from pollux.providers.base import PreparedSources
 from pollux.providers.gemini.compile import rest_request
@@ -164,13 +163,7 @@ class VertexBatches(GoogleBatchJobs):
             if isinstance(exc, Exception):
                 raise self._wrap(exc, "batch_submit") from exc
             raise
-        submitted = iso_time(field(job, "create_time"))
-        return DeferredJob(
-            job_id=str(field(job, "name")),
-            model=model,
-            submitted_at=submitted if submitted is not None else time.time(),
-            provider_state={"input_uri": input_uri, "output_prefix": output_prefix},
-        )
+        return self._submitted(job, model, {"input_uri": input_uri, "output_prefix": output_prefix})
 
     async def _forget_input(self, uri: str) -> None:
         # Best effort: the object is small, and named after the job.
