@@ -1,13 +1,15 @@
 """Explicit context caches as charged ledger entries: creation and storage, under their run.
 
-A Gemini ``CachePolicy`` cache is billed apart from the calls that read it: its tokens once at
-the model's input rate when it is created, then storage for every second it lives
-(``tokens x hours x storage rate``). The ledger follows the cache's life in notes, each a new
-node (a settlement never edits an earlier one, so the tree stays tamper-evident):
+A Gemini ``CachePolicy`` cache (on the Gemini API or Vertex AI) is billed apart from the
+calls that read it: its tokens once at the model's input rate when it is created, then storage
+for every second it lives (``tokens x hours x storage rate``). The ledger follows the cache's
+life in notes, each a new node (a settlement never edits an earlier one, so the tree stays
+tamper-evident):
 
 * ``cache_hold`` (before the call, beside its node): a call that may create the cache (a
-  ``CachePolicy`` on Gemini that pollux does not know alive) is first admitted against its
-  worst case, creation plus storage for the whole TTL of the estimated environment tokens.
+  ``CachePolicy`` on Gemini or Vertex AI that pollux does not know alive) is first admitted
+  against its worst case, creation plus storage for the whole TTL of the estimated environment
+  tokens.
   A budget that cannot afford it refuses (`pollard.BudgetExceeded`) before any provider I/O.
   ``cache_hold_release`` (under the hold, after the call) gives it back, whatever happened.
   A call that fails after creating the cache is charged its ``cache_storage`` under the hold.
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
@@ -38,11 +40,7 @@ from pollard import AsyncRun, Node, NodeKind
 from pollard.meters import PRICE_PROVIDERS, genai_price
 from pollux import CachePolicy, ConfigurationError
 from pollux.interaction import CacheEvent, observe_caches
-from pollux.providers.gemini import (
-    delete_context_cache,
-    known_context_cache,
-    refresh_context_cache,
-)
+from pollux.providers import gemini, vertex
 
 from ._identity import canonical
 
@@ -61,9 +59,37 @@ __all__ = [
     "settle_cache_events",
 ]
 
+_KNOWN: dict[str, Callable[..., float | None]] = {
+    # The providers whose CachePolicy makes a billed explicit cache (Vertex AI runs Gemini's
+    # caches under a project): how pollux says, without I/O, that it knows the cache alive.
+    "gemini": gemini.known_context_cache,
+    "vertex": vertex.known_context_cache,
+}
+_REFRESH: dict[str, Callable[..., Awaitable[float | None]]] = {
+    "gemini": gemini.refresh_context_cache,
+    "vertex": vertex.refresh_context_cache,
+}
+_DELETE: dict[str, Callable[..., Awaitable[bool]]] = {
+    "gemini": gemini.delete_context_cache,
+    "vertex": vertex.delete_context_cache,
+}
+
+
+def _lifecycle(table: Mapping[str, Any], config: Config) -> Any:
+    try:
+        return table[config.provider]
+    except KeyError:
+        raise ConfigurationError(
+            f"Explicit context caches are Gemini's and Vertex AI's, not {config.provider!r}'s",
+            hint="Pass the config the cache was created with "
+            "(Config(provider='gemini' or 'vertex', model=...)).",
+        ) from None
+
+
 CACHE_STORAGE_PRICES: dict[str, Decimal] = {
     # Gemini Developer API pricing page, "Context caching (storage)": US dollars per 1,000,000
-    # tokens per hour. Longest matching model-name prefix wins.
+    # tokens per hour. Longest matching model-name prefix wins. Vertex AI's Gemini models are
+    # priced at the same table (as `PRICE_PROVIDERS` prices their calls).
     "gemini-2.5-pro": Decimal("4.50"),
     "gemini-3-pro": Decimal("4.50"),
     "gemini-2.5-flash": Decimal("1.00"),
@@ -136,10 +162,11 @@ def _environment_tokens(payload: Mapping[str, Any]) -> int:
 
 def _may_create(config: Config, environment: Environment) -> CachePolicy | None:
     policy = environment.cache
-    if not isinstance(policy, CachePolicy) or config.provider != "gemini" or config.use_mock:
+    known_cache = _KNOWN.get(config.provider)
+    if not isinstance(policy, CachePolicy) or known_cache is None or config.use_mock:
         return None
     try:
-        known = known_context_cache(environment, config=config)
+        known = known_cache(environment, config=config)
     except ConfigurationError:
         return None  # pollux refuses the call itself, before any I/O
     return policy if known is None else None
@@ -319,13 +346,19 @@ async def settle_cache_event(run: AsyncRun, event: CacheEvent) -> Node | None:
     ``cache_storage`` under the cursor unless this run charged it already (a governed call
     charges its own). Returns the note, or None when nothing was recorded.
     """
-    if event.provider != "gemini":
+    if event.provider not in _KNOWN:
         return None
     if event.kind == "created":
         if event.tokens is None or event.ttl_seconds is None:
             return None
         return await _charge_cache(
-            run, run.cursor_id, "gemini", event.model, event.name, event.tokens, event.ttl_seconds
+            run,
+            run.cursor_id,
+            event.provider,
+            event.model,
+            event.name,
+            event.tokens,
+            event.ttl_seconds,
         )
     storage = _storage_note(run, event.name)
     rate = _storage_rate(event.model)
@@ -377,7 +410,8 @@ def settle_cache_events(run: AsyncRun | Run) -> Iterator[None]:
     """Settle into ``run`` every cache refresh and delete pollux makes inside the block.
 
     For code that calls pollux's cache lifecycle itself (``pollux.prepare_environment`` with a
-    ``CachePolicy``, `pollux.providers.gemini.refresh_context_cache` / ``delete_context_cache``):
+    ``CachePolicy``, `pollux.providers.gemini.refresh_context_cache` / ``delete_context_cache``
+    and their `pollux.providers.vertex` counterparts):
     a creation becomes a ``cache_storage`` charge (once per cache in the run) and a refresh or
     delete a ``cache_settlement`` note (see the module docs).
 
@@ -419,7 +453,10 @@ async def governed_refresh_cache(
     config: Config,
     ttl_seconds: int = 3600,
 ) -> float | None:
-    """`pollux.providers.gemini.refresh_context_cache`, its storage change settled in ``run``.
+    """``refresh_context_cache`` of the config's provider, its storage change settled in ``run``.
+
+    `pollux.providers.gemini.refresh_context_cache` for ``provider="gemini"``,
+    `pollux.providers.vertex.refresh_context_cache` for ``provider="vertex"``.
 
     The extension (``tokens x (new expiry - old expiry) x storage rate``) is charged by a
     ``cache_settlement`` note, under the cache's ``cache_storage`` note when this run created it.
@@ -434,17 +471,23 @@ async def governed_refresh_cache(
         The new expiry (seconds since the epoch, local clock), or None when no cache was found.
 
     Raises:
-        ConfigurationError: Not a Gemini config, or ``ttl_seconds`` is not a positive integer.
-        APIError: Gemini refused the update.
+        ConfigurationError: Not a Gemini or Vertex AI config, or ``ttl_seconds`` is not a
+            positive integer.
+        APIError: The provider refused the update.
     """
+    refresh = _lifecycle(_REFRESH, config)
     with settle_cache_events(run):
-        return await refresh_context_cache(environment, config=config, ttl_seconds=ttl_seconds)
+        result: float | None = await refresh(environment, config=config, ttl_seconds=ttl_seconds)
+        return result
 
 
 async def governed_delete_cache(
     run: AsyncRun | Run, environment: Environment, *, config: Config
 ) -> bool:
-    """`pollux.providers.gemini.delete_context_cache`, the unused storage credited in ``run``.
+    """``delete_context_cache`` of the config's provider, the unused storage credited in ``run``.
+
+    `pollux.providers.gemini.delete_context_cache` for ``provider="gemini"``,
+    `pollux.providers.vertex.delete_context_cache` for ``provider="vertex"``.
 
     A cache deleted before its expiry is credited ``tokens x (expiry - delete time) x storage
     rate`` by a ``cache_settlement`` note under the ``cache_storage`` note that charged it (when
@@ -459,8 +502,10 @@ async def governed_delete_cache(
         True when a cache was deleted, False when none was found.
 
     Raises:
-        ConfigurationError: Not a Gemini config.
-        APIError: Gemini refused the deletion.
+        ConfigurationError: Not a Gemini or Vertex AI config.
+        APIError: The provider refused the deletion.
     """
+    delete = _lifecycle(_DELETE, config)
     with settle_cache_events(run):
-        return await delete_context_cache(environment, config=config)
+        deleted: bool = await delete(environment, config=config)
+        return deleted

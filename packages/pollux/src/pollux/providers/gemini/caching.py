@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pollux.errors import CacheError, ConfigurationError
+from pollux.errors import CacheError, ConfigurationError, PolluxError
 from pollux.interaction.cache_events import CacheEvent, emit_cache_event
 from pollux.providers._batch_jobs import iso_time
 
@@ -61,9 +61,11 @@ __all__ = [
     "CacheRegistry",
     "cache_identity",
     "check_ttl",
+    "delete_located",
     "display_name",
     "known_context_cache",
     "min_cache_tokens",
+    "refresh_located",
 ]
 
 _log = logging.getLogger("pollux.providers.gemini")
@@ -261,7 +263,14 @@ def _too_small(model: str, tokens: int | None, minimum: int) -> ConfigurationErr
 
 
 class GeminiCaches:
-    """Cache resolution for one provider (its client, uploads and config)."""
+    """Cache resolution for one provider (its client, uploads and config).
+
+    Attributes:
+        provider: The provider name its ``created`` events carry (a subclass for another
+            provider of Gemini's caches, Vertex AI, sets its own).
+    """
+
+    provider: str = PROVIDER
 
     def __init__(
         self,
@@ -384,7 +393,7 @@ class GeminiCaches:
         await emit_cache_event(
             CacheEvent(
                 kind="created",
-                provider=PROVIDER,
+                provider=self.provider,
                 model=model,
                 name=entry.name,
                 tokens=entry.tokens,
@@ -468,6 +477,100 @@ def known_context_cache(environment: Environment, *, config: Config) -> float | 
     return None if entry is None else entry.expires_at
 
 
+async def delete_located(
+    client: Any, identity: str, model: str, config: Config, *, provider: str
+) -> tuple[bool, CacheEvent | None]:
+    """Find the cache of ``identity`` and delete it: whether one was, and its ``deleted`` event.
+
+    The shared body of the Gemini and Vertex AI ``delete_context_cache``. The SDK's own
+    exception propagates unwrapped (each provider maps it to its errors); the event is returned,
+    not emitted, so that an observer's exception is never mistaken for the provider's.
+
+    Args:
+        client: The provider's ``genai.Client``.
+        identity: The cache identity (:func:`cache_identity`).
+        model: The model the cache belongs to.
+        config: The config of the calls (its request timeout).
+        provider: The provider name the event carries.
+    """
+    entry = await _locate(client, identity, model, config)
+    REGISTRY.forget(identity=identity)
+    if entry is None:
+        return False, None
+    try:
+        await client.aio.caches.delete(name=entry.name)
+    except Exception as exc:
+        if is_not_found(exc):
+            return False, None
+        raise
+    event = CacheEvent(
+        kind="deleted",
+        provider=provider,
+        model=model,
+        name=entry.name,
+        tokens=entry.tokens,
+        at=_provider_now(entry, REGISTRY.clock()),
+        expires_at=entry.expire_time,
+    )
+    return True, event
+
+
+async def refresh_located(
+    client: Any,
+    identity: str,
+    model: str,
+    config: Config,
+    *,
+    provider: str,
+    ttl_seconds: int,
+) -> tuple[float | None, CacheEvent | None]:
+    """Find the cache of ``identity`` and set its TTL: the new local expiry and the event.
+
+    The shared body of the Gemini and Vertex AI ``refresh_context_cache`` (the SDK's exception
+    propagates unwrapped and the ``refreshed`` event is returned, as in :func:`delete_located`).
+    The clock skew is measured on the update's answer, and the tokens a listed or updated
+    resource does not report are kept from the known entry.
+
+    Args:
+        client: The provider's ``genai.Client``.
+        identity: The cache identity (:func:`cache_identity`).
+        model: The model the cache belongs to.
+        config: The config of the calls (its request timeout).
+        provider: The provider name the event carries.
+        ttl_seconds: The new lifetime, from now.
+    """
+    entry = await _locate(client, identity, model, config)
+    if entry is None:
+        return None, None
+    try:
+        updated = await client.aio.caches.update(name=entry.name, config={"ttl": f"{ttl_seconds}s"})
+    except Exception as exc:
+        if is_not_found(exc):
+            REGISTRY.forget(identity=identity)
+            return None, None
+        raise
+    now = REGISTRY.clock()
+    fresh = _entry(updated, now, answered_now=True)
+    if fresh.tokens is None:
+        fresh = replace(fresh, tokens=entry.tokens)
+    if fresh.expires_at is None:
+        fresh = replace(fresh, expires_at=now + ttl_seconds)
+    at = _provider_now(fresh, now)
+    REGISTRY.put(identity, fresh)
+    event = CacheEvent(
+        kind="refreshed",
+        provider=provider,
+        model=model,
+        name=entry.name,
+        tokens=fresh.tokens,
+        at=at,
+        expires_at=fresh.expire_time if fresh.expire_time is not None else at + ttl_seconds,
+        previous_expires_at=entry.expire_time,
+        ttl_seconds=ttl_seconds,
+    )
+    return fresh.expires_at, event
+
+
 async def delete_context_cache(environment: Environment, *, config: Config) -> bool:
     """Delete the Gemini context cache of ``environment``, if one exists.
 
@@ -483,32 +586,19 @@ async def delete_context_cache(environment: Environment, *, config: Config) -> b
     """
     identity, model = _environment_identity(environment, config)
 
-    async def work(client: Any) -> bool:
-        entry = await _locate(client, identity, model, config)
-        REGISTRY.forget(identity=identity)
-        if entry is None:
-            return False
+    async def work(client: Any) -> tuple[bool, CacheEvent | None]:
         try:
-            await client.aio.caches.delete(name=entry.name)
+            return await delete_located(client, identity, model, config, provider=PROVIDER)
+        except PolluxError:
+            raise
         except Exception as exc:
-            if is_not_found(exc):
-                return False
             raise wrap_gemini_error(exc, phase="cache") from exc
-        await emit_cache_event(
-            CacheEvent(
-                kind="deleted",
-                provider=PROVIDER,
-                model=model,
-                name=entry.name,
-                tokens=entry.tokens,
-                at=_provider_now(entry, REGISTRY.clock()),
-                expires_at=entry.expire_time,
-            )
-        )
-        return True
 
-    result: bool = await _with_client(config, work)
-    return result
+    deleted: tuple[bool, CacheEvent | None] = await _with_client(config, work)
+    # Emitted once the provider has answered: an observer's exception is its own, not Gemini's.
+    if deleted[1] is not None:
+        await emit_cache_event(deleted[1])
+    return deleted[0]
 
 
 async def refresh_context_cache(
@@ -527,44 +617,20 @@ async def refresh_context_cache(
     check_ttl(ttl_seconds)
     identity, model = _environment_identity(environment, config)
 
-    async def work(client: Any) -> float | None:
-        entry = await _locate(client, identity, model, config)
-        if entry is None:
-            return None
+    async def work(client: Any) -> tuple[float | None, CacheEvent | None]:
         try:
-            updated = await client.aio.caches.update(
-                name=entry.name, config={"ttl": f"{ttl_seconds}s"}
+            return await refresh_located(
+                client, identity, model, config, provider=PROVIDER, ttl_seconds=ttl_seconds
             )
+        except PolluxError:
+            raise
         except Exception as exc:
-            if is_not_found(exc):
-                REGISTRY.forget(identity=identity)
-                return None
             raise wrap_gemini_error(exc, phase="cache") from exc
-        now = REGISTRY.clock()
-        fresh = _entry(updated, now, answered_now=True)
-        if fresh.tokens is None:
-            fresh = replace(fresh, tokens=entry.tokens)
-        if fresh.expires_at is None:
-            fresh = replace(fresh, expires_at=now + ttl_seconds)
-        at = _provider_now(fresh, now)
-        REGISTRY.put(identity, fresh)
-        await emit_cache_event(
-            CacheEvent(
-                kind="refreshed",
-                provider=PROVIDER,
-                model=model,
-                name=entry.name,
-                tokens=fresh.tokens,
-                at=at,
-                expires_at=fresh.expire_time if fresh.expire_time is not None else at + ttl_seconds,
-                previous_expires_at=entry.expire_time,
-                ttl_seconds=ttl_seconds,
-            )
-        )
-        return fresh.expires_at
 
-    result: float | None = await _with_client(config, work)
-    return result
+    refreshed: tuple[float | None, CacheEvent | None] = await _with_client(config, work)
+    if refreshed[1] is not None:
+        await emit_cache_event(refreshed[1])
+    return refreshed[0]
 
 
 def cache_names(compiled: Mapping[str, Any]) -> str | None:

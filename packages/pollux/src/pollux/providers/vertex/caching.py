@@ -5,8 +5,9 @@ addresses them there when its client is a Vertex one, so resolution (registry, `
 display name, single-flight create with the minimum-size check) is the Gemini provider's
 (:class:`pollux.providers.gemini.caching.GeminiCaches`). Only the account in the cache's
 identity differs: it is the project, location and endpoint, not an API key, so two projects
-(or the emulator and Vertex AI) never share a cache. Deleting and refreshing a cache by
-its Environment are in :mod:`.cache_admin`.
+(or the emulator and Vertex AI) never share a cache; and its
+:class:`~pollux.interaction.CacheEvent` carry ``provider="vertex"``. Deleting, refreshing and
+knowing a cache by its Environment are in :mod:`.cache_admin`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pollux.providers.gemini.caching import GeminiCaches, cache_identity
+
+from .errors import PROVIDER
 
 if TYPE_CHECKING:
     from pollux.config import Config
@@ -33,6 +36,8 @@ class VertexCaches(GeminiCaches):
         account: Returns ``"vertex|<project>|<location>|<endpoint>"`` once the project is
             settled.
     """
+
+    provider = PROVIDER  # its ``created`` events say Vertex AI, so a ledger prices them so
 
     def __init__(
         self, client: Callable[[], Any], uploads: Any, config: Config, account: Callable[[], str]

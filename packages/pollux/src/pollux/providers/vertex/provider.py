@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pollux.source import Source
     from pollux.transport import Transport
 
-__all__ = ["CAPABILITIES", "VertexProvider", "default_endpoint"]
+__all__ = ["CAPABILITIES", "VertexProvider", "cache_account", "default_endpoint"]
 
 #: Gemini's table (checked before I/O); ``defer`` needs ``Config.staging_uri`` too.
 CAPABILITIES: Capabilities = GEMINI_CAPABILITIES
@@ -68,6 +68,13 @@ def default_endpoint(location: str) -> str:
     if location == "global":
         return "https://aiplatform.googleapis.com"
     return f"https://{location}-aiplatform.googleapis.com"
+
+
+def cache_account(project: str, config: Config) -> str:
+    """The account in a Vertex AI cache's identity: project, location and endpoint."""
+    location = config.location or "global"
+    endpoint = (config.base_url or default_endpoint(location)).rstrip("/")
+    return f"vertex|{project}|{location}|{endpoint}"
 
 
 class VertexProvider(GeminiProvider):
@@ -177,7 +184,7 @@ class VertexProvider(GeminiProvider):
         return f"projects/{self._project()}/locations/{self._location}"
 
     def _account(self) -> str:
-        return f"vertex|{self._project()}|{self._location}|{self._endpoint}"
+        return cache_account(self._project(), self._config)
 
     def _target(self) -> VertexTarget:
         return VertexTarget(
