@@ -11,11 +11,12 @@ Events, in order of a cache's life:
 
 * ``"created"``: a call created the cache (the same facts the call reports in
   ``Output.diagnostics.raw["cache"]``), emitted whether or not the call then succeeded;
-* ``"refreshed"``: :func:`pollux.providers.gemini.refresh_context_cache` moved its expiry
+* ``"refreshed"``: :func:`pollux.providers.gemini.refresh_context_cache` (or Vertex AI's,
+  :func:`pollux.providers.vertex.refresh_context_cache`) moved its expiry
   (``previous_expires_at`` -> ``expires_at``; earlier when the new TTL is shorter than what was
   left);
-* ``"deleted"``: :func:`pollux.providers.gemini.delete_context_cache` deleted it at ``at``,
-  before ``expires_at`` (the expiry it had).
+* ``"deleted"``: :func:`pollux.providers.gemini.delete_context_cache` (or Vertex AI's) deleted
+  it at ``at``, before ``expires_at`` (the expiry it had).
 
 Times are seconds since the epoch **on the provider's clock** (read from the cache resource's
 ``createTime``/``updateTime``/``expireTime``; a delete's time is pollux's clock moved by the
@@ -68,7 +69,8 @@ class CacheEvent:
 
     Attributes:
         kind: ``"created"``, ``"refreshed"`` or ``"deleted"``.
-        provider: The provider name (``"gemini"``).
+        provider: The provider name (``"gemini"``, or ``"vertex"`` for Gemini's caches on
+            Vertex AI).
         model: The model the cache belongs to.
         name: The provider's resource name (``cachedContents/...``).
         tokens: The tokens the cache stores (what storage is billed on), when reported.
