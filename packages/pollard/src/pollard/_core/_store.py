@@ -60,14 +60,23 @@ Claims
         released. Confirmations use it so that a confirmed action runs at most once.
 
 Writers (one writer per node of a run)
-    ``lease_writer(writer, lease_seconds) -> None``
+    ``lease_writer(writer, lease_seconds, *, holder=None) -> None``
         Record that ``writer`` (a runtime's random id) is alive until ``now + lease_seconds``;
-        0 ends it. Runtimes renew it while they are open.
+        0 ends it. Runtimes renew it while they are open. ``holder`` (given once, when the
+        writer registers) is a JSON object naming the writer's process (``host``, ``boot``,
+        ``pidns``, ``pid``, ``start``), stored beside the lease without changing how the lease
+        itself is stored.
     ``take_append(node_id, writer) -> int``
         Atomically make ``writer`` the one appending under ``node_id`` unless another live
         writer is (the node's holder, else the writer in its ``meta["writer"]``), and return the
         fencing token it holds: the same on a renewal, one more when the node changes hands,
-        0 when another live writer holds it.
+        0 when another live writer holds it. A writer is live while its lease runs, unless its
+        ``holder`` is on this host and its process is provably gone (the pid no longer runs,
+        or runs a process started at another time): that lease is taken over at once.
+    ``append_holder(node_id) -> dict | None``
+        Who appends under ``node_id`` (for a refusal's message): ``writer``, ``lease_left``
+        (seconds) and ``holder`` (None for a writer that recorded no process); None when nobody
+        ever did.
 
 Lifecycle
     ``close() -> None`` (idempotent); stores are also context managers.
@@ -178,12 +187,18 @@ class Store(Protocol):
         """Claim ``key`` for ``owner`` unless already claimed; return the winning owner."""
         ...
 
-    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+    def lease_writer(
+        self, writer: str, lease_seconds: float, *, holder: Mapping[str, Any] | None = None
+    ) -> None:
         """Record that ``writer`` is alive for ``lease_seconds`` more (0 ends it)."""
         ...
 
     def take_append(self, node_id: str, writer: str) -> int:
         """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0."""
+        ...
+
+    def append_holder(self, node_id: str) -> dict[str, Any] | None:
+        """Who appends under ``node_id``: ``writer``, ``lease_left``, ``holder``; or None."""
         ...
 
     def close(self) -> None:

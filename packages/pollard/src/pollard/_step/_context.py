@@ -16,6 +16,7 @@ from pollard._core._node import Node
 from pollard._step._lease import LeaseKeeper
 from pollard._step._protocols import Annotator, Gate, Measurer, Meter, WindowedMeter
 from pollard.errors import IntegrityError, PollardError
+from pollard.stores._host import this_process
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -142,7 +143,9 @@ class RuntimeCore:
     def register_writer(self) -> None:
         """Record this runtime's writer as alive (before its first commit), renewed from then."""
         if not self._writer_live:
-            self.store.lease_writer(self.writer, self.lease_seconds)
+            # Its process too, so a resume on this host after a crash (SIGKILL, an OOM kill)
+            # can take the lease over at once instead of waiting for it to expire.
+            self.store.lease_writer(self.writer, self.lease_seconds, holder=this_process())
             self._writer_live = True
             self.keeper.keep_writer(self.writer)
 

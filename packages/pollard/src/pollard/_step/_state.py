@@ -19,6 +19,7 @@ from pollard._core._node import Node
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Step, io
 from pollard.errors import WriterConflict
+from pollard.stores._host import holder_text, liveness
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -180,20 +181,50 @@ class CursorState:
         token = yield io(rt.store.take_append, parent, rt.writer)
         if not token:
             rt.appending.discard(parent)
+            found: dict[str, Any] | None = yield io(_holder_of, rt.store, parent)
+            holder = None if found is None else found.get("holder")
+            state = liveness(holder)
+            who = holder_text(holder, state)
+            lease = 0.0 if found is None else float(found.get("lease_left") or 0.0)
+            host = holder.get("host") if isinstance(holder, dict) else None
+            pid = holder.get("pid") if isinstance(holder, dict) else None
+            known: dict[str, Any] = {
+                "host": host if isinstance(host, str) else None,
+                "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                "alive": True if state == "alive" else None,
+            }
+            if state == "alive":
+                wait = (
+                    f"wait for process {known['pid']} to finish (or stop it: a writer killed on "
+                    "this host is taken over at once)"
+                )
+            else:
+                wait = (
+                    "wait for the other process to finish (its lease ends when it stops; one "
+                    "that crashed where this host cannot check it holds the run until its lease "
+                    f"ends, within {lease:.0f} s unless it is still renewed)"
+                )
             if at_root:
                 raise WriterConflict(
                     f"another process is writing run {self.label!r} (it holds the run's root, "
-                    f"node {parent}): two writers under one root would fork the run, so this "
-                    "one does not write",
+                    f"node {parent}; {who}): two writers under one root would fork the run, so "
+                    "this one does not write",
                     parent,
-                    hint="wait for the other process to finish (its lease ends when it stops, "
-                    "or a lease after it crashed), or use another run label; for many workers "
-                    "on one label, open the run with shared=True in every worker",
+                    hint=f"{wait}, or use another run label; for many workers on one label, "
+                    "open the run with shared=True in every worker",
+                    host=known["host"],
+                    pid=known["pid"],
+                    alive=known["alive"],
                 )
             raise WriterConflict(
-                f"another writer is appending to run {self.label!r} at node {parent}: two "
-                "processes at one cursor would fork the run, so this one does not write",
+                f"another writer is appending to run {self.label!r} at node {parent} ({who}): "
+                "two processes at one cursor would fork the run, so this one does not write",
                 parent,
+                hint=f"let one process write this run at a time: {wait}; or start your own "
+                "line with run.branch(...) or another run label",
+                host=known["host"],
+                pid=known["pid"],
+                alive=known["alive"],
             )
         rt.appending.add(parent)  # every cursor of this runtime is the same writer
         self.leased = parent
@@ -233,3 +264,15 @@ class CursorState:
             "avoided": form(zeros | dict(self.avoided)),
             "total": form(zeros | dict(self.rt.store.totals(self.root_id))),
         }
+
+
+def _holder_of(store: Store, node_id: str) -> dict[str, Any] | None:
+    """Who holds ``node_id`` (for a refusal's message only), or None when it cannot be read."""
+    read = getattr(store, "append_holder", None)  # a custom store may predate it
+    if read is None:
+        return None
+    try:
+        found = read(node_id)
+    except Exception:  # the refusal stands; only its description is lost
+        return None
+    return found if isinstance(found, dict) else None
