@@ -16,12 +16,23 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pollard import AsyncRuntime, MemoryStore, Runtime, SQLiteStore, Store, WriterConflict
+from pollard import (
+    AsyncRuntime,
+    Budget,
+    BudgetExceeded,
+    MemoryStore,
+    Runtime,
+    SQLiteStore,
+    Store,
+    WriterConflict,
+)
+from pollard._core._ledger import BudgetClaim
 
 from .conftest import FakeClock
 
@@ -367,3 +378,64 @@ def test_a_lease_without_a_holder_keeps_the_expiry_rule(
         assert (info.value.pid, info.value.host, info.value.alive) == (None, None, None)
         clock.advance(301)
         run.model_call({"i": 1}, fn=_answer)
+
+
+_HOLDING_CHILD = """
+import os, signal, sys
+from pollard import Budget, PostgresStore, Runtime, SQLiteStore
+where = sys.argv[1]
+frozen = lambda: 1_000_000.0  # the test's clock: the hold's lease ends only when it says so
+if where.startswith("postgresql://"):
+    dsn, _, store_id = where.rpartition("#")
+    store = PostgresStore(dsn, store_id=store_id, clock=frozen)
+else:
+    store = SQLiteStore(where, clock=frozen)
+run = Runtime(store, reservation_lease_seconds=3600).run("job", budget=Budget(steps=2))
+run.model_call({"i": 0}, fn=lambda p: {"text": "ok"})
+print("committed", flush=True)
+# Killed during its second call: the step's hold (one step) is never settled nor released.
+run.model_call({"i": 1}, fn=lambda p: os.kill(os.getpid(), signal.SIGKILL))
+"""
+
+
+@needs_proc
+def test_the_holds_of_a_writer_killed_on_this_host_are_released_at_once(
+    shared_spec: tuple[str, Store],
+) -> None:
+    where, store = shared_spec
+    child = subprocess.run(
+        [sys.executable, "-c", _HOLDING_CHILD, where], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -9 and "committed" in child.stdout, child.stderr
+    # One step spent, one held by the dead process, on a clock that never moves: a resume
+    # whose wait for holds is short would be refused if the dead hold were kept.
+    with Runtime(store, reservation_lease_seconds=0.2) as resumed:
+        run = resumed.run("job", budget=Budget(steps=2))
+        run.model_call({"i": 1}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 2
+        with pytest.raises(BudgetExceeded):  # the budget itself still holds
+            run.model_call({"i": 2}, fn=_answer)
+
+
+def test_the_holds_of_a_live_or_unknown_owner_are_kept(
+    two_stores: tuple[Store, Store], clock: FakeClock
+) -> None:
+    a_store, b_store = two_stores
+    with Runtime(a_store) as setup:
+        root = setup.run("label").model_call({"i": 0}, fn=_answer).parent
+    assert root is not None
+    claim = [BudgetClaim(root, "steps", Decimal(100), Decimal(1))]
+    me = a_store.append_holder(root)
+    assert me is not None and me["holder"] is not None
+    a_store.lease_writer("live", 60, holder=me["holder"])  # this very process: alive
+    a_store.lease_writer("far", 60, holder=dict(me["holder"], host="elsewhere.example"))
+    a_store.lease_writer("dead", 60, holder=dict(me["holder"], start=-1))
+    held = {
+        who: a_store.reserve(claim, lease_seconds=60, owner=who).reservation_id
+        for who in ("live", "far", "dead", None)
+    }
+    assert all(held.values())
+    expected = 1 if os.path.exists("/proc/self/stat") else 0
+    assert b_store.release_gone() == expected  # only the dead owner's hold
+    assert b_store.renew(held["dead"] or "", 60) is (expected == 0)
+    assert all(b_store.renew(held[who] or "", 60) for who in ("live", "far", None))

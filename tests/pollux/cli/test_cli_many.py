@@ -322,7 +322,7 @@ def test_a_resume_after_kill_9_runs_at_once_unless_the_writer_was_elsewhere(
     (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "a.jsonl"
     args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu)]
-    args += ["--ledger", "runs.db", "--label", "nightly"]
+    args += ["--ledger", "runs.db", "--label", "nightly", "--max-calls", "4"]
     process = subprocess.Popen(
         [str(POLLUX), *args],
         cwd=tmp_path,
@@ -360,14 +360,18 @@ def test_a_resume_after_kill_9_runs_at_once_unless_the_writer_was_elsewhere(
         assert f"process {process.pid} on host 'elsewhere.example'" in refused.stderr
         assert "about a minute after it stopped" in refused.stderr
         assert emu.requests_for("local.chat") == []  # it sent nothing
-        with sqlite3.connect(tmp_path / "runs.db") as db:  # its lease ends
+        with sqlite3.connect(tmp_path / "runs.db") as db:  # its lease and its hold end
             db.execute("UPDATE kv SET value = '0' WHERE key LIKE 'writer:%'")
+            db.execute("UPDATE reservations SET expires = 0")
     emu.clear_requests()
-    again = pollux(*args, cwd=tmp_path)  # at once on this host: the killed command is gone
+    # At once on this host: the killed command is gone, so its writer lease and the hold of
+    # its call in flight (which --max-calls 4 would otherwise wait for) are taken over.
+    again = pollux(*args, cwd=tmp_path)
     assert again.code == 0, again.stderr
     assert [_prompt_of(r) for r in emu.requests_for("local.chat")] == ["slow third?", "fourth?"]
     assert [r["index"] for r in _records(out)] == [0, 1, 2, 3]
     with SQLiteStore(tmp_path / "runs.db") as store:
         (root,) = store.roots()
         answered = [n for n in store.children(root.id) if n.kind.value == "model_call"]
+        assert store.totals(root.id)["steps"] == 4
     assert len(answered) == 4

@@ -36,10 +36,16 @@ Maintenance methods (offline by contract: no runtime should be writing)
         reclaim space where the backend can. Returns the number of blobs removed.
 
 Ledger methods (see `pollard._core._ledger` for the admission rule)
-    ``reserve(claims, windows=(), *, lease_seconds, hold=True) -> Admission``
+    ``reserve(claims, windows=(), *, lease_seconds, hold=True, owner=None) -> Admission``
         Atomically apply the admission rule to every claim and, when all pass and ``hold`` is
         True, record one reservation holding every positive amount until ``expires = now + lease``.
-        With ``hold=False`` it only checks.
+        With ``hold=False`` it only checks. ``owner`` (the writer id of the runtime holding it)
+        starts the reservation's id (``<owner>.<random>``), so `release_gone` can tell whose
+        hold it is.
+    ``release_gone() -> int``
+        Release the live reservations whose owner's process (its ``lease_writer`` holder) is on
+        this host and provably gone, as their leases would once they ended; the number released.
+        Runtimes call it only when a request does not fit beside other steps' holds.
     ``renew(reservation_id, lease_seconds) -> bool``
         Extend a live reservation; False when it is gone (expired and swept, or settled).
     ``release(reservation_id) -> None``
@@ -155,6 +161,7 @@ class Store(Protocol):
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts."""
         ...
@@ -165,6 +172,10 @@ class Store(Protocol):
 
     def release(self, reservation_id: str) -> None:
         """Drop a reservation without charging."""
+        ...
+
+    def release_gone(self) -> int:
+        """Release the holds of owners whose process is provably gone; how many."""
         ...
 
     def commit(

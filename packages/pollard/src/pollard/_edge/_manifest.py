@@ -77,11 +77,15 @@ class ManifestStore:
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         raise self._read_only()
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:
         raise self._read_only()
+
+    def release_gone(self) -> int:
+        return 0
 
     def release(self, reservation_id: str) -> None:
         raise self._read_only()

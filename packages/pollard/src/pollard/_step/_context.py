@@ -130,7 +130,11 @@ class RuntimeCore:
                 )
             self._in_flight += 1
         try:
-            admission = self.store.reserve(claims, windows, lease_seconds=self.lease_seconds)
+            # The writer's id starts the hold's id: a resume on this host releases the holds of
+            # a writer whose process is gone at once (`Store.release_gone`).
+            admission = self.store.reserve(
+                claims, windows, lease_seconds=self.lease_seconds, owner=self.writer
+            )
             if admission.reservation_id is not None:
                 self.keeper.add(admission.reservation_id)
             return admission

@@ -17,6 +17,7 @@ __all__ = [
     "collision",
     "conflict_patch",
     "holder_json",
+    "holds_of_gone",
     "judge_append",
     "load_holder",
     "meta_text",
@@ -108,6 +109,25 @@ def holder_json(holder: Mapping[str, Any]) -> str:
     if not isinstance(holder, Mapping):
         raise TypeError("a writer's holder is a mapping (host, pid, ...)")
     return json.dumps(dict(holder), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def holds_of_gone(
+    reservation_ids: list[str], holder: Callable[[str], Mapping[str, Any] | None]
+) -> list[str]:
+    """The reservations (``<owner>.<random>`` ids) whose owner's process is provably gone."""
+    from pollard.stores._host import liveness  # the process table is read only on this path
+
+    judged: dict[str, bool] = {}
+    gone = []
+    for rid in reservation_ids:
+        owner, dot, _ = rid.partition(".")
+        if not dot:
+            continue  # a hold without an owner (an older runtime, a quota): its lease decides
+        if owner not in judged:
+            judged[owner] = liveness(holder(owner)) == "gone"
+        if judged[owner]:
+            gone.append(rid)
+    return gone
 
 
 def load_holder(text: str | None) -> dict[str, Any] | None:

@@ -56,6 +56,7 @@ from pollard.stores._common import (
     collision,
     conflict_patch,
     holder_json,
+    holds_of_gone,
     judge_append,
     load_holder,
     meta_text,
@@ -922,6 +923,7 @@ class SqlStore:
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
         if not claims and not windows:
@@ -960,9 +962,19 @@ class SqlStore:
             held = held_amounts(claims, windows)
             if not hold or not held:
                 return Admission(None, None)
-            rid = uuid.uuid4().hex
+            rid = uuid.uuid4().hex if owner is None else f"{owner}.{uuid.uuid4().hex}"
             cur.execute(self._sql["hold"], (rid, now + lease_seconds, dump_held(held)))
             return Admission(rid, None)
+
+    def release_gone(self) -> int:
+        """Release the live holds whose owner's process is provably gone (this host only)."""
+        with self._transaction() as cur:
+            cur.execute(self._sql["reservations_all"])
+            ids = [str(rid) for rid, _ in cur.fetchall()]
+            gone = holds_of_gone(ids, lambda who: load_holder(self._kv(cur, f"holder:{who}")))
+            for rid in gone:
+                cur.execute(self._sql["release"], (rid,))
+        return len(gone)
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:
         """Extend a live reservation's lease; False when it no longer exists."""

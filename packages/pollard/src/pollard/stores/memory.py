@@ -33,6 +33,7 @@ from ._common import (
     collision,
     conflict_patch,
     holder_json,
+    holds_of_gone,
     judge_append,
     load_holder,
     meta_text,
@@ -281,6 +282,7 @@ class MemoryStore:
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
         with self._lock:
@@ -299,8 +301,18 @@ class MemoryStore:
             if not hold or not held:
                 return Admission(None, None)
             rid = f"r{next(self._counter)}"
+            if owner is not None:  # whose hold it is, for release_gone
+                rid = f"{owner}.{rid}"
             self._reservations[rid] = _Reservation(now + lease_seconds, held)
             return Admission(rid, None)
+
+    def release_gone(self) -> int:
+        """Release the live holds whose owner's process is provably gone (this host only)."""
+        with self._lock:
+            gone = holds_of_gone(list(self._reservations), self._holders.get)
+            for rid in gone:
+                del self._reservations[rid]
+            return len(gone)
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:
         """Extend a live reservation's lease; False when it no longer exists."""
