@@ -136,6 +136,10 @@ def test_two_writers_at_one_run_root_cannot_both_append(
     assert ran == [] and info.value.node_id == a.root_id
     assert "run 'label'" in str(info.value) and "another process" in str(info.value)
     assert "shared=True" in (info.value.hint or "")
+    if os.path.exists("/proc/self/stat"):  # the holder is named: here, this very process
+        assert (info.value.pid, info.value.alive) == (os.getpid(), True)
+        assert "this very process" in str(info.value)
+        assert "close this process's other runtime" in (info.value.hint or "")
     # Nothing of the second writer was recorded under the root, not even a refusal.
     assert [n.payload.get("by") for n in a_store.children(a.root_id)] == ["a"]
     # The first writer's other cursors (here a second run object) are the same writer.

@@ -8,6 +8,7 @@ for typing (``tests/test_pollard_layers.py`` checks the package has no import cy
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from decimal import Decimal
@@ -193,7 +194,9 @@ class CursorState:
                 "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
                 "alive": True if state == "alive" else None,
             }
-            if state == "alive":
+            if state == "alive" and known["pid"] == os.getpid():
+                wait = "close this process's other runtime on this store first"
+            elif state == "alive":
                 wait = (
                     f"wait for process {known['pid']} to finish (or stop it: a writer killed on "
                     "this host is taken over at once)"

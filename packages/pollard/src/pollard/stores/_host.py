@@ -121,6 +121,8 @@ def holder_text(holder: Mapping[str, Any] | None, state: Liveness) -> str:
     if not isinstance(holder, Mapping) or not isinstance(holder.get("pid"), int):
         return "a writer that recorded no process identity"
     pid, host = holder["pid"], holder.get("host")
+    if state == "alive" and pid == os.getpid():
+        return f"pid {pid}, this very process: another of its runtimes is open"
     if state == "alive":
         return f"pid {pid} on this host, still running"
     if state == "gone":
