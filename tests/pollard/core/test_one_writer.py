@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -443,3 +445,52 @@ def test_the_holds_of_a_live_or_unknown_owner_are_kept(
     assert b_store.release_gone() == expected  # only the dead owner's hold
     assert b_store.renew(held["dead"] or "", 60) is (expected == 0)
     assert all(b_store.renew(held[who] or "", 60) for who in ("live", "far", None))
+
+
+_STALLED_WRITER = """
+import sys, time
+from pollard import Runtime, SQLiteStore, WriterConflict
+rt = Runtime(SQLiteStore(sys.argv[1]), reservation_lease_seconds=0.6)
+run = rt.run("job")
+run.model_call({"i": 0}, fn=lambda p: {"text": "ok"})
+print("committed", flush=True)
+sys.stdin.readline()  # stopped (SIGSTOP) here while another writer takes the run over
+time.sleep(0.5)  # its lease keeper renews meanwhile, as a process resumed from a pause does
+try:
+    run.model_call({"i": "late"}, fn=lambda p: {"text": "ok"})
+    print("appended", flush=True)
+except WriterConflict:
+    print("refused", flush=True)
+rt.close()
+"""
+
+
+def test_a_stalled_writer_whose_lease_ended_is_fenced_when_it_resumes(tmp_path: Path) -> None:
+    db = str(tmp_path / "stalled.db")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STALLED_WRITER, db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == "committed"
+        os.kill(child.pid, signal.SIGSTOP)  # alive, stalled: never taken over as gone
+        time.sleep(1.0)  # past its 0.6 s lease (not an assertion: the lease must end)
+        with Runtime(SQLiteStore(db), reservation_lease_seconds=0.6) as other:
+            run = other.resume("job")  # at the stalled writer's leaf, where it appends next
+            leaf = run.cursor_id
+            run.model_call({"i": 1}, fn=_answer)  # its lease ended: taken over
+            os.kill(child.pid, signal.SIGCONT)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            # Its renewal after the pause must not make it trust the node it no longer holds.
+            assert child.stdout.readline().strip() == "refused"
+            assert [n.payload["i"] for n in other.store.children(leaf)] == [1]
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+        child.communicate(timeout=60)

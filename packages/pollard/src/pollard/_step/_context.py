@@ -110,7 +110,8 @@ class RuntimeCore:
         self._writer_live = False
         # Nodes this writer took the append lease of (a run's root, a resumed cursor): any
         # cursor of this runtime appends there without asking the store again.
-        self.appending: set[str] = set()
+        # Each with the keeper's lapse count when taken: a lapse since makes it taken again.
+        self.appending: dict[str, int] = {}
         self._reserving = threading.Condition(threading.Lock())
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it

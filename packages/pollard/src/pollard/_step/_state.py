@@ -49,6 +49,7 @@ class CursorState:
         owner: The runtime object that opened the run (kept alive while the run is used).
         leased: The node this run holds the append lease of (one writer per node), or None.
         own_cursor: Whether this runtime committed the cursor node itself.
+        lapses: The writer's lease lapse count when this run last took its cursor.
         actor: Who makes this cursor's registered tool calls when a call names no actor (the
             team agent this cursor acts for; what policies see as ``PolicyContext.actor``), or
             None. Branches and forks inherit it.
@@ -69,6 +70,7 @@ class CursorState:
         "depth",
         "floor",
         "label",
+        "lapses",
         "leased",
         "own_cursor",
         "owner",
@@ -104,6 +106,9 @@ class CursorState:
         # runtime committed the cursor itself (then it holds the node without asking).
         self.leased: str | None = None
         self.own_cursor = False
+        # The writer's lapse count when this run last took (or committed) its cursor: after a
+        # lapse (a paused process whose lease ended) its nodes are taken again, never assumed.
+        self.lapses = rt.keeper.writer_lapses
         self.actor: str | None = None
         self.tools: frozenset[str] | None = None
         self.floor: str | None = None
@@ -161,6 +166,10 @@ class CursorState:
             for name, amount in charges.items():
                 spent[name] = spent.get(name, ZERO) + amount
 
+    def writer_lapsed(self) -> bool:
+        """Whether this writer's lease may have lapsed since this run last took its cursor."""
+        return self.rt.writer_stale() or self.rt.keeper.writer_lapses != self.lapses
+
     def check_writer(self) -> Step:
         """Refuse (`WriterConflict`) when another live writer appends under the cursor.
 
@@ -175,13 +184,16 @@ class CursorState:
         at_root = parent == self.root_id
         if rt.mode == "replay" or (at_root and self.shared):
             return
-        stale = rt.writer_stale()
-        if not stale and (self.own_cursor or self.leased == parent or parent in rt.appending):
+        lapses = rt.keeper.writer_lapses
+        stale = rt.writer_stale() or lapses != self.lapses
+        if not stale and (
+            self.own_cursor or self.leased == parent or rt.appending.get(parent) == lapses
+        ):
             self.leased = parent
             return
         token = yield io(rt.store.take_append, parent, rt.writer)
         if not token:
-            rt.appending.discard(parent)
+            rt.appending.pop(parent, None)
             found: dict[str, Any] | None = yield io(_holder_of, rt.store, parent)
             holder = None if found is None else found.get("holder")
             state = liveness(holder)
@@ -229,8 +241,9 @@ class CursorState:
                 pid=known["pid"],
                 alive=known["alive"],
             )
-        rt.appending.add(parent)  # every cursor of this runtime is the same writer
+        rt.appending[parent] = lapses  # every cursor of this runtime is the same writer
         self.leased = parent
+        self.lapses = lapses
 
     # -- reads ---------------------------------------------------------------------------------
 
