@@ -4,21 +4,44 @@ Two runtimes (two processes, as far as the store can tell) at the same cursor of
 root included, must not both append under it: the second is refused with `WriterConflict`
 before its step runs. Workers that each start their own lines under one label open the run
 with ``shared=True``; one runtime's concurrent fan-out is one writer; a writer that stopped (or
-crashed, once its lease ended) lets another take over.
+crashed, once its lease ended) lets another take over. A writer that died on this host (a
+SIGKILL) is taken over at once; one on another host, or of an older pollard, after its lease.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pollard import AsyncRuntime, MemoryStore, Runtime, SQLiteStore, Store, WriterConflict
+from pollard import (
+    AsyncRuntime,
+    Budget,
+    BudgetExceeded,
+    MemoryStore,
+    Runtime,
+    SQLiteStore,
+    Store,
+    WriterConflict,
+)
+from pollard._core._ledger import BudgetClaim
 
 from .conftest import FakeClock
+
+# Telling that a holder is gone needs the process table (/proc); elsewhere leases only expire.
+needs_proc = pytest.mark.skipif(
+    not os.path.exists("/proc/self/stat"), reason="needs /proc to tell a process is gone"
+)
 
 
 def _answer(payload: Any) -> dict[str, Any]:
@@ -115,6 +138,10 @@ def test_two_writers_at_one_run_root_cannot_both_append(
     assert ran == [] and info.value.node_id == a.root_id
     assert "run 'label'" in str(info.value) and "another process" in str(info.value)
     assert "shared=True" in (info.value.hint or "")
+    if os.path.exists("/proc/self/stat"):  # the holder is named: here, this very process
+        assert (info.value.pid, info.value.alive) == (os.getpid(), True)
+        assert "this very process" in str(info.value)
+        assert "close this process's other runtime" in (info.value.hint or "")
     # Nothing of the second writer was recorded under the root, not even a refusal.
     assert [n.payload.get("by") for n in a_store.children(a.root_id)] == ["a"]
     # The first writer's other cursors (here a second run object) are the same writer.
@@ -189,60 +216,281 @@ def test_workers_share_a_label_and_a_fan_out_is_one_writer(tmp_path: Path) -> No
     assert asyncio.run(fan_out_at_a_root()) == 6
 
 
-_KILLED_WRITER = """
+_WRITER_CHILD = """
 import os, signal, sys
 from pollard import PostgresStore, Runtime, SQLiteStore
-where, label = sys.argv[1], sys.argv[2]
-frozen = lambda: 1_000_000.0  # the test's clock: the lease ends when the test says so
+where, label, then = sys.argv[1], sys.argv[2], sys.argv[3]
+frozen = lambda: 1_000_000.0  # the test's clock: the lease ends only when the test says so
 if where.startswith("postgresql://"):
     dsn, _, store_id = where.rpartition("#")
     store = PostgresStore(dsn, store_id=store_id, clock=frozen)
 else:
     store = SQLiteStore(where, clock=frozen)
-rt = Runtime(store, reservation_lease_seconds=60)
-rt.run(label).model_call({"i": 0}, fn=lambda p: {"text": "ok"})
+rt = Runtime(store, reservation_lease_seconds=3600)  # never renewed while the test runs
+run = rt.run(label)
+step = run.model_call({"i": 0}, fn=lambda p: {"text": "ok"})
+if then == "elsewhere":  # the same writer, as if its process ran on another host
+    writer = step.meta["writer"]
+    holder = dict(store.append_holder(run.root_id)["holder"], host="elsewhere.example")
+    store.lease_writer(writer, 3600, holder=holder)
 print("committed", flush=True)
+if then == "sleep":
+    sys.stdin.read()  # alive until the test closes its stdin or kills it
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.mark.parametrize(
-    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def test_a_sigkilled_writer_lets_a_resume_take_over_once_its_lease_ends(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
-) -> None:
-    import subprocess
-    import sys
-
-    from pollard import PostgresStore
-
-    if backend == "sqlite":
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_spec(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> Iterator[tuple[str, Store]]:
+    """A ledger another process opens (its spec) and this test's store on it (its clock)."""
+    if request.param == "sqlite":
         where = str(tmp_path / "killed.db")
         store: Store = SQLiteStore(where, clock=clock)
-    else:
-        from tests.pollard._postgres import drop_store, fresh_store_id
+        yield where, store
+        store.close()
+        return
+    from pollard import PostgresStore
+    from tests.pollard._postgres import drop_store, fresh_store_id
 
-        dsn = request.getfixturevalue("pg_dsn")
-        store_id = fresh_store_id("killed")
-        where = f"{dsn}#{store_id}"
-        store = PostgresStore(dsn, store_id=store_id, clock=clock)
+    dsn = request.getfixturevalue("pg_dsn")
+    store_id = fresh_store_id("killed")
+    store = PostgresStore(dsn, store_id=store_id, clock=clock)
+    yield f"{dsn}#{store_id}", store
+    store.close()
+    drop_store(dsn, store_id)
+
+
+def _writer(where: str, then: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER_CHILD, where, "job", then],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _killed(where: str, then: str = "die") -> int:
+    """Run a writer that commits one step under run 'job' and is SIGKILLed; its pid."""
+    child = _writer(where, then)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == -9 and "committed" in out, err
+    return child.pid
+
+
+@needs_proc
+def test_a_sigkilled_writer_on_this_host_is_taken_over_at_once(
+    shared_spec: tuple[str, Store],
+) -> None:
+    where, store = shared_spec
+    _killed(where)
+    # Its lease has an hour to run on a clock that never moves: only its death lets this in.
+    with Runtime(store) as resumed:
+        run = resumed.run("job")
+        step = run.model_call({"i": 1}, fn=_answer)
+        assert sorted(n.payload["i"] for n in store.children(run.root_id)) == [0, 1]
+        # Fencing: the node changed hands with the next token; the dead writer's is refused
+        # (what its commit would meet, had it only stalled).
+        (first,) = [n for n in store.children(run.root_id) if n.payload["i"] == 0]
+        dead, alive = first.meta["writer"], step.meta["writer"]
+        assert store.take_append(run.root_id, dead) == 0
+        assert store.take_append(run.root_id, alive) == 2
+
+
+@needs_proc
+def test_a_live_holder_on_this_host_is_still_refused(
+    shared_spec: tuple[str, Store],
+) -> None:
+    where, store = shared_spec
+    child = _writer(where, "sleep")
     try:
-        child = subprocess.run(
-            [sys.executable, "-c", _KILLED_WRITER, where, "job"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert child.returncode == -9 and "committed" in child.stdout, child.stderr
-        with Runtime(store) as resumed:
-            run = resumed.run("job")
-            with pytest.raises(WriterConflict):  # its lease has not ended: it may be alive
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "committed"
+        with Runtime(store) as other:
+            run = other.run("job")
+            with pytest.raises(WriterConflict) as info:
                 run.model_call({"i": 1}, fn=_answer)
-            clock.advance(61)  # the killed writer's lease ends
+            error = info.value
+            assert (error.pid, error.host, error.alive) == (child.pid, socket.gethostname(), True)
+            assert f"pid {child.pid} on this host, still running" in str(error)
+            assert f"wait for process {child.pid} to finish" in (error.hint or "")
+            child.kill()  # now it is gone: taken over at once, no lease to wait for
+            child.wait(timeout=60)
             run.model_call({"i": 1}, fn=_answer)
             assert sorted(n.payload["i"] for n in store.children(run.root_id)) == [0, 1]
     finally:
-        store.close()
-        if backend == "postgres":
-            drop_store(dsn, store_id)
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=60)
+
+
+def test_a_holder_on_another_host_keeps_its_lease(
+    shared_spec: tuple[str, Store], clock: FakeClock
+) -> None:
+    where, store = shared_spec
+    pid = _killed(where, "elsewhere")
+    with Runtime(store) as resumed:
+        run = resumed.run("job")
+        with pytest.raises(WriterConflict) as info:  # it may be alive there: this host can't tell
+            run.model_call({"i": 1}, fn=_answer)
+        error = info.value
+        assert (error.pid, error.host, error.alive) == (pid, "elsewhere.example", None)
+        assert f"pid {pid} on host 'elsewhere.example'" in str(error)
+        assert "lease ends" in (error.hint or "")
+        clock.advance(3601)  # its lease ends
+        run.model_call({"i": 1}, fn=_answer)
+        assert sorted(n.payload["i"] for n in store.children(run.root_id)) == [0, 1]
+
+
+@needs_proc
+def test_a_gone_holder_is_taken_over_at_once_and_its_token_fenced(
+    two_stores: tuple[Store, Store],
+) -> None:
+    a_store, b_store = two_stores
+    first = Runtime(a_store, reservation_lease_seconds=300)  # never renewed during the test
+    run = first.run("label")
+    step = run.model_call({"i": 0}, fn=_answer)
+    writer = step.meta["writer"]
+    found = a_store.append_holder(run.root_id)
+    assert found is not None and found["writer"] == writer
+    me = found["holder"]
+    assert me["pid"] == os.getpid() and me["host"] == socket.gethostname()
+    # As if this pid were now another process (started at another time): the holder is gone.
+    a_store.lease_writer(writer, 300, holder=dict(me, start=me["start"] + 1))
+    with Runtime(b_store, reservation_lease_seconds=300) as other:
+        took = other.run("label").model_call({"i": 1}, fn=_answer)
+        assert sorted(n.payload["i"] for n in b_store.children(run.root_id)) == [0, 1]
+        assert b_store.take_append(run.root_id, writer) == 0  # the old writer is fenced out
+        assert b_store.take_append(run.root_id, took.meta["writer"]) == 2
+    first.close()
+
+
+def test_a_lease_without_a_holder_keeps_the_expiry_rule(
+    two_stores: tuple[Store, Store], clock: FakeClock
+) -> None:
+    a_store, b_store = two_stores
+    with Runtime(a_store) as setup:
+        root = setup.run("label").model_call({"i": 0}, fn=_answer).parent
+    assert root is not None
+    # A writer of the previous pollard: a lease, no process recorded.
+    a_store.lease_writer("old-writer", 300)
+    assert a_store.take_append(root, "old-writer") == 2
+    with Runtime(b_store, reservation_lease_seconds=300) as other:
+        run = other.run("label")
+        with pytest.raises(WriterConflict, match="recorded no process identity") as info:
+            run.model_call({"i": 1}, fn=_answer)
+        assert (info.value.pid, info.value.host, info.value.alive) == (None, None, None)
+        clock.advance(301)
+        run.model_call({"i": 1}, fn=_answer)
+
+
+_HOLDING_CHILD = """
+import os, signal, sys
+from pollard import Budget, PostgresStore, Runtime, SQLiteStore
+where = sys.argv[1]
+frozen = lambda: 1_000_000.0  # the test's clock: the hold's lease ends only when it says so
+if where.startswith("postgresql://"):
+    dsn, _, store_id = where.rpartition("#")
+    store = PostgresStore(dsn, store_id=store_id, clock=frozen)
+else:
+    store = SQLiteStore(where, clock=frozen)
+run = Runtime(store, reservation_lease_seconds=3600).run("job", budget=Budget(steps=2))
+run.model_call({"i": 0}, fn=lambda p: {"text": "ok"})
+print("committed", flush=True)
+# Killed during its second call: the step's hold (one step) is never settled nor released.
+run.model_call({"i": 1}, fn=lambda p: os.kill(os.getpid(), signal.SIGKILL))
+"""
+
+
+@needs_proc
+def test_the_holds_of_a_writer_killed_on_this_host_are_released_at_once(
+    shared_spec: tuple[str, Store],
+) -> None:
+    where, store = shared_spec
+    child = subprocess.run(
+        [sys.executable, "-c", _HOLDING_CHILD, where], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -9 and "committed" in child.stdout, child.stderr
+    # One step spent, one held by the dead process, on a clock that never moves: a resume
+    # whose wait for holds is short would be refused if the dead hold were kept.
+    with Runtime(store, reservation_lease_seconds=0.2) as resumed:
+        run = resumed.run("job", budget=Budget(steps=2))
+        run.model_call({"i": 1}, fn=_answer)
+        assert store.totals(run.root_id)["steps"] == 2
+        with pytest.raises(BudgetExceeded):  # the budget itself still holds
+            run.model_call({"i": 2}, fn=_answer)
+
+
+def test_the_holds_of_a_live_or_unknown_owner_are_kept(
+    two_stores: tuple[Store, Store], clock: FakeClock
+) -> None:
+    a_store, b_store = two_stores
+    with Runtime(a_store) as setup:
+        root = setup.run("label").model_call({"i": 0}, fn=_answer).parent
+    assert root is not None
+    claim = [BudgetClaim(root, "steps", Decimal(100), Decimal(1))]
+    me = a_store.append_holder(root)
+    assert me is not None and me["holder"] is not None
+    a_store.lease_writer("live", 60, holder=me["holder"])  # this very process: alive
+    a_store.lease_writer("far", 60, holder=dict(me["holder"], host="elsewhere.example"))
+    a_store.lease_writer("dead", 60, holder=dict(me["holder"], start=-1))
+    held = {
+        who: a_store.reserve(claim, lease_seconds=60, owner=who).reservation_id
+        for who in ("live", "far", "dead", None)
+    }
+    assert all(held.values())
+    expected = 1 if os.path.exists("/proc/self/stat") else 0
+    assert b_store.release_gone() == expected  # only the dead owner's hold
+    assert b_store.renew(held["dead"] or "", 60) is (expected == 0)
+    assert all(b_store.renew(held[who] or "", 60) for who in ("live", "far", None))
+
+
+_STALLED_WRITER = """
+import sys, time
+from pollard import Runtime, SQLiteStore, WriterConflict
+rt = Runtime(SQLiteStore(sys.argv[1]), reservation_lease_seconds=0.6)
+run = rt.run("job")
+run.model_call({"i": 0}, fn=lambda p: {"text": "ok"})
+print("committed", flush=True)
+sys.stdin.readline()  # stopped (SIGSTOP) here while another writer takes the run over
+time.sleep(0.5)  # its lease keeper renews meanwhile, as a process resumed from a pause does
+try:
+    run.model_call({"i": "late"}, fn=lambda p: {"text": "ok"})
+    print("appended", flush=True)
+except WriterConflict:
+    print("refused", flush=True)
+rt.close()
+"""
+
+
+def test_a_stalled_writer_whose_lease_ended_is_fenced_when_it_resumes(tmp_path: Path) -> None:
+    db = str(tmp_path / "stalled.db")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STALLED_WRITER, db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == "committed"
+        os.kill(child.pid, signal.SIGSTOP)  # alive, stalled: never taken over as gone
+        time.sleep(1.0)  # past its 0.6 s lease (not an assertion: the lease must end)
+        with Runtime(SQLiteStore(db), reservation_lease_seconds=0.6) as other:
+            run = other.resume("job")  # at the stalled writer's leaf, where it appends next
+            leaf = run.cursor_id
+            run.model_call({"i": 1}, fn=_answer)  # its lease ended: taken over
+            os.kill(child.pid, signal.SIGCONT)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            # Its renewal after the pause must not make it trust the node it no longer holds.
+            assert child.stdout.readline().strip() == "refused"
+            assert [n.payload["i"] for n in other.store.children(leaf)] == [1]
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+        child.communicate(timeout=60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -291,6 +292,7 @@ def test_a_second_process_on_one_ledger_label_is_refused_in_one_line(
         "(one writer per run label), so this command sends nothing"
     ], second.stderr
     assert "hint: wait for the other command to finish" in second.stderr
+    assert f"process {first.pid} on this host is still running it" in second.stderr
     assert "--label" in second.stderr and "Traceback" not in second.stderr
     assert "run total" not in second.stderr  # it sent nothing: no cost line to report
     assert [_prompt_of(r) for r in emu.requests_for("local.chat")] == ["slow first?"]
@@ -302,3 +304,74 @@ def test_a_second_process_on_one_ledger_label_is_refused_in_one_line(
         (root,) = store.roots()
         answered = [n for n in store.children(root.id) if n.kind.value == "model_call"]
     assert len(answered) == 3
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.parametrize("where", ["this host", "another host"])
+def test_a_resume_after_kill_9_runs_at_once_unless_the_writer_was_elsewhere(
+    tmp_path: Path, emu: Emulator, where: str
+) -> None:
+    release = threading.Event()
+
+    def handler(request: RecordedRequest) -> None:
+        if "slow" in _prompt_of(request):
+            release.wait(60)  # holds the third prompt in flight until the command is killed
+
+    emu.on("local.chat", handler)
+    prompts = ["first?", "second?", "slow third?", "fourth?"]
+    (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
+    out = tmp_path / "a.jsonl"
+    args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu)]
+    args += ["--ledger", "runs.db", "--label", "nightly", "--max-calls", "4"]
+    process = subprocess.Popen(
+        [str(POLLUX), *args],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 2, "2 records")
+        _wait_for(
+            lambda: any("slow" in _prompt_of(r) for r in emu.requests_for("local.chat")),
+            "the third prompt in flight",
+        )
+        process.kill()  # kill -9: it gives up nothing, its writer lease has a minute to run
+        process.communicate(timeout=60)
+    finally:
+        release.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == -9
+    if where == "another host":
+        # The same lease, as if the killed command had run on another machine sharing the
+        # ledger: this host cannot tell that it is gone, so the label waits for its lease.
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            rows = db.execute("SELECT key, value FROM kv WHERE key LIKE 'holder:%'").fetchall()
+            for key, value in rows:
+                moved = json.loads(value) | {"host": "elsewhere.example"}
+                db.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(moved), key))
+        assert rows
+        emu.clear_requests()
+        refused = pollux(*args, cwd=tmp_path)
+        assert refused.code == 2, refused.stderr
+        assert "is being written by another process" in refused.stderr
+        assert f"process {process.pid} on host 'elsewhere.example'" in refused.stderr
+        assert "about a minute after it stopped" in refused.stderr
+        assert emu.requests_for("local.chat") == []  # it sent nothing
+        with sqlite3.connect(tmp_path / "runs.db") as db:  # its lease and its hold end
+            db.execute("UPDATE kv SET value = '0' WHERE key LIKE 'writer:%'")
+            db.execute("UPDATE reservations SET expires = 0")
+    emu.clear_requests()
+    # At once on this host: the killed command is gone, so its writer lease and the hold of
+    # its call in flight (which --max-calls 4 would otherwise wait for) are taken over.
+    again = pollux(*args, cwd=tmp_path)
+    assert again.code == 0, again.stderr
+    assert [_prompt_of(r) for r in emu.requests_for("local.chat")] == ["slow third?", "fourth?"]
+    assert [r["index"] for r in _records(out)] == [0, 1, 2, 3]
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        (root,) = store.roots()
+        answered = [n for n in store.children(root.id) if n.kind.value == "model_call"]
+        assert store.totals(root.id)["steps"] == 4
+    assert len(answered) == 4

@@ -257,8 +257,18 @@ class WriterConflict(PollardError):
     the node over, at its commit). Workers that each start their own steps under one label
     open the run with ``runtime.run(label, shared=True)``.
 
+    A writer that crashed on this host (SIGKILL, an OOM kill) is taken over at once, so it
+    never causes this error; one on another host, or one whose liveness cannot be read, holds
+    the node until its lease ends.
+
     Attributes:
         node_id: The node both writers append under.
+        host: The host name of the process holding it, or None when it recorded none (a
+            writer of an older pollard).
+        pid: That process's id, or None.
+        alive: True when it runs on this host and is still running (wait for it or stop it);
+            None when its liveness cannot be told from here (another host): its lease ends
+            at most a lease after its last renewal.
     """
 
     default_hint = (
@@ -267,9 +277,21 @@ class WriterConflict(PollardError):
         "writer to finish (its lease ends when its process stops)"
     )
 
-    def __init__(self, message: str, node_id: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        node_id: str,
+        *,
+        hint: str | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        alive: bool | None = None,
+    ) -> None:
         super().__init__(message, hint=hint)
         self.node_id = node_id
+        self.host = host
+        self.pid = pid
+        self.alive = alive
 
 
 class MissingRecording(PollardError, LookupError):

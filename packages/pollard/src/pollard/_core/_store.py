@@ -36,10 +36,16 @@ Maintenance methods (offline by contract: no runtime should be writing)
         reclaim space where the backend can. Returns the number of blobs removed.
 
 Ledger methods (see `pollard._core._ledger` for the admission rule)
-    ``reserve(claims, windows=(), *, lease_seconds, hold=True) -> Admission``
+    ``reserve(claims, windows=(), *, lease_seconds, hold=True, owner=None) -> Admission``
         Atomically apply the admission rule to every claim and, when all pass and ``hold`` is
         True, record one reservation holding every positive amount until ``expires = now + lease``.
-        With ``hold=False`` it only checks.
+        With ``hold=False`` it only checks. ``owner`` (the writer id of the runtime holding it)
+        starts the reservation's id (``<owner>.<random>``), so `release_gone` can tell whose
+        hold it is.
+    ``release_gone() -> int``
+        Release the live reservations whose owner's process (its ``lease_writer`` holder) is on
+        this host and provably gone, as their leases would once they ended; the number released.
+        Runtimes call it only when a request does not fit beside other steps' holds.
     ``renew(reservation_id, lease_seconds) -> bool``
         Extend a live reservation; False when it is gone (expired and swept, or settled).
     ``release(reservation_id) -> None``
@@ -60,14 +66,23 @@ Claims
         released. Confirmations use it so that a confirmed action runs at most once.
 
 Writers (one writer per node of a run)
-    ``lease_writer(writer, lease_seconds) -> None``
+    ``lease_writer(writer, lease_seconds, *, holder=None) -> None``
         Record that ``writer`` (a runtime's random id) is alive until ``now + lease_seconds``;
-        0 ends it. Runtimes renew it while they are open.
+        0 ends it. Runtimes renew it while they are open. ``holder`` (given once, when the
+        writer registers) is a JSON object naming the writer's process (``host``, ``boot``,
+        ``pidns``, ``pid``, ``start``), stored beside the lease without changing how the lease
+        itself is stored.
     ``take_append(node_id, writer) -> int``
         Atomically make ``writer`` the one appending under ``node_id`` unless another live
         writer is (the node's holder, else the writer in its ``meta["writer"]``), and return the
         fencing token it holds: the same on a renewal, one more when the node changes hands,
-        0 when another live writer holds it.
+        0 when another live writer holds it. A writer is live while its lease runs, unless its
+        ``holder`` is on this host and its process is provably gone (the pid no longer runs,
+        or runs a process started at another time): that lease is taken over at once.
+    ``append_holder(node_id) -> dict | None``
+        Who appends under ``node_id`` (for a refusal's message): ``writer``, ``lease_left``
+        (seconds) and ``holder`` (None for a writer that recorded no process); None when nobody
+        ever did.
 
 Lifecycle
     ``close() -> None`` (idempotent); stores are also context managers.
@@ -146,6 +161,7 @@ class Store(Protocol):
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts."""
         ...
@@ -156,6 +172,10 @@ class Store(Protocol):
 
     def release(self, reservation_id: str) -> None:
         """Drop a reservation without charging."""
+        ...
+
+    def release_gone(self) -> int:
+        """Release the holds of owners whose process is provably gone; how many."""
         ...
 
     def commit(
@@ -178,12 +198,18 @@ class Store(Protocol):
         """Claim ``key`` for ``owner`` unless already claimed; return the winning owner."""
         ...
 
-    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+    def lease_writer(
+        self, writer: str, lease_seconds: float, *, holder: Mapping[str, Any] | None = None
+    ) -> None:
         """Record that ``writer`` is alive for ``lease_seconds`` more (0 ends it)."""
         ...
 
     def take_append(self, node_id: str, writer: str) -> int:
         """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0."""
+        ...
+
+    def append_holder(self, node_id: str) -> dict[str, Any] | None:
+        """Who appends under ``node_id``: ``writer``, ``lease_left``, ``holder``; or None."""
         ...
 
     def close(self) -> None:

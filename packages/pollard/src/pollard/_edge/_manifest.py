@@ -77,11 +77,15 @@ class ManifestStore:
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         raise self._read_only()
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:
         raise self._read_only()
+
+    def release_gone(self) -> int:
+        return 0
 
     def release(self, reservation_id: str) -> None:
         raise self._read_only()
@@ -103,11 +107,16 @@ class ManifestStore:
     def claim(self, key: str, owner: str) -> str:
         raise self._read_only()
 
-    def lease_writer(self, writer: str, lease_seconds: float) -> None:
+    def lease_writer(
+        self, writer: str, lease_seconds: float, *, holder: Mapping[str, Any] | None = None
+    ) -> None:
         raise self._read_only()
 
     def take_append(self, node_id: str, writer: str) -> int:
         raise self._read_only()
+
+    def append_holder(self, node_id: str) -> dict[str, Any] | None:
+        return None
 
     def close(self) -> None:
         """Nothing to release."""

@@ -109,6 +109,13 @@ def _wait_for_room(
     the lease all the same.
     """
     rt = state.rt
+    release_gone = getattr(rt.store, "release_gone", None)  # a custom store may predate it
+    if release_gone is not None:
+        # Holds of a process that died on this host (a SIGKILL, an OOM kill) would keep this
+        # step waiting until their leases end: released at once, the request is tried again.
+        freed = yield io(release_gone)
+        if freed:
+            admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
     deadline = time.monotonic() + 2 * rt.lease_seconds
     pause = 0.001
     while (

@@ -16,6 +16,7 @@ from pollard._core._node import Node
 from pollard._step._lease import LeaseKeeper
 from pollard._step._protocols import Annotator, Gate, Measurer, Meter, WindowedMeter
 from pollard.errors import IntegrityError, PollardError
+from pollard.stores._host import this_process
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -109,7 +110,8 @@ class RuntimeCore:
         self._writer_live = False
         # Nodes this writer took the append lease of (a run's root, a resumed cursor): any
         # cursor of this runtime appends there without asking the store again.
-        self.appending: set[str] = set()
+        # Each with the keeper's lapse count when taken: a lapse since makes it taken again.
+        self.appending: dict[str, int] = {}
         self._reserving = threading.Condition(threading.Lock())
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it
@@ -129,7 +131,11 @@ class RuntimeCore:
                 )
             self._in_flight += 1
         try:
-            admission = self.store.reserve(claims, windows, lease_seconds=self.lease_seconds)
+            # The writer's id starts the hold's id: a resume on this host releases the holds of
+            # a writer whose process is gone at once (`Store.release_gone`).
+            admission = self.store.reserve(
+                claims, windows, lease_seconds=self.lease_seconds, owner=self.writer
+            )
             if admission.reservation_id is not None:
                 self.keeper.add(admission.reservation_id)
             return admission
@@ -142,7 +148,9 @@ class RuntimeCore:
     def register_writer(self) -> None:
         """Record this runtime's writer as alive (before its first commit), renewed from then."""
         if not self._writer_live:
-            self.store.lease_writer(self.writer, self.lease_seconds)
+            # Its process too, so a resume on this host after a crash (SIGKILL, an OOM kill)
+            # can take the lease over at once instead of waiting for it to expire.
+            self.store.lease_writer(self.writer, self.lease_seconds, holder=this_process())
             self._writer_live = True
             self.keeper.keep_writer(self.writer)
 

@@ -57,6 +57,7 @@ class RunState(CursorState):
         child.owner = self.owner
         child.leased = self.leased
         child.own_cursor = self.own_cursor
+        child.lapses = self.lapses
         child.actor = self.actor
         child.tools = self.tools
         child.floor = self.floor

@@ -26,6 +26,10 @@ class LeaseKeeper:
         self._closed = False
         self._writer: str | None = None
         self.writer_renewed = 0.0  # monotonic time of the writer's last successful renewal
+        # Renewals that came a lease or more after the previous one (a paused or stopped
+        # process, a store that was down): the lease may have lapsed meanwhile and another
+        # writer taken its nodes, so every node is taken again before the next append.
+        self.writer_lapses = 0
 
     def add(self, reservation_id: str) -> None:
         # Single dict operations are atomic under the GIL; the lock only guards the thread start.
@@ -67,9 +71,12 @@ class LeaseKeeper:
             now = time.monotonic()
             writer = self._writer
             if writer is not None:
+                started = time.monotonic()  # the store's lease counts from no later than this
                 with contextlib.suppress(Exception):  # a lapse shows as a stale writer
                     self._store.lease_writer(writer, self._lease)
-                    self.writer_renewed = time.monotonic()
+                    if started - self.writer_renewed >= self._lease:
+                        self.writer_lapses += 1  # counted before the renewal shows as fresh
+                    self.writer_renewed = started
             active = dict(self._active)  # an atomic snapshot; steps add and remove freely
             for rid in [rid for rid in renewed if rid not in active]:
                 del renewed[rid]

@@ -115,7 +115,7 @@ def settle(
     try:
         if rt.writer_due:  # alive in the store before its first step names it the writer
             yield io(rt.register_writer)
-        elif state.leased == final.parent and rt.writer_stale():
+        elif state.leased == final.parent and state.writer_lapsed():
             yield from state.check_writer()  # fenced: another writer may have taken the node
         committed = yield _commit(state, final, charges, events, reservation)
     except Exception as exc:

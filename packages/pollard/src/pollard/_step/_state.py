@@ -8,6 +8,7 @@ for typing (``tests/test_pollard_layers.py`` checks the package has no import cy
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from decimal import Decimal
@@ -19,6 +20,7 @@ from pollard._core._node import Node
 from pollard._step._context import RuntimeCore, Scope
 from pollard._step._effects import Step, io
 from pollard.errors import WriterConflict
+from pollard.stores._host import holder_text, liveness
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
@@ -47,6 +49,7 @@ class CursorState:
         owner: The runtime object that opened the run (kept alive while the run is used).
         leased: The node this run holds the append lease of (one writer per node), or None.
         own_cursor: Whether this runtime committed the cursor node itself.
+        lapses: The writer's lease lapse count when this run last took its cursor.
         actor: Who makes this cursor's registered tool calls when a call names no actor (the
             team agent this cursor acts for; what policies see as ``PolicyContext.actor``), or
             None. Branches and forks inherit it.
@@ -67,6 +70,7 @@ class CursorState:
         "depth",
         "floor",
         "label",
+        "lapses",
         "leased",
         "own_cursor",
         "owner",
@@ -102,6 +106,9 @@ class CursorState:
         # runtime committed the cursor itself (then it holds the node without asking).
         self.leased: str | None = None
         self.own_cursor = False
+        # The writer's lapse count when this run last took (or committed) its cursor: after a
+        # lapse (a paused process whose lease ended) its nodes are taken again, never assumed.
+        self.lapses = rt.keeper.writer_lapses
         self.actor: str | None = None
         self.tools: frozenset[str] | None = None
         self.floor: str | None = None
@@ -159,6 +166,10 @@ class CursorState:
             for name, amount in charges.items():
                 spent[name] = spent.get(name, ZERO) + amount
 
+    def writer_lapsed(self) -> bool:
+        """Whether this writer's lease may have lapsed since this run last took its cursor."""
+        return self.rt.writer_stale() or self.rt.keeper.writer_lapses != self.lapses
+
     def check_writer(self) -> Step:
         """Refuse (`WriterConflict`) when another live writer appends under the cursor.
 
@@ -173,30 +184,66 @@ class CursorState:
         at_root = parent == self.root_id
         if rt.mode == "replay" or (at_root and self.shared):
             return
-        stale = rt.writer_stale()
-        if not stale and (self.own_cursor or self.leased == parent or parent in rt.appending):
+        lapses = rt.keeper.writer_lapses
+        stale = rt.writer_stale() or lapses != self.lapses
+        if not stale and (
+            self.own_cursor or self.leased == parent or rt.appending.get(parent) == lapses
+        ):
             self.leased = parent
             return
         token = yield io(rt.store.take_append, parent, rt.writer)
         if not token:
-            rt.appending.discard(parent)
+            rt.appending.pop(parent, None)
+            found: dict[str, Any] | None = yield io(_holder_of, rt.store, parent)
+            holder = None if found is None else found.get("holder")
+            state = liveness(holder)
+            who = holder_text(holder, state)
+            lease = 0.0 if found is None else float(found.get("lease_left") or 0.0)
+            host = holder.get("host") if isinstance(holder, dict) else None
+            pid = holder.get("pid") if isinstance(holder, dict) else None
+            known: dict[str, Any] = {
+                "host": host if isinstance(host, str) else None,
+                "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                "alive": True if state == "alive" else None,
+            }
+            if state == "alive" and known["pid"] == os.getpid():
+                wait = "close this process's other runtime on this store first"
+            elif state == "alive":
+                wait = (
+                    f"wait for process {known['pid']} to finish (or stop it: a writer killed on "
+                    "this host is taken over at once)"
+                )
+            else:
+                wait = (
+                    "wait for the other process to finish (its lease ends when it stops; one "
+                    "that crashed where this host cannot check it holds the run until its lease "
+                    f"ends, within {lease:.0f} s unless it is still renewed)"
+                )
             if at_root:
                 raise WriterConflict(
                     f"another process is writing run {self.label!r} (it holds the run's root, "
-                    f"node {parent}): two writers under one root would fork the run, so this "
-                    "one does not write",
+                    f"node {parent}; {who}): two writers under one root would fork the run, so "
+                    "this one does not write",
                     parent,
-                    hint="wait for the other process to finish (its lease ends when it stops, "
-                    "or a lease after it crashed), or use another run label; for many workers "
-                    "on one label, open the run with shared=True in every worker",
+                    hint=f"{wait}, or use another run label; for many workers on one label, "
+                    "open the run with shared=True in every worker",
+                    host=known["host"],
+                    pid=known["pid"],
+                    alive=known["alive"],
                 )
             raise WriterConflict(
-                f"another writer is appending to run {self.label!r} at node {parent}: two "
-                "processes at one cursor would fork the run, so this one does not write",
+                f"another writer is appending to run {self.label!r} at node {parent} ({who}): "
+                "two processes at one cursor would fork the run, so this one does not write",
                 parent,
+                hint=f"let one process write this run at a time: {wait}; or start your own "
+                "line with run.branch(...) or another run label",
+                host=known["host"],
+                pid=known["pid"],
+                alive=known["alive"],
             )
-        rt.appending.add(parent)  # every cursor of this runtime is the same writer
+        rt.appending[parent] = lapses  # every cursor of this runtime is the same writer
         self.leased = parent
+        self.lapses = lapses
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -233,3 +280,15 @@ class CursorState:
             "avoided": form(zeros | dict(self.avoided)),
             "total": form(zeros | dict(self.rt.store.totals(self.root_id))),
         }
+
+
+def _holder_of(store: Store, node_id: str) -> dict[str, Any] | None:
+    """Who holds ``node_id`` (for a refusal's message only), or None when it cannot be read."""
+    read = getattr(store, "append_holder", None)  # a custom store may predate it
+    if read is None:
+        return None
+    try:
+        found = read(node_id)
+    except Exception:  # the refusal stands; only its description is lost
+        return None
+    return found if isinstance(found, dict) else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pollard._core._canon import make_dumps
@@ -16,7 +16,10 @@ __all__ = [
     "check_new_node",
     "collision",
     "conflict_patch",
+    "holder_json",
+    "holds_of_gone",
     "judge_append",
+    "load_holder",
     "meta_text",
     "sorted_roots",
 ]
@@ -95,6 +98,47 @@ def sorted_roots(nodes: list[Node]) -> list[NodeRef]:
         )
     )
     return node_refs(nodes)
+
+
+def holder_json(holder: Mapping[str, Any]) -> str:
+    """A writer's process record (`pollard.stores._host`) as compact JSON.
+
+    Raises:
+        TypeError: If ``holder`` is not a JSON object of plain values.
+    """
+    if not isinstance(holder, Mapping):
+        raise TypeError("a writer's holder is a mapping (host, pid, ...)")
+    return json.dumps(dict(holder), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def holds_of_gone(
+    reservation_ids: list[str], holder: Callable[[str], Mapping[str, Any] | None]
+) -> list[str]:
+    """The reservations (``<owner>.<random>`` ids) whose owner's process is provably gone."""
+    from pollard.stores._host import liveness  # the process table is read only on this path
+
+    judged: dict[str, bool] = {}
+    gone = []
+    for rid in reservation_ids:
+        owner, dot, _ = rid.partition(".")
+        if not dot:
+            continue  # a hold without an owner (an older runtime, a quota): its lease decides
+        if owner not in judged:
+            judged[owner] = liveness(holder(owner)) == "gone"
+        if judged[owner]:
+            gone.append(rid)
+    return gone
+
+
+def load_holder(text: str | None) -> dict[str, Any] | None:
+    """A stored holder record, or None when absent or damaged (its lease then only expires)."""
+    if text is None:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def judge_append(

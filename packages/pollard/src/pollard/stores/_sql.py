@@ -55,10 +55,14 @@ from pollard.stores._common import (
     check_new_node,
     collision,
     conflict_patch,
+    holder_json,
+    holds_of_gone,
     judge_append,
+    load_holder,
     meta_text,
     sorted_roots,
 )
+from pollard.stores._host import liveness
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
@@ -130,6 +134,14 @@ _CODE_KIND = {code: kind for kind, code in _KIND_CODE.items()}
 _PAYLOAD_INTERNED = 1
 _RESULT_INTERNED = 2
 _dumps = make_dumps()
+
+
+def _append_row(text: str | None) -> tuple[str, int] | None:
+    """An ``append:<node>`` kv value (``"<token> <writer>"``) as ``(writer, token)``."""
+    if text is None:
+        return None
+    token_text, _, holder = text.partition(" ")
+    return (holder, int(token_text)) if token_text.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -991,6 +1003,7 @@ class SqlStore:
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
         if not claims and not windows:
@@ -1029,9 +1042,19 @@ class SqlStore:
             held = held_amounts(claims, windows)
             if not hold or not held:
                 return Admission(None, None)
-            rid = uuid.uuid4().hex
+            rid = uuid.uuid4().hex if owner is None else f"{owner}.{uuid.uuid4().hex}"
             cur.execute(self._sql["hold"], (rid, now + lease_seconds, dump_held(held)))
             return Admission(rid, None)
+
+    def release_gone(self) -> int:
+        """Release the live holds whose owner's process is provably gone (this host only)."""
+        with self._transaction() as cur:
+            cur.execute(self._sql["reservations_all"])
+            ids = [str(rid) for rid, _ in cur.fetchall()]
+            gone = holds_of_gone(ids, lambda who: load_holder(self._kv(cur, f"holder:{who}")))
+            for rid in gone:
+                cur.execute(self._sql["release"], (rid,))
+        return len(gone)
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:
         """Extend a live reservation's lease; False when it no longer exists."""
@@ -1143,44 +1166,76 @@ class SqlStore:
 
     # -- writers -------------------------------------------------------------------------------
 
-    def lease_writer(self, writer: str, lease_seconds: float) -> None:
-        """Record that ``writer`` is alive until ``now + lease_seconds`` (0 ends it)."""
+    def lease_writer(
+        self, writer: str, lease_seconds: float, *, holder: Mapping[str, Any] | None = None
+    ) -> None:
+        """Record that ``writer`` is alive until ``now + lease_seconds`` (0 ends it).
+
+        ``holder`` (a JSON object: host, pid and the like) records the writer's process in a
+        ``holder:<writer>`` kv row beside the lease's ``writer:<writer>`` row (whose value
+        stays a number, as older readers parse it), so a process on the same host can take
+        over a lease whose holder is provably gone.
+        """
         expires = self._clock() + lease_seconds
         with self._transaction() as cur:
             cur.execute(self._sql["kv_put"], (f"writer:{writer}", repr(float(expires))))
+            if holder is not None:
+                cur.execute(self._sql["kv_put"], (f"holder:{writer}", holder_json(holder)))
+
+    def _kv(self, cur: Any, key: str) -> str | None:
+        cur.execute(self._sql["kv_get"], (key,))
+        row = cur.fetchone()
+        return None if row is None else str(row[0])
+
+    def _lease_end(self, cur: Any, writer: str) -> float:
+        try:
+            return float(self._kv(cur, f"writer:{writer}") or 0.0)
+        except ValueError:
+            return 0.0  # a damaged row holds nothing
+
+    def _creator(self, node_id: str) -> str | None:
+        node = self.find(node_id)
+        found = None if node is None else node.meta.get("writer")
+        return found if isinstance(found, str) else None
 
     def take_append(self, node_id: str, writer: str) -> int:
         """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0.
 
         One write transaction (locked on the node's key), so two writers racing for a node
-        see one winner.
+        see one winner. A holder whose lease is live but whose process is provably gone (same
+        host, pid no longer running) is taken over at once.
         """
-        node = self.find(node_id)
-        found = None if node is None else node.meta.get("writer")
-        creator = found if isinstance(found, str) else None
+        creator = self._creator(node_id)
         key = f"append:{node_id}"
         with self._transaction() as cur:
             self._lock_ledger(cur, [key])
             now = self._clock()
 
             def alive(who: str) -> bool:
-                cur.execute(self._sql["kv_get"], (f"writer:{who}",))
-                row = cur.fetchone()
-                try:
-                    return row is not None and float(row[0]) > now
-                except ValueError:
-                    return False  # a damaged row holds nothing
+                if self._lease_end(cur, who) <= now:
+                    return False
+                # The holder's process is read only here, on the conflict path.
+                return liveness(load_holder(self._kv(cur, f"holder:{who}"))) != "gone"
 
-            cur.execute(self._sql["kv_get"], (key,))
-            row = cur.fetchone()
-            held = None
-            if row is not None:
-                token_text, _, holder = str(row[0]).partition(" ")
-                held = (holder, int(token_text)) if token_text.isdigit() else None
+            held = _append_row(self._kv(cur, key))
             token, write = judge_append(held, creator, writer, alive)
             if write:
                 cur.execute(self._sql["kv_put"], (key, f"{token} {writer}"))
         return token
+
+    def append_holder(self, node_id: str) -> dict[str, Any] | None:
+        """Who appends under ``node_id``: ``writer``, ``lease_left`` (seconds), ``holder``."""
+        creator = self._creator(node_id)
+        with self._transaction() as cur:
+            held = _append_row(self._kv(cur, f"append:{node_id}"))
+            who = held[0] if held is not None else creator
+            if who is None:
+                return None
+            return {
+                "writer": who,
+                "lease_left": max(self._lease_end(cur, who) - self._clock(), 0.0),
+                "holder": load_holder(self._kv(cur, f"holder:{who}")),
+            }
 
     # -- claims --------------------------------------------------------------------------------
 

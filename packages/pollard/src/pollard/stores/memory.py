@@ -32,10 +32,14 @@ from ._common import (
     check_new_node,
     collision,
     conflict_patch,
+    holder_json,
+    holds_of_gone,
     judge_append,
+    load_holder,
     meta_text,
     sorted_roots,
 )
+from ._host import liveness
 
 __all__ = ["MemoryStore"]
 
@@ -88,6 +92,7 @@ class MemoryStore:
         self._reservations: dict[str, _Reservation] = {}
         self._writers: dict[str, float] = {}  # writer -> lease expiry
         self._appends: dict[str, tuple[str, int]] = {}  # node id -> (writer, fencing token)
+        self._holders: dict[str, dict[str, Any]] = {}  # writer -> its process (`_host`)
         self._events: dict[tuple[str, str], deque[tuple[float, Decimal]]] = {}
         self._counter = itertools.count()
         self._claims: dict[str, str] = {}
@@ -277,6 +282,7 @@ class MemoryStore:
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`)."""
         with self._lock:
@@ -295,8 +301,18 @@ class MemoryStore:
             if not hold or not held:
                 return Admission(None, None)
             rid = f"r{next(self._counter)}"
+            if owner is not None:  # whose hold it is, for release_gone
+                rid = f"{owner}.{rid}"
             self._reservations[rid] = _Reservation(now + lease_seconds, held)
             return Admission(rid, None)
+
+    def release_gone(self) -> int:
+        """Release the live holds whose owner's process is provably gone (this host only)."""
+        with self._lock:
+            gone = holds_of_gone(list(self._reservations), self._holders.get)
+            for rid in gone:
+                del self._reservations[rid]
+            return len(gone)
 
     def renew(self, reservation_id: str, lease_seconds: float) -> bool:
         """Extend a live reservation's lease; False when it no longer exists."""
@@ -347,29 +363,55 @@ class MemoryStore:
 
     # -- writers -------------------------------------------------------------------------------
 
-    def lease_writer(self, writer: str, lease_seconds: float) -> None:
-        """Record that ``writer`` is alive until ``now + lease_seconds`` (0 ends it)."""
+    def lease_writer(
+        self, writer: str, lease_seconds: float, *, holder: Mapping[str, Any] | None = None
+    ) -> None:
+        """Record that ``writer`` is alive until ``now + lease_seconds`` (0 ends it).
+
+        ``holder`` (a JSON object: host, pid and the like) records the writer's process, so a
+        process on the same host can take over a lease whose holder is provably gone.
+        """
         with self._lock:
             self._writers[writer] = self._clock() + lease_seconds
+            found = None if holder is None else load_holder(holder_json(holder))
+            if found is not None:  # a copy, as a SQL store keeps its JSON text
+                self._holders[writer] = found
+
+    def _alive(self, who: str, now: float) -> bool:
+        # The holder's process is read only here, on the conflict path (a live lease).
+        return self._writers.get(who, 0.0) > now and liveness(self._holders.get(who)) != "gone"
 
     def take_append(self, node_id: str, writer: str) -> int:
         """Make ``writer`` the one appending under ``node_id``; its fencing token, or 0."""
         with self._lock:
-            row = self._rows.get(node_id)
-            creator = None
-            if row is not None:
-                found = fast_loads(row.meta_text).get("writer")
-                creator = found if isinstance(found, str) else None
+            creator = self._creator(node_id)
             now = self._clock()
             token, write = judge_append(
-                self._appends.get(node_id),
-                creator,
-                writer,
-                lambda who: self._writers.get(who, 0.0) > now,
+                self._appends.get(node_id), creator, writer, lambda who: self._alive(who, now)
             )
             if write:
                 self._appends[node_id] = (writer, token)
             return token
+
+    def _creator(self, node_id: str) -> str | None:
+        row = self._rows.get(node_id)
+        if row is None:
+            return None
+        found = fast_loads(row.meta_text).get("writer")
+        return found if isinstance(found, str) else None
+
+    def append_holder(self, node_id: str) -> dict[str, Any] | None:
+        """Who appends under ``node_id``: ``writer``, ``lease_left`` (seconds), ``holder``."""
+        with self._lock:
+            held = self._appends.get(node_id)
+            who = held[0] if held is not None else self._creator(node_id)
+            if who is None:
+                return None
+            return {
+                "writer": who,
+                "lease_left": max(self._writers.get(who, 0.0) - self._clock(), 0.0),
+                "holder": self._holders.get(who),
+            }
 
     # -- claims --------------------------------------------------------------------------------
 

@@ -681,6 +681,7 @@ class PostgresStore(SqlStore):
         *,
         lease_seconds: float,
         hold: bool = True,
+        owner: str | None = None,
     ) -> Admission:
         """Atomically check claims and hold their positive amounts (see `pollard.Store`).
 
@@ -691,6 +692,8 @@ class PostgresStore(SqlStore):
         if not claims and not windows:
             return Admission(None, None)
         rid = os.urandom(16).hex()  # as unique as a uuid4 (128 random bits), at a third the cost
+        if owner is not None:  # whose hold it is, for release_gone
+            rid = f"{owner}.{rid}"
         try:
             return self._reserve(claims, windows, lease_seconds, hold, rid)
         except self._psycopg.OperationalError as exc:

@@ -197,14 +197,31 @@ class Ledger:
         dsn = self.options.store.rpartition("#")[0] or self.options.store
         return text.replace(dsn, self.options.display)
 
-    def _second_writer(self) -> CLIError:
+    def _second_writer(self, exc: WriterConflict) -> CLIError:
         """Another live process writes this run label: one line, and what to do."""
+        if exc.alive and exc.pid is not None:
+            hint = (
+                f"wait for the other command to finish (process {exc.pid} on this host is "
+                "still running it) and run this one again, or pass another --label; one that "
+                "was killed on this host is taken over at once"
+            )
+        elif exc.host is not None and exc.pid is not None:
+            hint = (
+                f"wait for the other command to finish (process {exc.pid} on host "
+                f"{exc.host!r}, which this host cannot check) and run this one again, or pass "
+                "another --label; one that was killed there, or lost its ledger, holds the "
+                "label until about a minute after it stopped"
+            )
+        else:
+            hint = (
+                "wait for the other command to finish and run this one again (one that was "
+                "killed elsewhere, or lost its ledger, holds the label until about a minute "
+                "after it stopped), or pass another --label"
+            )
         return CLIError(
             f"--ledger {self.options.display}: run {self.options.label!r} is being written by "
             "another process (one writer per run label), so this command sends nothing",
-            hint="wait for the other command to finish and run this one again (one that was "
-            "killed, or lost its ledger, holds the label until about a minute after it stopped), "
-            "or pass another --label",
+            hint=hint,
             cost_line=False,
         )
 
@@ -280,8 +297,8 @@ class Ledger:
             ) from None
         except IntegrityError as exc:
             raise self._integrity(exc) from None
-        except WriterConflict:
-            raise self._second_writer() from None
+        except WriterConflict as exc:
+            raise self._second_writer(exc) from None
         except PollardError as exc:
             raise self._store_failed(exc) from None
 
@@ -317,8 +334,8 @@ class Ledger:
             record = Record(index, "missing", prompt=prompt, error=error)
         except IntegrityError as exc:  # every later prompt would meet it: stop the command
             raise self._integrity(exc) from None
-        except WriterConflict:  # another process writes this run: stop before anything is sent
-            raise self._second_writer() from None
+        except WriterConflict as exc:  # another process writes this run: send nothing more
+            raise self._second_writer(exc) from None
         except PollardError as exc:
             # The store failed for this prompt (a lost connection): it is reported as failed,
             # and the others go on; a resume asks again only what the ledger has not recorded.
