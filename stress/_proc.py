@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,3 +23,18 @@ def spawn(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         **kwargs,
     )
+
+
+def start_together(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """Wait for each child's ready line, then release them all at once (start-up is not timed).
+
+    Every campaign child prints one line once it has opened what it needs, then waits for a
+    line on its standard input before it starts.
+    """
+    for proc in procs:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 from pollard import Runtime
-from stress._proc import spawn
+from stress._proc import spawn, start_together
 from stress._report import Deadline, Outcome
 
 WORKERS = 8
@@ -20,14 +20,8 @@ PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 def _round(store: str, budget: int, outcome: Outcome) -> float:
     label = f"shared-{uuid.uuid4().hex[:8]}"
     procs = [spawn("contend", store, label, str(budget), str(ATTEMPTS)) for _ in range(WORKERS)]
-    for proc in procs:  # every worker has opened its store: start-up is not timed
-        assert proc.stdout is not None
-        proc.stdout.readline()
+    start_together(procs)  # every worker has opened its store: start-up is not timed
     start = time.perf_counter()
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
     ran = 0
     for proc in procs:
         out, err = proc.communicate(timeout=300)

@@ -29,7 +29,7 @@ from typing import Any
 
 from pollard import Runtime
 from stress._once import CAP, INPUT, TOKENS, USD, open_store, output_tokens
-from stress._proc import ROOT
+from stress._proc import ROOT, start_together
 from stress._report import Deadline, Outcome
 from stress.camp_contention import PG_DSN, _drop, _pg_up
 
@@ -149,13 +149,7 @@ def _kills(name: str, spec: str, scale: float) -> Outcome:
 def _spend_round(spec: str, reserved: int) -> dict[str, Any]:
     label = f"spend-{uuid.uuid4().hex[:8]}"
     procs = [_spawn("spend", spec, label, str(ATTEMPTS), str(reserved)) for _ in range(WORKERS)]
-    for proc in procs:
-        assert proc.stdout is not None
-        proc.stdout.readline()
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+    start_together(procs)
     errors = []
     for proc in procs:
         _, err = proc.communicate(timeout=300)
@@ -225,13 +219,7 @@ def _race_round(spec: str) -> tuple[int, int, int]:
     step functions run by the refused ones)."""
     label = f"race-{uuid.uuid4().hex[:8]}"
     procs = [_spawn("race", spec, label, str(RACE_STEPS)) for _ in range(2)]
-    for proc in procs:
-        assert proc.stdout is not None
-        proc.stdout.readline()
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+    start_together(procs)
     got = []
     for proc in procs:  # both done before either closes (a closed writer lets the next in)
         assert proc.stdout is not None

@@ -29,6 +29,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
+from stress._proc import start_together
 from stress._report import Deadline, Outcome
 
 WORKERS = 8
@@ -125,14 +126,8 @@ def _round(
             )
             for n in range(WORKERS)
         ]
-        for proc in procs:  # every worker has imported everything: start-up is not timed
-            assert proc.stdout is not None
-            proc.stdout.readline()
+        start_together(procs)  # every worker has imported everything: start-up is not timed
         start = time.monotonic()
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
         if cut:
             threading.Timer(WINDOW_S * 1.5, _cut_quota_connections).start()
         results = []

@@ -20,7 +20,7 @@ from typing import Any
 
 from pollard import Budget, Runtime, SharedBudget, Store, Team
 from pollard.meters import StepMeter, TokenMeter
-from stress._proc import spawn
+from stress._proc import spawn, start_together
 from stress._report import Deadline, Outcome
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -62,14 +62,8 @@ def _round(store_spec: str, outcome: Outcome) -> float:
                 limits += [(agent.node_id, m, v) for m, v in AGENT.items()]
                 contexts.append(agent.context().to_json())
     procs = [spawn("team_agent", store_spec, context, "100") for context in contexts]
-    for proc in procs:
-        assert proc.stdout is not None
-        proc.stdout.readline()
+    start_together(procs)
     start = time.perf_counter()
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
     ran = 0
     for proc in procs:
         out, err = proc.communicate(timeout=300)
