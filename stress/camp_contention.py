@@ -93,4 +93,6 @@ def _drop(store: str) -> None:
     dsn, _, store_id = store.rpartition("#")
     with psycopg.connect(dsn, autocommit=True) as conn:
         for table in ("nodes", "blobs", "ledger", "reservations", "window_events", "kv"):
+            if conn.execute("SELECT to_regclass(%s)", (f"pollard_{table}",)).fetchone() == (None,):
+                continue
             conn.execute(f"DELETE FROM pollard_{table} WHERE store_id = %s", (store_id,))

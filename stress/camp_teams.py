@@ -10,7 +10,6 @@ the charges node by node: the worst overshoot over all limits (floor: 0) is the 
 
 from __future__ import annotations
 
-import socket
 import tempfile
 import time
 import uuid
@@ -22,8 +21,8 @@ from pollard import Budget, Runtime, SharedBudget, Store, Team
 from pollard.meters import StepMeter, TokenMeter
 from stress._proc import spawn, start_together
 from stress._report import Deadline, Outcome
+from stress.camp_contention import PG_DSN, _drop, _pg_up
 
-PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 AGENT = {"steps": 40, "tokens": 450}
 TEAM_STEPS = 100
 SHARED_STEPS = 150
@@ -109,26 +108,6 @@ def _campaign(name: str, store: str, scale: float) -> Outcome:
         f"{SHARED_STEPS} calls in {min(walls):.2f} s (best round)"
     )
     return outcome
-
-
-def _pg_up() -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", 5432), timeout=0.5).close()
-        import psycopg  # noqa: F401
-    except (OSError, ImportError):
-        return False
-    return True
-
-
-def _drop(store: str) -> None:
-    import psycopg
-
-    dsn, _, store_id = store.rpartition("#")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for table in ("nodes", "blobs", "ledger", "reservations", "window_events", "kv"):
-            if conn.execute("SELECT to_regclass(%s)", (f"pollard_{table}",)).fetchone() == (None,):
-                continue
-            conn.execute(f"DELETE FROM pollard_{table} WHERE store_id = %s", (store_id,))
 
 
 def run(scale: float) -> list[Outcome]:
