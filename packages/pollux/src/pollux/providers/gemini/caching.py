@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pollux.errors import CacheError, ConfigurationError, PolluxError
 from pollux.interaction.cache_events import CacheEvent, emit_cache_event
@@ -66,9 +66,12 @@ __all__ = [
     "known_context_cache",
     "min_cache_tokens",
     "refresh_located",
+    "reported",
 ]
 
 _log = logging.getLogger("pollux.providers.gemini")
+
+_T = TypeVar("_T")
 
 #: TTL when ``CachePolicy.ttl_seconds`` is None.
 DEFAULT_TTL_S = 3600
@@ -405,6 +408,18 @@ class GeminiCaches:
         return entry
 
 
+async def reported(answered: tuple[_T, CacheEvent | None]) -> _T:
+    """The answer of `delete_located` or `refresh_located`, once its event is observed.
+
+    Called after the provider answered and its client was released, so an observer's exception
+    (a ledger that fails to record) is its own, never reported as the provider's.
+    """
+    answer, event = answered
+    if event is not None:
+        await emit_cache_event(event)
+    return answer
+
+
 def check_ttl(ttl_seconds: object) -> None:
     """Refuse a cache TTL that is not a positive integer (seconds).
 
@@ -595,10 +610,7 @@ async def delete_context_cache(environment: Environment, *, config: Config) -> b
             raise wrap_gemini_error(exc, phase="cache") from exc
 
     deleted: tuple[bool, CacheEvent | None] = await _with_client(config, work)
-    # Emitted once the provider has answered: an observer's exception is its own, not Gemini's.
-    if deleted[1] is not None:
-        await emit_cache_event(deleted[1])
-    return deleted[0]
+    return await reported(deleted)
 
 
 async def refresh_context_cache(
@@ -628,9 +640,7 @@ async def refresh_context_cache(
             raise wrap_gemini_error(exc, phase="cache") from exc
 
     refreshed: tuple[float | None, CacheEvent | None] = await _with_client(config, work)
-    if refreshed[1] is not None:
-        await emit_cache_event(refreshed[1])
-    return refreshed[0]
+    return await reported(refreshed)
 
 
 def cache_names(compiled: Mapping[str, Any]) -> str | None:

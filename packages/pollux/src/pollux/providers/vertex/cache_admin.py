@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError, PolluxError
-from pollux.interaction.cache_events import CacheEvent, emit_cache_event
+from pollux.interaction.cache_events import CacheEvent
 from pollux.providers.gemini.caching import (
     DEFAULT_TTL_S,
     REGISTRY,
@@ -23,6 +23,7 @@ from pollux.providers.gemini.caching import (
     check_ttl,
     delete_located,
     refresh_located,
+    reported,
 )
 
 from .errors import PROVIDER, relabel
@@ -132,10 +133,7 @@ async def delete_context_cache(environment: Environment, *, config: Config) -> b
         return await delete_located(client, identity, model, config, provider=PROVIDER)
 
     deleted: tuple[bool, CacheEvent | None] = await _with_provider(environment, config, work)
-    # Emitted once Vertex AI has answered: an observer's exception is its own, not Vertex's.
-    if deleted[1] is not None:
-        await emit_cache_event(deleted[1])
-    return deleted[0]
+    return await reported(deleted)
 
 
 async def refresh_context_cache(
@@ -165,6 +163,4 @@ async def refresh_context_cache(
     refreshed: tuple[float | None, CacheEvent | None] = await _with_provider(
         environment, config, work
     )
-    if refreshed[1] is not None:
-        await emit_cache_event(refreshed[1])
-    return refreshed[0]
+    return await reported(refreshed)
