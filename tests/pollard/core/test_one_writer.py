@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -494,3 +495,72 @@ def test_a_stalled_writer_whose_lease_ended_is_fenced_when_it_resumes(tmp_path: 
             os.kill(child.pid, signal.SIGCONT)
             child.kill()
         child.communicate(timeout=60)
+
+
+def _forked(body: Any) -> str:
+    """Run ``body()`` in a forked child; what it returned, or its exception's class name."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        try:
+            outcome = str(body())
+        except BaseException as exc:
+            outcome = type(exc).__name__
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        outcome = pipe.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    return outcome
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_is_a_writer_of_its_own(shared_spec: tuple[str, Store]) -> None:
+    # A child inherits its parent's runtime, writer id included: with that id it could append
+    # at the parent's cursor as "the same writer" and fork the run unnoticed.
+    _, store = shared_spec
+    rt = Runtime(store)
+    run = rt.run("job")
+    run.model_call({"step": 0}, fn=_answer)
+    leaf = run.cursor_id
+    with warnings.catch_warnings():  # 3.12+ warns about fork() when any other thread runs
+        warnings.simplefilter("ignore", DeprecationWarning)
+        at_cursor = _forked(lambda: run.model_call({"step": 1, "by": "child"}, fn=_answer).id)
+        at_root = _forked(lambda: rt.run("job").model_call({"by": "child"}, fn=_answer).id)
+        elsewhere = _forked(lambda: rt.run("other").model_call({"by": "child"}, fn=_answer).id)
+    assert at_cursor == "WriterConflict" and at_root == "WriterConflict"
+    assert store.children(leaf) == []
+    # A run of its own is the child's to write, under its own writer id.
+    mine = store.get(elsewhere)
+    parents = {n.meta.get("writer") for n in store.walk(run.root_id) if "writer" in n.meta}
+    assert mine.meta["writer"] not in parents and len(parents) == 1
+    run.model_call({"step": 1, "by": "parent"}, fn=_answer)  # the parent goes on
+    assert [n.payload["by"] for n in store.children(leaf)] == ["parent"]
+    rt.close()
+
+
+def test_compact_drops_the_rows_of_writers_whose_lease_ended_long_ago(
+    two_stores: tuple[Store, Store], clock: FakeClock
+) -> None:
+    # Every runtime ever opened leaves its lease and process rows; compact() prunes those of
+    # writers gone for an hour, and keeps a live writer's, so the kv table does not grow forever.
+    store, _ = two_stores
+    me = {"host": "h", "pid": 1, "start": 1}
+    for writer in ("gone", "recent", "live"):
+        store.lease_writer(writer, 10, holder=me)
+        assert store.take_append(f"n-{writer}", writer) == 1
+    clock.advance(3000)
+    store.lease_writer("recent", 0)  # closed 3,000 s after its lease started: kept an hour
+    clock.advance(700)
+    store.lease_writer("live", 10)  # still renewed
+    store.compact()
+    holders = {w: store.append_holder(f"n-{w}") for w in ("gone", "recent", "live")}
+    assert {w: (h or {}).get("holder") for w, h in holders.items()} == {
+        "gone": None,
+        "recent": me,
+        "live": me,
+    }
+    # A pruned writer reads as one whose lease ended: its node is taken over, the token fenced.
+    assert store.take_append("n-gone", "next") == 2
+    assert store.take_append("n-live", "next") == 0

@@ -151,7 +151,11 @@ class Store(Protocol):
         ...
 
     def compact(self) -> int:
-        """Sweep expired ledger rows and unreferenced blobs; return blobs removed."""
+        """Sweep expired ledger rows, long-ended writer leases and unreferenced blobs.
+
+        Returns:
+            How many blobs were removed.
+        """
         ...
 
     def reserve(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -22,6 +24,19 @@ if TYPE_CHECKING:
     from pollard._core._store import Store
 
 __all__ = ["RuntimeCore", "Scope", "Unrecorded"]
+
+# Every live runtime core of this process, so a forked child can make each one a writer of its
+# own (see `RuntimeCore._after_fork`).
+_CORES: weakref.WeakSet[RuntimeCore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for core in list(_CORES):
+        core._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @dataclass(slots=True)
@@ -116,6 +131,31 @@ class RuntimeCore:
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it
         self._in_flight = 0  # reserve calls running (close waits for them)
+        _CORES.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: become a writer of its own, holding nothing of the parent's.
+
+        The child inherits the parent's writer id, append leases and reservations, but neither
+        its lease-renewing thread nor the right to use them: with the parent's id a child
+        appending at the parent's cursor would fork the run unnoticed (both are "the same
+        writer"). So the child gets a new id and takes every node again before appending
+        (a parent still writing there refuses it with `WriterConflict`, as any second process);
+        the parent's reservations and unrecorded steps stay the parent's to settle or release.
+        """
+        self.writer = uuid.uuid4().hex
+        self._writer_live = False
+        self.appending = {}
+        lapses = self.keeper.writer_lapses
+        self.keeper = LeaseKeeper(self.store, self.lease_seconds)
+        # Every run object's cursor, taken under the parent's id, is taken again.
+        self.keeper.writer_lapses = lapses + 1
+        self.unrecorded = []
+        self.pinned = set()
+        # Locks another thread of the parent may have held at the fork.
+        self._reserving = threading.Condition(threading.Lock())
+        self._in_flight = 0
+        self._draining = False
 
     def reserve(self, claims: Sequence[BudgetClaim], windows: Sequence[WindowClaim]) -> Admission:
         """``store.reserve`` for a step; a reservation is tracked (and renewed) at once.

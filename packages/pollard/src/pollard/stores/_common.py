@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pollard._core._canon import make_dumps
@@ -16,6 +16,7 @@ __all__ = [
     "check_new_node",
     "collision",
     "conflict_patch",
+    "ended_writers",
     "holder_json",
     "holds_of_gone",
     "judge_append",
@@ -109,6 +110,29 @@ def holder_json(holder: Mapping[str, Any]) -> str:
     if not isinstance(holder, Mapping):
         raise TypeError("a writer's holder is a mapping (host, pid, ...)")
     return json.dumps(dict(holder), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+# How long after its lease ended a writer's liveness rows are kept by `compact` (an hour): a
+# process paused longer than that finds its rows gone, which reads as a lease that ended (its
+# nodes are taken over, it is fenced), only without an early takeover on its host.
+WRITER_ROWS_KEPT_S = 3600.0
+
+
+def ended_writers(rows: Iterable[tuple[str, str]], now: float) -> list[str]:
+    """The writers of ``writer:<id>`` lease rows that ended `WRITER_ROWS_KEPT_S` before ``now``.
+
+    A row whose value is not a number is damaged and holds nothing (`_lease_end` reads 0), so
+    it goes too.
+    """
+    ended = []
+    for key, value in rows:
+        try:
+            expires = float(value)
+        except (TypeError, ValueError):
+            expires = 0.0
+        if key.startswith("writer:") and expires <= now - WRITER_ROWS_KEPT_S:
+            ended.append(key[len("writer:") :])
+    return ended
 
 
 def holds_of_gone(

@@ -55,6 +55,7 @@ from pollard.stores._common import (
     check_new_node,
     collision,
     conflict_patch,
+    ended_writers,
     holder_json,
     holds_of_gone,
     judge_append,
@@ -533,6 +534,8 @@ class SqlStore:
             "kv_get": f"SELECT value FROM {t['kv']} WHERE {w}key = {q}",
             "kv_put": f"INSERT INTO {t['kv']} ({c}key, value) VALUES ({v}{q}, {q}) "
             f"ON CONFLICT ({c}key) DO UPDATE SET value = excluded.value",
+            "kv_like": f"SELECT key, value FROM {t['kv']} WHERE {w}key LIKE {q}",
+            "kv_delete": f"DELETE FROM {t['kv']} WHERE {w}key = {q}",
         }
 
     # -- backend hooks -------------------------------------------------------------------------
@@ -954,9 +957,18 @@ class SqlStore:
         return removed
 
     def compact(self) -> int:
-        """Sweep expired reservations and unreferenced blobs; return blobs removed."""
+        """Sweep expired reservations, long-ended writer leases and unreferenced blobs.
+
+        Returns:
+            How many blobs were removed.
+        """
         with self._transaction() as cur:
-            cur.execute(self._sql["sweep"], (self._clock(),))
+            now = self._clock()
+            cur.execute(self._sql["sweep"], (now,))
+            cur.execute(self._sql["kv_like"], ("writer:%",))
+            for writer in ended_writers(cur.fetchall(), now):
+                cur.execute(self._sql["kv_delete"], (f"writer:{writer}",))
+                cur.execute(self._sql["kv_delete"], (f"holder:{writer}",))
             cur.execute(self._sql["blob_all"])
             digests = {bytes(row[0]).hex() for row in cur.fetchall()}
             if not digests:

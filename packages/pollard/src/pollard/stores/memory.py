@@ -32,6 +32,7 @@ from ._common import (
     check_new_node,
     collision,
     conflict_patch,
+    ended_writers,
     holder_json,
     holds_of_gone,
     judge_append,
@@ -254,9 +255,18 @@ class MemoryStore:
         return removed
 
     def compact(self) -> int:
-        """Drop expired reservations; a memory store interns nothing, so 0 blobs are removed."""
+        """Drop expired reservations and long-ended writer leases.
+
+        Returns:
+            0: a memory store interns no blobs.
+        """
         with self._lock:
-            self._sweep(self._clock())
+            now = self._clock()
+            self._sweep(now)
+            rows = [(f"writer:{w}", repr(end)) for w, end in self._writers.items()]
+            for writer in ended_writers(rows, now):
+                self._writers.pop(writer, None)
+                self._holders.pop(writer, None)
         return 0
 
     # -- ledger --------------------------------------------------------------------------------
