@@ -8,7 +8,6 @@ same behaviour; the OpenAI request mapping underneath is the ``openai`` provider
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +252,7 @@ def test_config_names_the_missing_or_conflicting_setting(
 
 @pytest.mark.parametrize("name", ["api_version", "credentials"])
 def test_azure_settings_are_refused_for_other_providers(name: str) -> None:
-    value: Callable[[], str] | str = (lambda: KEY) if name == "credentials" else VERSION
+    value: Any = (lambda: KEY) if name == "credentials" else VERSION
     with pytest.raises(
         ConfigurationError, match=f"{name} is only valid for provider='azure_openai'"
     ):
