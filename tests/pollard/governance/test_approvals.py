@@ -124,6 +124,32 @@ def test_approved_call_runs_once_and_nothing_else_is_approved(
     }
 
 
+class _Walks(MemoryStore):
+    """A memory store that records which trees were walked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.walked: list[str] = []
+
+    def walk(self, node_id: str) -> Any:
+        self.walked.append(node_id)
+        return super().walk(node_id)
+
+
+def test_listing_one_runs_approvals_walks_that_run_only(registry: Registry) -> None:
+    store = _Walks()
+    with Runtime(store, registry=registry, policies=[ApprovalPolicy(["send"])]) as rt:
+        mine = _ask(rt.run("mine"))
+        _ask(rt.run("other"))
+        for i in range(3):
+            rt.run(f"busy-{i}").note({"i": i})
+        root = rt.run("mine").root_id
+    store.walked.clear()
+    assert [a.request_id for a in list_approvals(store, run="mine")] == [mine]
+    assert store.walked == [root]  # not every tree of the store
+    assert len(list_approvals(store)) == 2
+
+
 def test_an_approval_does_not_cover_another_action(calls: Calls) -> None:
     specs = make_specs(calls)
     registry = Registry(specs)

@@ -314,10 +314,12 @@ def get_approval(store: Store | str | os.PathLike[str], request_id: str) -> Appr
             opened.close()
 
 
-def _requests(store: Store) -> Iterator[tuple[str | None, Node]]:
+def _requests(store: Store, run: str | None) -> Iterator[tuple[str | None, Node]]:
     for root in store.roots():
         payload = root.node.payload
         label = payload.get("run") if isinstance(payload, Mapping) else None
+        if run is not None and label != run:
+            continue  # another run's tree is not walked at all
         for node in store.walk(root.id):
             if is_request(node):
                 yield (label if isinstance(label, str) else None), node
@@ -329,7 +331,7 @@ def list_approvals(
     status: ApprovalStatus | None = None,
     run: str | None = None,
 ) -> list[Approval]:
-    """Every approval request in a store (one walk), oldest first.
+    """Every approval request in a store (one walk; with ``run``, of that run's trees only).
 
     Args:
         store: A `Store`, a SQLite path or a ``postgresql://...#store_id`` spec.
@@ -343,11 +345,7 @@ def list_approvals(
         raise ValueError(f"status must be 'pending', 'approved' or 'denied', got {status!r}")
     opened, owned = _opened(store, write=False)
     try:
-        found = [
-            approval_of(opened, node, label)
-            for label, node in _requests(opened)
-            if run is None or label == run
-        ]
+        found = [approval_of(opened, node, label) for label, node in _requests(opened, run)]
     finally:
         if owned:
             opened.close()
