@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import io
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,30 @@ def test_approved_call_runs_once_and_nothing_else_is_approved(
         other_actor,
         no_actor,
     }
+
+
+def test_the_html_view_marks_approval_requests_with_their_state(registry: Registry) -> None:
+    from pollard.html import render_html
+
+    store = MemoryStore()
+    with Runtime(store, registry=registry, policies=[ApprovalPolicy(["send"])]) as rt:
+        run = rt.run("r")
+        approved, denied, pending = (_ask(run, actor=who) for who in ("a", "b", "c"))
+        root = run.root_id
+    decide_approval(store, approved, "approve", by="ada")
+    decide_approval(store, denied, "deny", by="ada")
+    page = render_html(store, root)
+    found = re.search(r'id="pollard-data">(.*?)</script>', page)
+    assert found is not None
+    data = json.loads(found.group(1))
+    ids = [data["ids"][i * 64 : (i + 1) * 64] for i in range(data["n"])]
+    states = {
+        ids[i]: data["details"].get(str(i), {}).get("approval")
+        for i in range(data["n"])
+        if data["flags"][i] & 8192
+    }
+    assert states == {approved: "approved", denied: "denied", pending: "pending"}
+    assert "[APPROVAL:" in page and '<option value="approval">' in page
 
 
 class _Walks(MemoryStore):

@@ -53,7 +53,9 @@ _LEGEND = (
     "(\u2715 on its bar), [FAILED]/[CANCELLED] a dispatch that did not return (!), [RETRY] a "
     "repeated call or an attempt above 0 (\u21bb), [CACHED] served from a recording (dashed "
     "bar), [CACHE-READ] part of the prompt read from the provider's cache, [PRUNED], "
-    "[REDACTED], [DRY-RUN], [CONFIRMATION:...], [RESULT-CONFLICT]/[MERGE-CONFLICT]. Keys: "
+    "[REDACTED], [DRY-RUN], [CONFIRMATION:...], [APPROVAL:...] an approval request (pending, "
+    "approved, denied, or spent once the approved call ran), [RESULT-CONFLICT]/[MERGE-CONFLICT]. "
+    "Keys: "
     "arrows, Page Up/Down, Home/End move; Left goes to the parent; Enter opens the details; "
     "/ searches."
 )
@@ -81,7 +83,8 @@ _CONTROLS = """<div class="controls" role="search" aria-label="filter the steps"
 <option value="failed">failed or cancelled</option><option value="refused">refused</option>
 <option value="cached">cached (recording or provider)</option>
 <option value="redacted">redacted</option>
-<option value="retry">retried</option><option value="pruned">pruned</option></select></label>
+<option value="retry">retried</option><option value="pruned">pruned</option>
+<option value="approval">approval requests</option></select></label>
 <label>label or id<input id="f-text" type="search" placeholder="/ to search"></label>
 <label>cost from <span id="f-unit"></span>
 <input id="f-min" type="number" min="0" step="any"></label>

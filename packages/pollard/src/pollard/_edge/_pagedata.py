@@ -38,6 +38,7 @@ FLAGS = {
     "confirmation": 1024,
     "cancelled": 2048,
     "cache_read": 4096,
+    "approval": 8192,
 }
 _SERIES_POINTS = 240  # burn-down points per meter, whatever the run's size
 _STRIP_BUCKETS = 200  # concurrency strip buckets
@@ -76,6 +77,8 @@ def _flags(row: ViewNode, label: str) -> int:
         bits |= FLAGS["merge_conflict"]
     if row.confirmation:
         bits |= FLAGS["confirmation"]
+    if row.approval:
+        bits |= FLAGS["approval"]
     return bits
 
 
@@ -271,6 +274,8 @@ def page_data(rows: Sequence[ViewNode], *, payloads: bool) -> dict[str, Any]:
             extra["refusal"] = row.refusal
         if row.confirmation:
             extra["confirmation"] = row.confirmation
+        if row.approval:
+            extra["approval"] = row.approval
         if row.error_type:
             extra["error"] = row.error_type
         if row.result_conflicts:

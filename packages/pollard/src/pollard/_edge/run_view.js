@@ -4,7 +4,7 @@ var D = JSON.parse(document.getElementById("pollard-data").textContent);
 var N = D.n, ROW = 26, OVERSCAN = 8;
 var FLAG = {refused: 1, pruned: 2, redacted: 4, dry_run: 8, failed: 16, cached: 32, retry: 64,
   under_pruned: 128, result_conflict: 256, merge_conflict: 512, confirmation: 1024, cancelled: 2048,
-  cache_read: 4096};
+  cache_read: 4096, approval: 8192};
 var MARKS = [["refused", "REFUSED"], ["pruned", "PRUNED"], ["redacted", "REDACTED"],
   ["dry_run", "DRY-RUN"], ["failed", "FAILED"], ["cancelled", "CANCELLED"], ["cached", "CACHED"], ["cache_read", "CACHE-READ"],
   ["retry", "RETRY"], ["result_conflict", "RESULT-CONFLICT"], ["merge_conflict", "MERGE-CONFLICT"]];
@@ -104,6 +104,7 @@ function marks(i) {
   var out = "";
   MARKS.forEach(function (m) { if (has(i, m[0])) out += '<span class="mark ' + m[0] + '">[' + m[1] + "]</span>"; });
   if (has(i, "confirmation")) out += '<span class="mark">[CONFIRMATION:' + esc(String(detail(i).confirmation || "").toUpperCase()) + "]</span>";
+  if (has(i, "approval")) out += '<span class="mark approval">[APPROVAL:' + esc(String(detail(i).approval || "").toUpperCase()) + "]</span>";
   return out;
 }
 function costText(i) {
@@ -224,6 +225,7 @@ function showDetail(i) {
   });
   if (d.avoided) f.push(fact("avoided", esc(Object.keys(d.avoided).map(function (k) { return k + "=" + d.avoided[k]; }).join(" "))));
   if (d.refusal) Object.keys(d.refusal).forEach(function (k) { f.push(fact("refusal " + k, esc(d.refusal[k]))); });
+  if (d.approval) f.push(fact("approval", esc(d.approval)));
   if (d.error) f.push(fact("error", esc(d.error)));
   if (d.result_conflicts) f.push(fact("result conflicts", String(d.result_conflicts)));
   if (d.merge_conflicts) f.push(fact("merge conflicts", String(d.merge_conflicts)));
