@@ -1,8 +1,9 @@
 """Exactly once under crashes and races, on SQLite and PostgreSQL.
 
 * ``once kill``: a resumed fan-out is SIGKILLed at every boundary of a step (before the
-  reservation, after it, during the call, after the answer, around the commit), its holds'
-  leases expire, and a second process resumes it under a budget that fits the prompts exactly:
+  reservation, after it, during the call, after the answer, around the commit), and a second
+  process resumes it, right away (every other round: this host sees the killed writer is gone)
+  or once its holds' leases expired, under a budget that fits the prompts exactly:
   every prompt must be answered and charged exactly once, the resume never refused, and no
   reservation left behind.
 * ``once spend``: 8 processes on one token and dollar budget (one shared run label): the
@@ -76,10 +77,12 @@ def _reservations(spec: str) -> int:
 class _Kills:
     def __init__(self) -> None:
         self.kills = self.answered = self.charged = self.extra = 0
-        self.leaked = self.false_refusals = 0
+        self.leaked = self.false_refusals = self.at_once = 0
 
 
-def _kill_once(spec: str, boundary: str, at: int, outcome: Outcome, seen: _Kills) -> None:
+def _kill_once(
+    spec: str, boundary: str, at: int, outcome: Outcome, seen: _Kills, *, wait: bool
+) -> None:
     label = f"once-{uuid.uuid4().hex[:8]}"
     first = _spawn("fan", spec, label, str(PROMPTS), boundary, str(at), str(LEASE))
     _, err = first.communicate(timeout=120)
@@ -87,7 +90,10 @@ def _kill_once(spec: str, boundary: str, at: int, outcome: Outcome, seen: _Kills
         outcome.fail(f"{boundary}@{at}: not killed (exit {first.returncode}): {err[-300:]}")
         return
     seen.kills += 1
-    time.sleep(LEASE + 0.3)  # the killed process's holds expire
+    if wait:
+        time.sleep(LEASE + 0.3)  # the killed process's holds expire
+    else:
+        seen.at_once += 1  # resumed at once: its writer and holds are taken over as gone
     resume = _spawn("fan", spec, label, str(PROMPTS), "none", "-1", str(LEASE))
     out, err = resume.communicate(timeout=120)
     if resume.returncode != 0:
@@ -134,12 +140,16 @@ def _kills(name: str, spec: str, scale: float) -> Outcome:
     seen = _Kills()
     while deadline.more():
         boundary = BOUNDARIES[outcome.trials % len(BOUNDARIES)]
-        _kill_once(spec, boundary, rng.randrange(PROMPTS), outcome, seen)
+        # Every other round of boundaries resumes right after the kill (the same host can tell
+        # the killed writer is gone), the others once its holds' leases expired.
+        wait = (outcome.trials // len(BOUNDARIES)) % 2 == 1
+        _kill_once(spec, boundary, rng.randrange(PROMPTS), outcome, seen, wait=wait)
         outcome.trials += 1
     outcome.seconds = time.monotonic() - started
     outcome.worst = seen.extra
     outcome.figure = (
-        f"{seen.kills} kills over {len(BOUNDARIES)} boundaries: {seen.answered} answers, "
+        f"{seen.kills} kills over {len(BOUNDARIES)} boundaries ({seen.at_once} resumed at "
+        f"once): {seen.answered} answers, "
         f"{seen.charged} steps charged ({seen.extra} extra), {seen.leaked} leaked holds, "
         f"{seen.false_refusals} false refusals"
     )
