@@ -58,8 +58,8 @@ def _served(result: Any) -> str | None:
     return node if isinstance(node, str) and node else None
 
 
-def unpriced_hint(payload: Any) -> str:
-    """What makes a deployment priceable before its call (``""`` for a model name)."""
+def _unpriced_hint(payload: Any) -> str:
+    # What makes a deployment priceable before its call ("" for a model name).
     if isinstance(payload, Mapping) and payload.get("provider") in _DEPLOYMENTS:
         return (
             f" ({payload.get('provider')} model {payload.get('model')!r} names a deployment: "
@@ -263,7 +263,7 @@ class GenAIPricesCostMeter:
             break
         else:
             raise ValueError(
-                f"genai-prices has no price for model {model!r}: {error}{unpriced_hint(payload)}"
+                f"genai-prices has no price for model {model!r}: {error}{_unpriced_hint(payload)}"
             ) from None
         if not self.hard:
             return None

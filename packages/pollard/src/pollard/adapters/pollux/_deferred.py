@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pollux
 from pollard import Node, NodeKind
 from pollard.errors import BudgetExceeded, MissingRecording, PollardError
-from pollard.meters import PRICE_PROVIDERS, genai_price, split_usage, token_usage
-from pollard.meters._prices import priced_models, unpriced_hint
+from pollard.meters import PRICE_PROVIDERS, genai_price, priced_models, split_usage, token_usage
 from pollux import (
     Config,
     ConfigurationError,
@@ -249,11 +248,14 @@ async def governed_defer(
             unknown=("usd",) if usd is None else (),
         )
     except PollardError as exc:
-        fix = unpriced_hint(requests[0])
-        if usd is not None or not fix or isinstance(exc, BudgetExceeded):
+        if usd is not None or config.provider != "azure_openai" or isinstance(exc, BudgetExceeded):
             raise
         # A usd budget refused the unpriced job: name what prices an Azure deployment.
-        exc.hint = f"{fix.strip(' ()')}; or run without the usd budget"
+        exc.hint = (
+            f"Config.model {config.model!r} names a deployment: set Config(pricing_model=...) "
+            "or POLLUX_AZURE_PRICING_MODEL to the model it serves (e.g. 'gpt-5-mini'), or run "
+            "without the usd budget"
+        )
         raise
     return GovernedJob(DeferredHandle.from_dict(node.result["handle"]), node.id, arun.label)
 
