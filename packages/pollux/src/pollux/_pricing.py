@@ -69,6 +69,10 @@ def priced_model(
 
 
 _BATCH = {"processing": "batch"}
+# The batch discount where genai-prices applies no batch price: it prices a model borrowed
+# from another provider's table (Azure's, for most OpenAI models) at its standard price, while
+# Azure's global batch costs half of the Global Standard price.
+_BATCH_DISCOUNT = {"azure": Decimal("0.5")}
 _MISSING = object()
 _module: Any = None
 
@@ -123,7 +127,7 @@ def list_price(
     write = (usage.cache_write_tokens or 0) if cached else 0
     long = min(usage.cache_write_1h_tokens or 0, write) if cached else 0
     uncached = max(total - read - write, 0)
-    amount = (
+    amount = Decimal(rates.get("_factor", 1)) * (
         uncached * rate("input_mtok")
         + read * rate("cache_read_mtok", "input_mtok")
         + (write - long) * rate("cache_write_5m_mtok", "cache_write_mtok", "input_mtok")
@@ -179,10 +183,23 @@ def _rates(provider_id: str, model: str, batch: bool) -> dict[str, Any] | None:
         if calc is not None:
             found = {k: getattr(calc.model_price, k, None) for k in _RATE_KEYS}
             rates = {k: v for k, v in found.items() if v is not None}
+            factor = Decimal(1)
+            if batch and not _batch_priced(calc):
+                factor = _BATCH_DISCOUNT.get(provider_id, factor)
+            rates["_factor"] = factor
     if len(_resolved) > 1024:
         _resolved.clear()
     _resolved[key] = (now, rates)
     return rates
+
+
+def _batch_priced(calc: Any) -> bool:
+    # genai-prices applies a model's batch variant only when the model is the provider's own
+    # (not one borrowed from the provider's fallback table).
+    model = calc.model
+    own = any(model is m for m in getattr(calc.provider, "models", ()) or ())
+    variants = getattr(model, "price_variants", None) or ()
+    return own and any(getattr(v, "when", None) == _BATCH for v in variants)
 
 
 def call_cost(

@@ -25,12 +25,11 @@ DEPLOYMENT = "prod-gpt5-mini"
 SERVED = "gpt-5-mini-2025-08-07"
 
 
-def list_price(model: str, input_tokens: int, output_tokens: int, *, batch: bool = False) -> float:
+def list_price(model: str, input_tokens: int, output_tokens: int) -> float:
     calc = genai_prices.calc_price(
         genai_prices.Usage(input_tokens=input_tokens, output_tokens=output_tokens),
         model_ref=model,
         provider_id="azure",
-        price_context={"processing": "batch"} if batch else None,
     )
     return float(calc.total_price)
 
@@ -75,7 +74,9 @@ async def test_a_global_batch_answer_is_priced_at_the_batch_tier_of_its_model() 
             (answer,) = (await session.collect_deferred(handle)).outputs
     assert answer.diagnostics.raw["response"]["artifacts"]["model_version"] == SERVED
     usage = answer.usage
-    expected = list_price(SERVED, usage.input_tokens, usage.output_tokens, batch=True)
+    # Global batch costs half the Global Standard price (genai-prices' Azure table prices the
+    # OpenAI models it borrows at the standard tier, so the discount is pollux's).
+    expected = list_price(SERVED, usage.input_tokens, usage.output_tokens) / 2
     assert answer.metrics.cost_usd == pytest.approx(expected)
 
 

@@ -116,7 +116,12 @@ def genai_price(
     except ValueError as exc:  # genai-prices' own "no price" answers for some shapes
         raise LookupError(str(exc)) from None
     variants = getattr(calc.model, "price_variants", None) or ()
-    batched = context is not None and any(getattr(v, "when", None) == _BATCH for v in variants)
+    # genai-prices applies the batch variant only to the provider's own models, not to one
+    # borrowed from its fallback table (Azure's OpenAI models): those are priced standard.
+    own = any(calc.model is m for m in getattr(calc.provider, "models", None) or ())
+    batched = (
+        context is not None and own and any(getattr(v, "when", None) == _BATCH for v in variants)
+    )
     return Decimal(str(calc.total_price)), batched
 
 
