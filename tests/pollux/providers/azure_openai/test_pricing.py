@@ -16,7 +16,7 @@ from typing import Any
 import genai_prices
 import pytest
 
-from pollux import Config, ConfigurationError, Environment, Input, Session, run, stream
+from pollux import APIError, Config, ConfigurationError, Environment, Input, Session, run, stream
 from pollux.testing import Emulator
 
 from ._azure import KEY, VERSION, azure_config
@@ -136,12 +136,17 @@ def test_the_cli_hard_usd_cap_needs_the_pricing_model_and_then_reconciles(
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
     flags = ["--provider", "azure_openai", "--model", DEPLOYMENT, "--ledger", "runs.db"]
     capped = ["--max-usd", "1", "--max-output-tokens", "64"]
-    # Without it the deployment cannot be priced before the call: refused, nothing sent.
-    assert main(["ask", "Hi", *flags, *capped]) == 2
+    # Without it a ledger has no dollar meter, and its cost line says what to set.
+    assert main(["ask", "Hi", *flags]) == 0
+    unpriced = capsys.readouterr().err
+    assert f"no usd price for deployment {DEPLOYMENT}: set POLLUX_AZURE_PRICING_MODEL" in unpriced
+    # ... and a hard cap cannot price it before the call: refused, nothing sent.
+    sent = len(resource.requests_for("azure_openai.responses.create"))
+    assert main(["ask", "Hello", *flags, *capped]) == 2
     refused = capsys.readouterr().err
     assert f"no price is known for deployment {DEPLOYMENT!r}" in refused
     assert "POLLUX_AZURE_PRICING_MODEL" in refused
-    assert not resource.requests_for("azure_openai.responses.create")
+    assert len(resource.requests_for("azure_openai.responses.create")) == sent
     # A pricier model declared: admitted at its worst case, charged what the served model cost.
     monkeypatch.setenv("POLLUX_AZURE_PRICING_MODEL", "gpt-5")
     assert main(["ask", "Hi", "--json", *flags, *capped]) == 0
@@ -151,3 +156,14 @@ def test_the_cli_hard_usd_cap_needs_the_pricing_model_and_then_reconciles(
     (line,) = [x for x in done.err.splitlines() if x.startswith("pollux: ledger ")]
     assert "no usd price" not in line
     assert _usd(line) == pytest.approx(Decimal(str(output["metrics"]["cost_usd"])))
+
+
+async def test_the_emulator_maps_deployments_to_the_models_they_serve() -> None:
+    with pytest.raises(ValueError, match="maps each name to the model it serves"):
+        Emulator(models={DEPLOYMENT: ""})
+    # The mapping's names are the resource's deployments, as a list's are.
+    with (
+        Emulator(api_key=KEY, models={DEPLOYMENT: SERVED}) as emu,
+        pytest.raises(APIError, match="does not exist"),
+    ):
+        await run("Hi", config=azure_config(emu, "gpt-5-mini"), max_tokens=16)
