@@ -10,18 +10,29 @@ write is priced at the 1-hour rate), output, and the long-context tier genai-pri
 the whole prompt's size. A provider's own figure (OpenRouter's ``usage.cost``) wins over the
 computed one. The counterfactual for savings is the same usage on the same model with no cache:
 every prompt token at the uncached input rate.
+
+An Azure OpenAI ``Config.model`` names a deployment, not a model: its calls are priced by the
+model the response names (``served``), else by ``Config.pricing_model`` (`priced_model`); a call
+that still cannot be priced is logged once per deployment (never a silent ``None``).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import time
 from decimal import Decimal
 from typing import Any
 
 from pollux.interaction.output import Usage
 
-__all__ = ["PRICE_PROVIDERS", "call_cost", "list_price"]
+__all__ = [
+    "DEPLOYMENT_PROVIDERS",
+    "PRICE_PROVIDERS",
+    "call_cost",
+    "list_price",
+    "priced_model",
+]
 
 PRICE_PROVIDERS = {
     "openai": "openai",
@@ -30,10 +41,38 @@ PRICE_PROVIDERS = {
     # genai-prices lists no Vertex AI provider: priced as the same Gemini model at Google.
     "vertex": "google",
     "openrouter": "openrouter",
+    # genai-prices' Azure table, which falls back to OpenAI's for the models it does not list.
+    "azure_openai": "azure",
 }
 """pollux provider -> genai-prices provider id (local servers and the mock have no price)."""
 
+DEPLOYMENT_PROVIDERS = frozenset({"azure_openai"})
+"""Providers whose ``Config.model`` names a deployment (priced by the model it serves)."""
+
+_log = logging.getLogger("pollux.pricing")
+_warned: set[tuple[str, str]] = set()
+
+
+def priced_model(
+    provider: str, model: str, *, served: str | None = None, declared: str | None = None
+) -> tuple[str, ...]:
+    """The model names a call of ``provider`` is priced by, the first one known winning.
+
+    A model name (every provider but Azure OpenAI) is priced as configured. A deployment is
+    priced by the model the response names (``served``), else by the model the configuration
+    says it serves (``declared``, ``Config.pricing_model``), else by its own name (which prices
+    only a deployment named like a model).
+    """
+    if provider not in DEPLOYMENT_PROVIDERS:
+        return (model,)
+    return tuple(dict.fromkeys(name for name in (served, declared, model) if name))
+
+
 _BATCH = {"processing": "batch"}
+# The batch discount where genai-prices applies no batch price: it prices a model borrowed
+# from another provider's table (Azure's, for most OpenAI models) at its standard price, while
+# Azure's global batch costs half of the Global Standard price.
+_BATCH_DISCOUNT = {"azure": Decimal("0.5")}
 _MISSING = object()
 _module: Any = None
 
@@ -88,7 +127,7 @@ def list_price(
     write = (usage.cache_write_tokens or 0) if cached else 0
     long = min(usage.cache_write_1h_tokens or 0, write) if cached else 0
     uncached = max(total - read - write, 0)
-    amount = (
+    amount = Decimal(rates.get("_factor", 1)) * (
         uncached * rate("input_mtok")
         + read * rate("cache_read_mtok", "input_mtok")
         + (write - long) * rate("cache_write_5m_mtok", "cache_write_mtok", "input_mtok")
@@ -144,22 +183,51 @@ def _rates(provider_id: str, model: str, batch: bool) -> dict[str, Any] | None:
         if calc is not None:
             found = {k: getattr(calc.model_price, k, None) for k in _RATE_KEYS}
             rates = {k: v for k, v in found.items() if v is not None}
+            factor = Decimal(1)
+            if batch and not _batch_priced(calc):
+                factor = _BATCH_DISCOUNT.get(provider_id, factor)
+            rates["_factor"] = factor
     if len(_resolved) > 1024:
         _resolved.clear()
     _resolved[key] = (now, rates)
     return rates
 
 
+def _batch_priced(calc: Any) -> bool:
+    # genai-prices applies a model's batch variant only when the model is the provider's own
+    # (not one borrowed from the provider's fallback table).
+    model = calc.model
+    own = any(model is m for m in getattr(calc.provider, "models", ()) or ())
+    variants = getattr(model, "price_variants", None) or ()
+    return own and any(getattr(v, "when", None) == _BATCH for v in variants)
+
+
 def call_cost(
-    provider: str, model: str, usage: Usage, *, batch: bool = False
+    provider: str,
+    model: str,
+    usage: Usage,
+    *,
+    batch: bool = False,
+    served: str | None = None,
+    declared: str | None = None,
 ) -> tuple[Decimal | None, Decimal | None]:
     """``(cost, saved)``: what the call cost and what its cache saved, in US dollars.
 
     ``cost`` is the provider's own figure when it reports one, else the computed list price.
     ``saved`` is the no-cache counterfactual's price less the computed price (negative when a
-    cache write's premium was not yet paid back); ``None`` when either cannot be priced.
+    cache write's premium was not yet paid back); ``None`` when either cannot be priced. A
+    deployment's call is priced by the model `priced_model` picks from ``served`` (the model
+    the response names) and ``declared`` (``Config.pricing_model``).
     """
-    computed = list_price(provider, model, usage, batch=batch)
+    computed = None
+    for name in priced_model(provider, model, served=served, declared=declared):
+        computed = list_price(provider, name, usage, batch=batch)
+        if computed is not None:
+            model = name
+            break
+    else:
+        if provider in DEPLOYMENT_PROVIDERS:
+            _unpriced(provider, model, served, usage)
     cost = usage.provider_cost_usd if usage.provider_cost_usd is not None else computed
     if computed is None:
         return cost, None
@@ -167,3 +235,22 @@ def call_cost(
         return cost, Decimal(0)
     baseline = list_price(provider, model, usage, batch=batch, cached=False)
     return cost, None if baseline is None else baseline - computed
+
+
+def _unpriced(provider: str, model: str, served: str | None, usage: Usage) -> None:
+    # A deployment's unpriced call is a configuration problem with a fix: say so, once per
+    # deployment and process (a fan-out would repeat it for every call).
+    if not usage.reported or usage.provider_cost_usd is not None or _prices() is None:
+        return
+    if (provider, model) in _warned:
+        return
+    _warned.add((provider, model))
+    _log.warning(
+        "%s deployment %r: its calls are unpriced (Output.metrics.cost_usd is None): "
+        "genai-prices knows neither the model the response names (%r) nor the deployment. "
+        "Set Config(pricing_model=<the model the deployment serves>, e.g. 'gpt-5-mini') or "
+        "POLLUX_AZURE_PRICING_MODEL.",
+        provider,
+        model,
+        served,
+    )

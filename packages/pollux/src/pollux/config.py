@@ -69,6 +69,9 @@ AZURE_ENDPOINT_ENV_VAR = "AZURE_OPENAI_ENDPOINT"
 #: The dated Azure OpenAI ``api-version`` when ``Config(api_version=...)`` is unset (the SDK's
 #: name); neither set means Azure's v1 API, which takes none.
 AZURE_API_VERSION_ENV_VAR = "OPENAI_API_VERSION"
+#: The model an Azure OpenAI deployment serves, for prices, when ``Config(pricing_model=...)``
+#: is unset (pollux's own name: Azure has no variable for it).
+AZURE_PRICING_MODEL_ENV_VAR = "POLLUX_AZURE_PRICING_MODEL"
 #: The Google Cloud project of ``provider="vertex"`` when ``Config(project=...)`` is unset (the
 #: google-genai SDK's name); without either, the Application Default Credentials' project.
 VERTEX_PROJECT_ENV_VAR = "GOOGLE_CLOUD_PROJECT"
@@ -226,6 +229,12 @@ class Config:
             delivery (Vertex AI batch prediction) writes each job's JSONL input and Vertex
             writes its predictions (falls back to ``POLLUX_VERTEX_STAGING_URI``). Unset,
             ``defer`` is refused before any I/O.
+        pricing_model: ``provider="azure_openai"`` only: the model the deployment serves, as
+            genai-prices names it (``"gpt-5-mini"``; falls back to
+            ``POLLUX_AZURE_PRICING_MODEL``). It prices a call *before* it is made (a hard
+            dollar cap's worst case, ``pollux --max-usd``, a deferred job's reservation); after
+            the call, the model the response names is priced. Nothing is sent with it. Unset,
+            a deployment not named like a model cannot be priced before the call.
 
     Raises:
         ConfigurationError: An invalid field, or a missing key/base_url; the hint says how to
@@ -252,6 +261,7 @@ use_mock=False)
     project: str | None = None
     location: str | None = None
     staging_uri: str | None = None
+    pricing_model: str | None = None
 
     def __post_init__(self) -> None:
         """Validate the fields and resolve credentials."""
@@ -397,6 +407,7 @@ use_mock=False)
         # Nothing is silent: a setting the chosen provider would not read is refused.
         readers = {
             "api_version": ("azure_openai",),
+            "pricing_model": ("azure_openai",),
             "credentials": ("azure_openai", "vertex"),
             "project": ("vertex",),
             "location": ("vertex",),
@@ -511,6 +522,16 @@ use_mock=False)
                 hint="Pass api_version='2025-04-01-preview', for example, or leave it unset "
                 "for Azure's v1 API.",
             )
+        if self.pricing_model is None and not self.use_mock:
+            object.__setattr__(self, "pricing_model", _env_value(AZURE_PRICING_MODEL_ENV_VAR))
+        if self.pricing_model is not None and (
+            not isinstance(self.pricing_model, str) or not self.pricing_model.strip()
+        ):
+            raise ConfigurationError(
+                f"pricing_model must be a non-empty model name, got {self.pricing_model!r}",
+                hint="Pass the model the deployment serves, as genai-prices names it "
+                "(pricing_model='gpt-5-mini', for example), or leave it unset.",
+            )
         if self.credentials is not None:
             if not callable(self.credentials):
                 raise ConfigurationError(
@@ -607,5 +628,6 @@ use_mock=False)
                 self.project,
                 self.location,
                 self.staging_uri,
+                self.pricing_model,
             )
         )

@@ -16,7 +16,12 @@ from ._azure import KEY, SURFACES, VERSION, azure_config
 
 @pytest.fixture(autouse=True)
 def _no_azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
+    for name in (
+        "AZURE_OPENAI_ENDPOINT",
+        "AZURE_OPENAI_API_KEY",
+        "OPENAI_API_VERSION",
+        "POLLUX_AZURE_PRICING_MODEL",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

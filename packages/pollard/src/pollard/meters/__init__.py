@@ -29,7 +29,7 @@ from pollard._core._ledger import to_decimal
 from pollard._core._usage import TOKEN_FIELDS, usable_count
 from pollard._step._protocols import Meter
 from pollard.meters._energy import EnergyMeter
-from pollard.meters._prices import PRICE_PROVIDERS, genai_price
+from pollard.meters._prices import PRICE_PROVIDERS, genai_price, priced_models
 from pollard.meters._tokenmaster import TokenmasterMeter
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "cache_economics_meta",
     "genai_price",
     "output_cap",
+    "priced_models",
     "provider_cost",
     "split_usage",
     "split_writes",

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["PRICE_PROVIDERS", "GenAIPricesCostMeter", "genai_price"]
+__all__ = ["PRICE_PROVIDERS", "GenAIPricesCostMeter", "genai_price", "priced_models"]
 
 _INSTALL = 'CostMeter.from_genai_prices needs the prices extra: pip install "pollard[prices]"'
 
@@ -20,8 +20,54 @@ PRICE_PROVIDERS: dict[str, str] = {
     # price for the model (Vertex's standard on-demand prices for Gemini are the same table).
     "vertex": "google",
     "openrouter": "openrouter",
+    # genai-prices' Azure table (it falls back to OpenAI's for the models it does not list).
+    "azure_openai": "azure",
 }
 """pollux provider name (``payload["provider"]`` of a bridge node) -> genai-prices provider id."""
+
+# pollux providers whose ``model`` names a deployment, not a model (see `priced_models`).
+_DEPLOYMENTS = frozenset({"azure_openai"})
+
+
+def priced_models(payload: Any, result: Any = None) -> tuple[str, ...]:
+    """The model names a bridge node is priced by, in order (the first one priced wins).
+
+    A node's ``model`` is priced as it is, except where a pollux provider's ``model`` names a
+    deployment (``provider="azure_openai"``): there the model the recorded answer names
+    (``diagnostics.response.artifacts.model_version``) comes first, then the model the
+    configuration says the deployment serves (``Config.pricing_model``, kept in the payload's
+    ``_pollard``), then the deployment's own name. Before the call (no ``result``) only the
+    last two are known.
+    """
+    if not isinstance(payload, Mapping):
+        return ()
+    model = payload.get("model")
+    names = [model if isinstance(model, str) and model else None]
+    if payload.get("provider") in _DEPLOYMENTS:
+        extra = payload.get("_pollard")
+        declared = extra.get("pricing_model") if isinstance(extra, Mapping) else None
+        names[:0] = [_served(result), declared if isinstance(declared, str) else None]
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
+def _served(result: Any) -> str | None:
+    # The model a recorded pollux answer names (bridge results: {"output": Output JSON, ...}).
+    node: Any = result
+    for key in ("output", "diagnostics", "response", "artifacts", "model_version"):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if isinstance(node, str) and node else None
+
+
+def _unpriced_hint(payload: Any) -> str:
+    # What makes a deployment priceable before its call ("" for a model name).
+    if isinstance(payload, Mapping) and payload.get("provider") in _DEPLOYMENTS:
+        return (
+            f" ({payload.get('provider')} model {payload.get('model')!r} names a deployment: "
+            "set Config(pricing_model=...) or POLLUX_AZURE_PRICING_MODEL to the model it "
+            "serves, e.g. 'gpt-5-mini')"
+        )
+    return ""
+
 
 _BATCH = {"processing": "batch"}
 
@@ -70,7 +116,12 @@ def genai_price(
     except ValueError as exc:  # genai-prices' own "no price" answers for some shapes
         raise LookupError(str(exc)) from None
     variants = getattr(calc.model, "price_variants", None) or ()
-    batched = context is not None and any(getattr(v, "when", None) == _BATCH for v in variants)
+    # genai-prices applies the batch variant only to the provider's own models, not to one
+    # borrowed from its fallback table (Azure's OpenAI models): those are priced standard.
+    own = any(calc.model is m for m in getattr(calc.provider, "models", None) or ())
+    batched = (
+        context is not None and own and any(getattr(v, "when", None) == _BATCH for v in variants)
+    )
     return Decimal(str(calc.total_price)), batched
 
 
@@ -89,7 +140,9 @@ class GenAIPricesCostMeter:
     which the node keeps as ``"<name>_computed"``; what a cache saved is kept as
     ``"<name>_cache_saved"``. A node recorded by the pollux bridge names its provider, which
     selects the genai-prices provider when ``provider_id`` is not set. A model genai-prices does
-    not know is refused before the call runs (fail closed).
+    not know is refused before the call runs (fail closed). An Azure OpenAI node's model is a
+    deployment: it is admitted at the price of the model ``Config.pricing_model`` names and
+    settled at the price of the model its answer names (`priced_models`).
 
     With an ``estimator`` the meter is **hard**, as ``CostMeter(estimator=...)`` is: a model call
     is admitted against its priced worst case (the input estimate at the model's dearest input
@@ -133,22 +186,36 @@ class GenAIPricesCostMeter:
         return PRICE_PROVIDERS.get(provider) if isinstance(provider, str) else None
 
     def _price(
-        self, model: str, usage: Mapping[str, int], payload: Any = None, *, cached: bool = True
+        self,
+        model: str | None,
+        usage: Mapping[str, int],
+        payload: Any = None,
+        *,
+        cached: bool = True,
+        result: Any = None,
     ) -> Decimal:
-        price, _ = genai_price(
-            self._prices, model, usage, provider_id=self._provider(payload), cached=cached
-        )
-        return price
+        # ``model`` None: the payload's (`priced_models`, the first genai-prices knows).
+        names = (model,) if model is not None else priced_models(payload, result)
+        error: LookupError = LookupError("no model in the payload")
+        for name in names:
+            try:
+                price, _ = genai_price(
+                    self._prices, name, usage, provider_id=self._provider(payload), cached=cached
+                )
+            except LookupError as exc:
+                error = exc
+                continue
+            return price
+        raise error
 
     def _computed(self, payload: Any, result: Any, *, cached: bool = True) -> Decimal | None:
         from pollard.meters import token_usage
 
-        model = payload.get("model") if isinstance(payload, Mapping) else None
         usage = token_usage(result)
-        if not isinstance(model, str) or not usage:
+        if not isinstance(payload, Mapping) or not usage:
             return None
         try:
-            return self._price(model, usage, payload, cached=cached)
+            return self._price(None, usage, payload, cached=cached, result=result)
         except LookupError:
             return None
 
@@ -163,7 +230,7 @@ class GenAIPricesCostMeter:
         billed = provider_cost(result)
         if billed is not None:
             return billed
-        return self._price(model, usage, payload)
+        return self._price(None, usage, payload, result=result)
 
     def settle_meta(
         self, kind: str, payload: Any, result: Any, meta: Mapping[str, Any]
@@ -189,12 +256,20 @@ class GenAIPricesCostMeter:
         if kind != "model_call":
             return Decimal(0) if self.hard else None
         model = payload.get("model") if isinstance(payload, Mapping) else None
-        try:
-            if not isinstance(model, str):
-                raise LookupError("no model in the payload")
-            self._price(model, {}, payload)
-        except LookupError as exc:
-            raise ValueError(f"genai-prices has no price for model {model!r}: {exc}") from None
+        error: LookupError = LookupError("no model in the payload")
+        # Before the call, a deployment is priced by the model it is said to serve.
+        for name in priced_models(payload):
+            try:
+                self._price(name, {}, payload)
+            except LookupError as exc:
+                error = exc
+                continue
+            model = name
+            break
+        else:
+            raise ValueError(
+                f"genai-prices has no price for model {model!r}: {error}{_unpriced_hint(payload)}"
+            ) from None
         if not self.hard:
             return None
         from pollard.meters import worst_case_usage

@@ -51,7 +51,12 @@ _PRICE_PROVIDERS = {
     "vertex": "google",  # genai-prices has no Vertex AI entry: the Gemini model's price
     "openai": "openai",
     "anthropic": "anthropic",
+    "azure_openai": "azure",
 }
+# An Azure deployment is priced before the call by the model it is said to serve.
+_PRICING_HINT = (
+    "set POLLUX_AZURE_PRICING_MODEL to the model the deployment serves (e.g. gpt-5-mini)"
+)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -121,6 +126,12 @@ class Ledger:
                     "--max-usd needs the price package genai-prices, which is not installed",
                     hint='pip install "pollard[prices]" (or "pollux-ai[cli]"), or use '
                     "--max-tokens / --max-calls",
+                )
+            if config.provider == "azure_openai":
+                raise CLIError(
+                    f"--max-usd: no price is known for deployment {config.model!r} before "
+                    "the call (Azure names the model it serves only in the answer)",
+                    hint=f"{_PRICING_HINT}, or use --max-tokens or --max-calls",
                 )
             raise CLIError(
                 f"--max-usd: no price is known for model {config.model!r}",
@@ -442,6 +453,8 @@ class Ledger:
                 "once the ledger is reachable"
             )
         price = "" if self.priced else f" (no usd price for {self.config.model})"
+        if not self.priced and self.config.provider == "azure_openai":
+            price = f" (no usd price for deployment {self.config.model}: {_PRICING_HINT})"
         mock = (
             " (mock prices the mock's estimated tokens)"
             if self.config.use_mock and self.priced
@@ -490,7 +503,10 @@ def _cost_meter(config: Config, *, hard: bool) -> Any:
             estimator=PolluxTokenEstimator(),
             estimated=not hard,
         )
-        meter.precheck_estimate("model_call", {"model": config.model})
+        payload: dict[str, Any] = {"provider": config.provider, "model": config.model}
+        if config.pricing_model is not None:
+            payload["_pollard"] = {"pricing_model": config.pricing_model}
+        meter.precheck_estimate("model_call", payload)
     except (ImportError, ValueError):
         return None
     return meter

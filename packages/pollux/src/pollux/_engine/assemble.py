@@ -128,6 +128,7 @@ def assemble(
     duration_s: float,
     attempts: int = 1,
     continuable: bool = False,
+    pricing_model: str | None = None,
 ) -> Output:
     """Build the Output for one completed exchange.
 
@@ -135,6 +136,9 @@ def assemble(
     conversation, or when ``continuable`` (a single interaction on a provider with
     conversation support, so a plain chat can go on). Fan-out outputs skip it otherwise:
     nobody continues 300 parallel answers, and the transcript copy is not free.
+
+    The cost is priced by ``model``, or for a deployment (Azure OpenAI) by the model the
+    response names, else ``pricing_model`` (``Config.pricing_model``).
     """
     structured, structured_error = parse_structured(request, response)
     item = request.input
@@ -184,7 +188,13 @@ def assemble(
     if usage is None:
         # No usage at all: zeros that mean "unknown", marked so nothing prices them as free.
         usage = Usage(reported=False)
-    cost, saved = call_cost(provider.name, model or "", usage)
+    cost, saved = call_cost(
+        provider.name,
+        model or "",
+        usage,
+        served=(response.artifacts or {}).get("model_version"),
+        declared=pricing_model,
+    )
     return Output(
         text=response.text,
         structured=structured,

@@ -376,7 +376,14 @@ def _output(
         status = "error"
     usage = response.usage if response.usage is not None else Usage(reported=False)
     # A batch answer is billed at the batch tier.
-    cost, saved = call_cost(handle.provider, handle.model, usage, batch=True)
+    # A deployment's answer (Azure OpenAI) is priced by the model it names.
+    cost, saved = call_cost(
+        handle.provider,
+        handle.model,
+        usage,
+        batch=True,
+        served=(response.artifacts or {}).get("model_version"),
+    )
     return Output(
         text=response.text,
         structured=structured,

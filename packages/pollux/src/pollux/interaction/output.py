@@ -307,8 +307,9 @@ class Metrics:
         cache_hit_ratio: The share of prompt tokens read from a cache (``cached_tokens /
             input_tokens``, 0.0 to 1.0); ``None`` when the provider reported no usage.
         cost_usd: What the call cost in US dollars: the provider's own figure when it reports
-            one (OpenRouter), else the list price from genai-prices; ``None`` when unpriced
-            (genai-prices not installed, or a model it does not know).
+            one (OpenRouter), else the list price from genai-prices (an Azure OpenAI call: of
+            the model the response names, else ``Config.pricing_model``); ``None`` when
+            unpriced (genai-prices not installed, or a model it does not know).
         cache_savings_usd: Dollars the cache saved against the same call on the same model with
             no cache (negative while a cache write's premium is not yet paid back); ``None``
             when unpriced.

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pollux
 from pollard import Node, NodeKind
-from pollard.errors import MissingRecording, PollardError
-from pollard.meters import PRICE_PROVIDERS, genai_price, split_usage, token_usage
+from pollard.errors import BudgetExceeded, MissingRecording, PollardError
+from pollard.meters import PRICE_PROVIDERS, genai_price, priced_models, split_usage, token_usage
 from pollux import (
     Config,
     ConfigurationError,
@@ -64,7 +64,9 @@ priced by it). Providers missing here are priced at the standard tier (never bel
 _JOB_VERSION = 1
 
 
-def batch_price(provider: str, model: str, usage: Mapping[str, int]) -> Decimal | None:
+def batch_price(
+    provider: str, model: str | Sequence[str], usage: Mapping[str, int]
+) -> Decimal | None:
     """The batch-tier dollar price of ``usage``, or None when genai-prices has no price.
 
     Every priced field has its batch rate (cache reads and writes by TTL class included, and the
@@ -74,7 +76,8 @@ def batch_price(provider: str, model: str, usage: Mapping[str, int]) -> Decimal 
 
     Args:
         provider: The pollux provider name.
-        model: The model name.
+        model: The model name, or names to try in order (the first one priced wins: an Azure
+            deployment's served model, its ``Config.pricing_model``, its own name).
         usage: Normalized usage (``input_tokens`` including cached, ``output_tokens``, ...).
 
     Returns:
@@ -84,13 +87,15 @@ def batch_price(provider: str, model: str, usage: Mapping[str, int]) -> Decimal 
         import genai_prices
     except ImportError:  # pragma: no cover - the prices extra is installed in the tests
         return None
-    try:
-        price, batched = genai_price(
-            genai_prices, model, usage, provider_id=PRICE_PROVIDERS.get(provider), batch=True
-        )
-    except LookupError:
-        return None
-    return price if batched else price * BATCH_DISCOUNT.get(provider, Decimal(1))
+    for name in (model,) if isinstance(model, str) else model:
+        try:
+            price, batched = genai_price(
+                genai_prices, name, usage, provider_id=PRICE_PROVIDERS.get(provider), batch=True
+            )
+        except LookupError:
+            continue
+        return price if batched else price * BATCH_DISCOUNT.get(provider, Decimal(1))
+    return None
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,8 @@ async def governed_defer(
     estimator = PolluxTokenEstimator()
     inputs = sum(estimator.estimate_input_tokens(r) for r in requests)
     worst = {"input_tokens": inputs, "output_tokens": max_tokens * len(requests)}
-    usd = batch_price(config.provider, config.model or "", worst)
+    # Before submission an Azure deployment is priced by its Config.pricing_model.
+    usd = batch_price(config.provider, priced_models(requests[0]), worst)
     charges: dict[str, Any] = {"steps": 1, "tokens": _tokens(worst)}
     meta: dict[str, Any] = {"deferred": "submitted", "worst_case_usage": worst}
     if usd is None:
@@ -231,15 +237,26 @@ async def governed_defer(
         )
         return {"handle": handle.to_dict()}
 
-    node = await arun.record_charged(
-        NodeKind.MODEL_CALL,
-        payload,
-        charges=charges,
-        fn=submit,
-        attempt=attempt,
-        meta=meta,
-        unknown=("usd",) if usd is None else (),
-    )
+    try:
+        node = await arun.record_charged(
+            NodeKind.MODEL_CALL,
+            payload,
+            charges=charges,
+            fn=submit,
+            attempt=attempt,
+            meta=meta,
+            unknown=("usd",) if usd is None else (),
+        )
+    except PollardError as exc:
+        if usd is not None or config.provider != "azure_openai" or isinstance(exc, BudgetExceeded):
+            raise
+        # A usd budget refused the unpriced job: name what prices an Azure deployment.
+        exc.hint = (
+            f"Config.model {config.model!r} names a deployment: set Config(pricing_model=...) "
+            "or POLLUX_AZURE_PRICING_MODEL to the model it serves (e.g. 'gpt-5-mini'), or run "
+            "without the usd budget"
+        )
+        raise
     return GovernedJob(DeferredHandle.from_dict(node.result["handle"]), node.id, arun.label)
 
 
@@ -327,7 +344,8 @@ async def _settle(
         meta: dict[str, Any] = {"deferred": "answer", "usage": usage}
         if not failed and usage:
             charges["tokens"] = _tokens(usage)
-            usd = batch_price(provider, model, usage)
+            # The answer names the model that served it (an Azure deployment's model).
+            usd = batch_price(provider, priced_models(request, result) or (model,), usage)
             if usd is None:
                 meta["unpriced"] = unpriced = True
             else:

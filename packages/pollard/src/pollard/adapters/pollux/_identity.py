@@ -131,6 +131,10 @@ def request_identities(
         common["mock"] = True
     elif provider in _GEN_AI_PROVIDERS:
         common["_pollard"] = {"provider": _GEN_AI_PROVIDERS[provider]}
+        if config.pricing_model is not None:
+            # The model an Azure deployment serves: the cost meters price the call by it
+            # before the answer names its model (`pollard.meters.priced_models`).
+            common["_pollard"]["pricing_model"] = config.pricing_model
     common["environment"] = env
     required = _requirements_identity(requirements, provider)
     payloads = []

@@ -13,6 +13,7 @@ normalization and result reading), with what Azure changes:
 * expiries: Azure takes 14 to 30 days for a batch file's ``expires_after`` (and keeps running a
   job past its 24 hour target rather than expiring it), so the job's uploads live 14 days and
   its result files 30;
+* each answer keeps the model it names (``artifacts["model_version"]``), which prices it;
 * errors are relabelled ``azure_openai``, with hints that name the deployment, the
   ``api-version`` and the credential (:mod:`.errors`).
 """
@@ -67,6 +68,8 @@ class AzureBatches(OpenAIBatches):
     SOURCE_TTL_S = JOB_FILE_TTL_S
     INPUT_TTL_S = JOB_FILE_TTL_S
     RESULT_TTL_S = RESULT_FILE_TTL_S
+    # A line's model is the batch deployment; its answer names the model that served it.
+    SERVED_MODEL = True
 
     def __init__(
         self,

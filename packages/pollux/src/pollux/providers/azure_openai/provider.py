@@ -18,6 +18,9 @@ what differs stated here:
   api-version and credential (:mod:`.errors`).
 * deferred delivery: Azure's global batch, on a Global-Batch deployment named by
   ``Config.model`` (:mod:`.deferred`).
+* the served model: a response names the model behind the deployment
+  (``"gpt-5-mini-2025-08-07"``); it is kept as ``artifacts["model_version"]`` (where Gemini keeps
+  its own) and prices the call (:mod:`pollux._pricing`).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from pollux.providers.base import (
     ProviderResponse,
     StreamChunk,
 )
+from pollux.providers.openai.extract import extract_response
 from pollux.providers.openai.provider import CAPABILITIES as OPENAI_CAPABILITIES
 from pollux.providers.openai.provider import OpenAIProvider
+from pollux.providers.openai.stream import ResponsesStreamMapper
 
 from .auth import TokenHeaders
 from .deferred import AzureBatches
@@ -128,6 +133,12 @@ class AzureOpenAIProvider(OpenAIProvider):
         else:
             common["api_key"] = self._config.api_key
         return AsyncAzureOpenAI(azure_endpoint=self._endpoint, api_version=self._version, **common)
+
+    def _extract(self, data: Any) -> ProviderResponse:
+        return extract_response(data, served_model=True)
+
+    def _stream_mapper(self) -> ResponsesStreamMapper:
+        return ResponsesStreamMapper(served_model=True)
 
     def _direct_target(self, client: Any) -> tuple[str, dict[str, str]]:
         # The SDK client's own headers, so both paths authenticate alike: a key as the bearer

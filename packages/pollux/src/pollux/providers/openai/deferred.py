@@ -156,8 +156,10 @@ def _item_error(message: str, *, category: str) -> APIError:
     )
 
 
-def item_from_line(line: Mapping[str, Any]) -> DeferredItem:
+def item_from_line(line: Mapping[str, Any], *, served_model: bool = False) -> DeferredItem:
     """One line of a batch output or error file as a :class:`DeferredItem`.
+
+    ``served_model`` keeps the model each answer names (see `extract_response`).
 
     Raises:
         APIError: The line has no ``custom_id`` (the file is not a batch result file).
@@ -178,7 +180,7 @@ def item_from_line(line: Mapping[str, Any]) -> DeferredItem:
         body = response.get("body")
         if code == 200:
             try:
-                extracted = extract_response(body)
+                extracted = extract_response(body, served_model=served_model)
             except PolluxError as exc:
                 error = (
                     exc if isinstance(exc, APIError) else _item_error(str(exc), category="failed")
@@ -274,6 +276,8 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
     INPUT_TTL_S = FILE_TTL_S
     #: Expiry of the result files the service writes.
     RESULT_TTL_S = OUTPUT_TTL_S
+    #: Keep the model each answer names (``artifacts["model_version"]``; Azure's deployments).
+    SERVED_MODEL = False
 
     def _wrap(self, exc: Exception, phase: str) -> PolluxError:
         return wrap_openai_error(exc, phase=phase, timeout_s=self._timeout_s)
@@ -408,7 +412,7 @@ class OpenAIBatches(BatchJobs[Mapping[str, Any]]):
                         message=f"openai batch result file {file_id} has a line that is not JSON",
                     )
                     if isinstance(line, Mapping):
-                        yield item_from_line(line)
+                        yield item_from_line(line, served_model=self.SERVED_MODEL)
         except PolluxError:
             raise
         except Exception as exc:

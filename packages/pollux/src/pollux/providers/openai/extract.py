@@ -102,11 +102,13 @@ def raise_if_failed(response: Any) -> None:
     raise stream_error(str(message), code=str(code) if code is not None else None, phase="generate")
 
 
-def extract_response(response: Any) -> ProviderResponse:
+def extract_response(response: Any, *, served_model: bool = False) -> ProviderResponse:
     """Normalize one Responses API response.
 
     Args:
         response: An ``openai.types.responses.Response`` or its JSON dict.
+        served_model: Keep the model the response names as ``artifacts["model_version"]``
+            (Azure OpenAI, where the configured model is a deployment and this is the model).
 
     Returns:
         The neutral response.
@@ -148,6 +150,10 @@ def extract_response(response: Any) -> ProviderResponse:
         artifacts["annotations"] = annotations
     if refusals:
         artifacts["refusal"] = "".join(refusals)
+    if served_model:
+        model = field(response, "model")
+        if isinstance(model, str) and model:
+            artifacts["model_version"] = model
     return ProviderResponse(
         text="".join(texts),
         reasoning=REASONING_SEPARATOR.join(reasoning) if reasoning else None,

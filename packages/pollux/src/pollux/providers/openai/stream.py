@@ -40,8 +40,13 @@ _TERMINAL = ("response.completed", "response.incomplete")
 class ResponsesStreamMapper:
     """Stateful translation of one response's events into chunks (one mapper per stream)."""
 
-    def __init__(self) -> None:
-        """Start with no parts seen."""
+    def __init__(self, *, served_model: bool = False) -> None:
+        """Start with no parts seen.
+
+        Args:
+            served_model: Keep the model the final response names (see `extract_response`).
+        """
+        self._served_model = served_model
         self.response_id: str | None = None
         self.done = False
         self._reasoning_part: tuple[Any, ...] | None = None
@@ -161,7 +166,7 @@ class ResponsesStreamMapper:
 
     def _terminal(self, response: Any) -> StreamChunk:
         self.done = True
-        final = extract_response(response)
+        final = extract_response(response, served_model=self._served_model)
         # Reconcile with the final response: whatever it holds beyond what the deltas carried
         # (a server that skips some delta events) is sent now, so the assembled stream still
         # equals the one-shot extraction.

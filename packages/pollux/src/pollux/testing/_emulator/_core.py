@@ -226,6 +226,8 @@ class Settings:
     stream_delay: float = 0.0
     api_key: str | None = None
     models: tuple[str, ...] = ()
+    # model (or deployment) name -> the model a response names (Emulator(models={...}))
+    served: dict[str, str] = field(default_factory=dict)
     record: bool = True
     batch_durations: dict[str, float] = field(
         default_factory=lambda: {

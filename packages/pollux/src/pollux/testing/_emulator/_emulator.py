@@ -51,7 +51,10 @@ class Emulator:
         latency: Seconds added before every answer.
         stream_delay: Seconds between streamed events.
         models: When set, the model catalog; other model names get the provider's not-found error.
-            Empty or None: every model name is served.
+            Empty or None: every model name is served. A mapping names, for each entry, the
+            model its responses report (``{"prod-gpt5-mini": "gpt-5-mini-2025-08-07"}``: an
+            Azure deployment and the model behind it, or an alias and its snapshot; the
+            Responses API's ``model`` field). A name listed without one reports itself.
         record: Keep a log of requests in :attr:`requests`.
         start_time: The virtual clock's start (seconds since the epoch).
         cache_min_tokens: The shortest prompt prefix cached, for every model; ``None`` (the
@@ -82,7 +85,7 @@ class Emulator:
         api_key: str | None = None,
         latency: float = 0.0,
         stream_delay: float = 0.0,
-        models: tuple[str, ...] | list[str] | None = (),
+        models: tuple[str, ...] | list[str] | Mapping[str, str] | None = (),
         record: bool = True,
         start_time: float = DEFAULT_START,
         cache_min_tokens: int | None = None,
@@ -97,6 +100,15 @@ class Emulator:
             raise ValueError("latency and stream_delay must be >= 0 seconds")
         if isinstance(models, str):
             raise ValueError(f"models must be a list of model names, got the string {models!r}")
+        served: dict[str, str] = {}
+        if isinstance(models, Mapping):
+            for name, model in models.items():
+                if not isinstance(name, str) or not isinstance(model, str) or not model:
+                    raise ValueError(
+                        f"models maps each name to the model it serves (strings), got "
+                        f"{name!r}: {model!r}"
+                    )
+            served = dict(models)
         models = tuple(models or ())
         durations = {"validating": 1.0, "in_progress": 10.0, "finalizing": 1.0, "cancelling": 1.0}
         for key, value in (batch_durations or {}).items():
@@ -112,6 +124,7 @@ class Emulator:
             stream_delay=stream_delay,
             api_key=api_key,
             models=tuple(models),
+            served=served,
             record=record,
             batch_durations=durations,
         )
@@ -120,7 +133,7 @@ class Emulator:
             "api_key": api_key,
             "latency": latency,
             "stream_delay": stream_delay,
-            "models": list(models),
+            "models": served or list(models),
             "start_time": start_time,
             "cache_min_tokens": cache_min_tokens,
             "cache_block_tokens": cache_block_tokens,

@@ -452,7 +452,8 @@ def _build(core: Core, state: OpenAIState, body: Mapping[str, Any], reply: Reply
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
         "metadata": body.get("metadata") or {},
-        "model": request.model,
+        # What the model behind a name reports (an Azure deployment's model, a snapshot).
+        "model": core.settings.served.get(request.model, request.model),
         "output": items,
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "previous_response_id": body.get("previous_response_id"),
