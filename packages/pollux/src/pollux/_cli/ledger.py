@@ -38,6 +38,7 @@ from pollard.adapters.pollux import (
 )
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import Config, Environment, Output, OutputCollection, PolluxError, Source
+from pollux._pricing import PRICE_PROVIDERS
 
 from .errors import EXIT_FAILED, CLIError, shell_hint
 from .options import LedgerOptions
@@ -45,14 +46,6 @@ from .records import Record, record_for
 
 __all__ = ["Ledger", "shared_quota"]
 
-# genai-prices provider ids, where pollux's provider names differ.
-_PRICE_PROVIDERS = {
-    "gemini": "google",
-    "vertex": "google",  # genai-prices has no Vertex AI entry: the Gemini model's price
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "azure_openai": "azure",
-}
 # An Azure deployment is priced before the call by the model it is said to serve.
 _PRICING_HINT = (
     "set POLLUX_AZURE_PRICING_MODEL to the model the deployment serves (e.g. gpt-5-mini)"
@@ -499,7 +492,7 @@ def _cost_meter(config: Config, *, hard: bool) -> Any:
         return None
     try:
         meter = CostMeter.from_genai_prices(
-            provider_id=_PRICE_PROVIDERS.get(config.provider),
+            provider_id=PRICE_PROVIDERS.get(config.provider),
             estimator=PolluxTokenEstimator(),
             estimated=not hard,
         )
