@@ -6,12 +6,15 @@ server for a few seconds mid-run and starts it again, then reads what happened:
 
 * the errors surfaced to the workers (failing closed, each names the unreachable store and
   gives a hint; a traceback or a silent failure is a failure of the round);
-* the 429s, and the most requests and tokens that reached the provider inside any window, over
-  the whole run and over the windows that touch the outage;
+* the 429s, and the most requests that reached the provider inside any window, over the whole
+  run and over the windows that touch the outage;
 * whether every worker resumes pacing through the shared store after the restart, without
   restarting (its first admission by the store after the server is back);
 * the holds left in the quota's windows once every settled hold has expired (0: a hold the
   outage cut off is released, or expires, and the window never counts it twice).
+
+``QUOTA_RESTART_DEBUG=1`` prints each worker's admissions on a timeline (``s``: by the store,
+``L``: by the local share) beside the provider's arrivals.
 """
 
 from __future__ import annotations
@@ -159,6 +162,7 @@ def _round(
         start_together(procs)
         start = time.monotonic()
         times: dict[str, float] = {}
+        pg_errors: list[str] = []
 
         def outage() -> None:
             # Mid-run and warm: every worker opened its store connection and the window paces.
@@ -166,11 +170,14 @@ def _round(
                 time.sleep(0.05)
             time.sleep(WINDOW_S / 2)
             times["stopping"] = time.monotonic()
-            cluster.stop(stop_mode)
-            times["down"] = time.monotonic()
-            time.sleep(OUTAGE_S)
-            cluster.start()
-            times["up"] = time.monotonic()
+            try:
+                cluster.stop(stop_mode)
+                times["down"] = time.monotonic()
+                time.sleep(OUTAGE_S)
+                cluster.start()
+                times["up"] = time.monotonic()
+            except (OSError, subprocess.SubprocessError) as exc:
+                pg_errors.append(f"pg_ctl failed: {exc}")
 
         thread = threading.Thread(target=outage)
         thread.start()
@@ -185,6 +192,8 @@ def _round(
             results.append(json.loads(out.strip().splitlines()[-1]))
         end = time.monotonic()
         thread.join()
+        for note in pg_errors:
+            outcome.fail(note)
         rate_limited = emu.rate_limited("openai")
         arrivals = sorted((at, tokens) for at, tokens, _ in emu.quota_log("openai"))
     # Every hold a settlement wrote ends one window after its answer; what is live a window
@@ -215,6 +224,7 @@ def _round(
         for e in errors
         if e["error_category"] != "quota_unavailable"
         or "cannot be reached" not in (e["message"] or "")
+        or store_id not in (e["message"] or "")
         or not e["hint"]
     ]
     figures = {
