@@ -30,7 +30,7 @@ class SwitchedStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.down = False
-        self.reserved: list[tuple[list[Decimal], float]] = []  # (window amounts, lease)
+        self.reserved: list[tuple[list[Decimal | None], float]] = []  # (window amounts, lease)
 
     def reserve(
         self, claims: Sequence[Any], windows: Sequence[WindowClaim] = (), **kwargs: Any
@@ -86,6 +86,43 @@ async def test_a_worker_back_on_the_store_writes_its_local_share_there_first() -
     (recorded, lease), (admitted, _) = store.reserved[:2]
     assert recorded == [Decimal(1)] and 0 < lease <= window
     assert admitted == [Decimal(1)]
+
+
+async def test_a_worker_back_on_redis_writes_its_local_share_there_first(redis_url: str) -> None:
+    quota = SharedQuota(
+        redis_url,
+        requests_per_minute=2,
+        window_s=1.0,
+        name=f"outage-{uuid.uuid4().hex}",
+        on_unreachable="local",
+        workers=2,
+    )
+    redis = quota._redis
+    assert redis is not None
+    admit, hold = redis.admit, redis.hold
+    down = True
+    held: list[tuple[int, int, float]] = []
+
+    def switched_admit(*args: Any) -> Any:
+        if down:
+            raise ConnectionError("Redis went away")
+        return admit(*args)
+
+    def noted_hold(scope: str, requests: int, tokens: int, lease_s: float) -> str:
+        held.append((requests, tokens, lease_s))
+        return hold(scope, requests, tokens, lease_s)
+
+    redis.admit, redis.hold = switched_admit, noted_hold  # type: ignore[method-assign,assignment]
+    try:
+        await (await quota.acquire(_request())).settle(10)  # the local share, after a window
+        down = False
+        permit = await quota.acquire(_request())
+        assert type(permit).__name__ == "_SharedPermit"
+        await permit.settle(10)
+    finally:
+        quota.close()
+    (requests, tokens, lease), *_settled = held
+    assert (requests, tokens) == (1, 10) and 0 < lease <= 1.0
 
 
 async def test_fail_closed_names_the_store_and_reconnects_after_its_connections_die(
