@@ -21,7 +21,10 @@ When the store cannot be reached the quota fails closed (``on_unreachable="fail"
 the attempt fails with a retryable `pollux.APIError` naming the store), or with
 ``on_unreachable="local"`` falls back to a bounded local share: the limits divided by the
 declared ``workers``, in this process only, until the store answers again. It never silently
-becomes N times the limit.
+becomes N times the limit, and the hand-overs do not double it either: the local share starts
+full for one window (what the fleet drew from the shared window before the outage still
+counts), a waiter on the local share asks the store again every few seconds, and a worker back
+on the shared window first writes there what it drew locally within the last window.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import math
@@ -39,7 +43,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from pollard import PollardError, WindowClaim
-from pollux import APIError, ConfigurationError, LocalQuota
+from pollux import APIError, ConfigurationError, LocalQuota, RateLimitError
 from pollux.quota import (
     DEFAULT_OUTPUT_TOKENS,
     QuotaPermit,
@@ -63,7 +67,7 @@ _LOG = logging.getLogger("pollard.adapters.pollux.quota")
 # The limit a settlement or a pause is held under: it must always be admitted (it records what
 # was already used, it asks for nothing).
 _UNLIMITED = Decimal(10) ** 15
-# How long a local share lasts before the shared store is tried again.
+# How long a local share lasts before the shared store is tried again (at most half a window).
 _RECHECK_S = 5.0
 
 Scope = Literal["model", "provider", "key"]
@@ -112,14 +116,27 @@ class _SharedPermit:
             _LOG.debug("quota settlement kept the worst case: %s", type(exc).__name__)
 
 
-class _LocalSharePermit:
-    __slots__ = ("_inner", "waited_s")
+class _LocalUse:
+    """One attempt the local share admitted: its request, and when it answered (None: not yet)."""
 
-    def __init__(self, inner: QuotaPermit) -> None:
+    __slots__ = ("answered", "request")
+
+    def __init__(self, request: QuotaRequest) -> None:
+        self.request = request
+        self.answered: float | None = None
+
+
+class _LocalSharePermit:
+    __slots__ = ("_inner", "_use", "waited_s")
+
+    def __init__(self, inner: QuotaPermit, use: _LocalUse) -> None:
         self._inner = inner
+        self._use = use
         self.waited_s = inner.waited_s
 
     async def settle(self, tokens: int | None) -> None:
+        # Like a settled hold, it counts for one window from its answer.
+        self._use.answered = time.monotonic()
         await self._inner.settle(tokens)
 
 
@@ -229,6 +246,10 @@ class SharedQuota:
         )
         self._local: LocalQuota | None = None
         self._local_until = 0.0
+        # Whether this worker is on its local share, and what that share admitted (when, and
+        # the request), to be written to the shared window once the store answers again.
+        self._on_local = False
+        self._local_admitted: list[_LocalUse] = []
         self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
@@ -336,6 +357,34 @@ class SharedQuota:
             lease_seconds=seconds,
         )
 
+    def _record_local(self, admitted: list[_LocalUse]) -> bool:
+        """Write what the local share admitted within the last window to the shared window.
+
+        Held (never refused, like a settlement) until one window after the latest answer among
+        them (or from now, for one still in flight), so the workers drawing on the store count
+        them as the provider does. True when anything was still inside the window.
+        """
+        now = time.monotonic()
+        wrote = False
+        groups: dict[str, tuple[QuotaRequest, int, int, float]] = {}
+        for use in admitted:
+            request, at = use.request, now if use.answered is None else use.answered
+            scope = self._window_keys(request)[2]
+            _, count, tokens, newest = groups.get(scope, (request, 0, 0, at))
+            groups[scope] = (request, count + 1, tokens + request.tokens, max(newest, at))
+        for request, count, tokens, newest in groups.values():
+            seconds = newest + self.window_s - now
+            if seconds <= 0:
+                continue
+            wrote = True
+            if self._redis is not None:
+                self._redis.hold(self._window_keys(request)[2], count, tokens, seconds)
+            else:
+                self._open_store().reserve(
+                    (), self._claims(request, count, tokens, False), lease_seconds=seconds
+                )
+        return wrote
+
     async def _call(self, fn: Any, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
@@ -357,6 +406,11 @@ class SharedQuota:
             )
         return self._local
 
+    @property
+    def _recheck_s(self) -> float:
+        """How long a worker on its local share waits before it asks the store again."""
+        return min(_RECHECK_S, self.window_s / 2)
+
     def _unreachable(self, exc: BaseException) -> APIError | None:
         """The error to raise for a store failure, or None to use the local share."""
         reason = exc.message if isinstance(exc, PollardError) else type(exc).__name__
@@ -364,13 +418,13 @@ class SharedQuota:
             if time.monotonic() >= self._local_until:
                 _LOG.warning(
                     "quota %r: the shared store is unreachable (%s); using this worker's share "
-                    "(1/%d of the limits) for %g s",
+                    "(1/%d of the limits, after one window) and asking the store again in %g s",
                     self.name,
                     reason,
                     self.workers or 1,
-                    _RECHECK_S,
+                    self._recheck_s,
                 )
-            self._local_until = time.monotonic() + _RECHECK_S
+            self._local_until = time.monotonic() + self._recheck_s
             return None
         return APIError(
             f"quota {self.name!r}: the shared quota store cannot be reached ({reason}), so the "
@@ -409,8 +463,18 @@ class SharedQuota:
         polled = time.monotonic() - start > 0.001  # queued behind another waiter
         while True:
             if time.monotonic() < self._local_until:
-                return _LocalSharePermit(await self._local_share().acquire(request))
+                permit = await self._local_admit(request)
+                if permit is not None:
+                    return permit
+                continue  # time to ask the store again
             try:
+                if self._local_admitted:
+                    wrote = await self._call(self._record_local, self._local_admitted)
+                    self._local_admitted = []
+                    if wrote:
+                        # The other workers on their local share ask the store again within
+                        # one recheck: let them write theirs before drawing on the window.
+                        await asyncio.sleep(self._recheck_s)
                 admitted, reservation = await self._call(self._try_admit, request)
             except (APIError, ConfigurationError):
                 raise
@@ -418,7 +482,15 @@ class SharedQuota:
                 error = self._unreachable(exc)
                 if error is not None:
                     raise error from None
+                if not self._on_local:
+                    # What every worker drew from the shared window before the outage still
+                    # counts for one window: the local share starts full.
+                    self._on_local = True
+                    await self._local_share().pause(request, self.window_s)
                 continue
+            if self._on_local:
+                self._on_local = False
+                _LOG.warning("quota %r: the shared store answers again", self.name)
             now = time.monotonic()
             if admitted:
                 return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
@@ -427,6 +499,28 @@ class SharedQuota:
                 raise past_deadline(None)
             polled = True
             await asyncio.sleep(pause)
+
+    async def _local_admit(self, request: QuotaRequest) -> QuotaPermit | None:
+        """Admit on the local share, or None once it is time to ask the store again."""
+        until = self._local_until
+        deadline = until if request.deadline is None else min(request.deadline, until)
+        try:
+            permit = await self._local_share().acquire(
+                dataclasses.replace(request, deadline=deadline)
+            )
+        except RateLimitError:
+            if request.deadline is not None and request.deadline <= until:
+                raise
+            # No local room before the store is asked again: wait for that moment.
+            await asyncio.sleep(max(0.0, until - time.monotonic()))
+            return None
+        since = time.monotonic() - self.window_s
+        self._local_admitted = [
+            use for use in self._local_admitted if use.answered is None or use.answered > since
+        ]
+        use = _LocalUse(request)
+        self._local_admitted.append(use)
+        return _LocalSharePermit(permit, use)
 
     def _pause_s(self) -> float:
         # About one request's spacing, so a full window is checked about as often as it frees
