@@ -503,3 +503,38 @@ def test_functions_dropped_behind_an_open_store_fall_back_to_the_batches(pg_dsn:
         assert store.totals(run.root_id)["steps"] == 3
         with pytest.raises(BudgetExceeded):
             run.model_call({"q": 3}, fn=lambda p: {"text": "ok"})
+
+
+def test_a_server_that_never_answers_fails_the_open_instead_of_hanging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # libpq waits forever for a server whose packets vanish; the store bounds the attempt
+    # (unless the DSN or PGCONNECT_TIMEOUT sets its own) and reports the store unreachable.
+    pytest.importorskip("psycopg")
+    import socket
+
+    from pollard import PollardError
+    from pollard.stores import postgres
+
+    monkeypatch.setattr(postgres, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts, never speaks: the startup packet gets no answer
+    port = silent.getsockname()[1]
+    outcome: list[BaseException | None] = []
+
+    def open_store() -> None:
+        try:
+            PostgresStore(f"postgresql://127.0.0.1:{port}/test", store_id="silent")
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    opener = threading.Thread(target=open_store, daemon=True)
+    opener.start()
+    opener.join(60)  # far beyond the 1 s bound: only a hang gets here
+    silent.close()
+    assert not opener.is_alive(), "the open hung on a server that never answers"
+    assert isinstance(outcome[0], PollardError)
+    assert "cannot connect to the PostgreSQL server" in str(outcome[0])

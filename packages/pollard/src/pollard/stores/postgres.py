@@ -108,6 +108,24 @@ def _psycopg() -> Any:
         raise ImportError(_INSTALL) from exc
 
 
+# Seconds a connection attempt may take when neither the DSN nor ``PGCONNECT_TIMEOUT`` says:
+# libpq's own default waits forever, so a server whose packets are dropped (a host down behind
+# a firewall, a half-open network) would hang a step, a quota's admission or a CLI command
+# instead of failing with the store's "unreachable" error.
+CONNECT_TIMEOUT_S = 10
+
+
+def _connect(psycopg: Any, conninfo: str) -> Any:
+    """An autocommit connection, bounded by `CONNECT_TIMEOUT_S` unless the DSN sets its own."""
+    try:
+        given = "connect_timeout" in psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        given = True  # malformed: connect() reports it with libpq's message
+    if given or os.environ.get("PGCONNECT_TIMEOUT"):
+        return psycopg.connect(conninfo, autocommit=True)
+    return psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+
+
 def _dsn_durable(psycopg: Any, conninfo: str) -> bool:
     """Durable unless the DSN (or ``PGOPTIONS``) sets ``synchronous_commit`` to ``off``."""
     try:
@@ -360,7 +378,7 @@ class PostgresStore(SqlStore):
                     hint="open a new PostgresStore",
                 )
             try:
-                conn = self._psycopg.connect(self._conninfo, autocommit=True)
+                conn = _connect(self._psycopg, self._conninfo)
             except self._psycopg.OperationalError as exc:
                 if not self._ever_connected:
                     raise self._unreachable(exc) from None
@@ -1275,7 +1293,7 @@ def is_legacy_schema(conninfo: str) -> bool:
         ImportError: psycopg is not installed.
     """
     psycopg = _psycopg()
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with _connect(psycopg, conninfo) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE column_name = 'interned'), count(*) FROM "
             "information_schema.columns WHERE table_schema = current_schema() AND "
@@ -1293,7 +1311,7 @@ def check_store_format(conninfo: str, store_id: str) -> None:
     """
     kv = f"{PostgresStore.dialect.prefix}kv"
     psycopg = _psycopg()
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with _connect(psycopg, conninfo) as conn:
         row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (kv,)).fetchone()
         if not (row and row[0]):
             return
