@@ -9,8 +9,16 @@ across workers (a Redis server keeps the same holds in one Lua script per decisi
   worst case in tokens), judged atomically against everything held inside the window by every
   worker. The hold's lease is the window's length: it counts for exactly one window and then
   expires on its own, so a worker that crashes leaks nothing.
-* A refused attempt **waits** and asks again (paced, with jitter so workers share fairly),
-  until its call's deadline.
+* A refused attempt **waits in line**: it takes a ticket in a first-in, first-out queue kept in
+  the same store, and is admitted when it heads the queue and the window has room, so the
+  attempt that has waited longest, on whichever host, is served next. Only the head asks the
+  window again (about once per request's spacing); the others renew their ticket and read their
+  place, less often the further back they are. While anyone waits, a first attempt is refused
+  and queues at the back, so nobody overtakes the line. A ticket is a lease renewed while its
+  attempt waits: it is released on every way out (admitted, past the deadline, cancelled, an
+  error), and the ticket of a waiter that died (its process killed, its connection lost) ends
+  with its lease, so the ones behind it move up. An attempt that finds room and nobody waiting
+  costs one round trip, as before: the queue is touched only after a refusal.
 * When the answer arrives the hold is **settled**: replaced by one holding the tokens the
   provider reported, for what is left of the window (written before the worst case is dropped,
   so the window never counts less than it used).
@@ -36,7 +44,7 @@ import os
 import random
 import time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pollard import PollardError, WindowClaim
 from pollux import APIError, ConfigurationError, LocalQuota
@@ -65,6 +73,11 @@ _LOG = logging.getLogger("pollard.adapters.pollux.quota")
 _UNLIMITED = Decimal(10) ** 15
 # How long a local share lasts before the shared store is tried again.
 _RECHECK_S = 5.0
+# What a waiting ticket holds on its queue's gate window. A first attempt claims one unit
+# under a limit of exactly this much, so it fits only while no ticket is held: nobody waits.
+_GATE = Decimal(10) ** 12
+# The limit a ticket's own hold is judged under (it must always be admitted).
+_GATE_ROOM = Decimal(10) ** 24
 
 Scope = Literal["model", "provider", "key"]
 
@@ -89,6 +102,27 @@ def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
     from pollard import SQLiteStore
 
     return SQLiteStore(text), True
+
+
+class _Queues(Protocol):
+    """The queue methods of pollard's stores (`SQLiteStore`, `PostgresStore`, `MemoryStore`)."""
+
+    def queue_join(self, queue: str, reservation_id: str) -> int | None: ...
+
+    def queue_position(
+        self, queue: str, reservation_id: str, lease_seconds: float
+    ) -> int | None: ...
+
+
+class _Ticket:
+    """A waiting attempt's place in its window's queue (touched only on the quota's thread)."""
+
+    __slots__ = ("ahead", "id", "renewed")
+
+    def __init__(self, ticket_id: str, ahead: int, renewed: float) -> None:
+        self.id = ticket_id
+        self.ahead = ahead  # how many waiters were ahead at the last look
+        self.renewed = renewed  # time.monotonic() of the last renewal of its lease
 
 
 class _SharedPermit:
@@ -149,7 +183,13 @@ class SharedQuota:
             (retryable); ``"local"``: fall back to this process's share, the limits divided by
             ``workers``, until the store answers again.
         workers: How many workers share the quota (required with ``on_unreachable="local"``).
-        poll_s: The longest pause between two checks of a full window (jittered).
+        poll_s: The longest pause between two checks of a full window by the attempt at the
+            head of the queue (the others read their place at most every ``poll_s`` times
+            their place, and at least every third of ``queue_lease_s``).
+        queue_lease_s: The lease of a waiting attempt's ticket, renewed while it waits: a
+            waiter that dies stops the queue for at most this long. A store given as an
+            object without queues (``queue_join`` and ``queue_position``) falls back to
+            jittered polling without arrival order.
 
     Raises:
         pollux.ConfigurationError: A bad limit, scope, window or fallback.
@@ -178,6 +218,7 @@ class SharedQuota:
         on_unreachable: Literal["fail", "local"] = "fail",
         workers: int | None = None,
         poll_s: float = 0.25,
+        queue_lease_s: float = 5.0,
     ) -> None:
         self.requests_per_minute = check_limit(
             "requests_per_minute", requests_per_minute, owner="SharedQuota "
@@ -217,6 +258,7 @@ class SharedQuota:
         self.default_output_tokens = check_output_tokens(default_output_tokens)
         self.on_unreachable = on_unreachable
         self.poll_s = check_window(poll_s)
+        self.queue_lease_s = check_window(queue_lease_s)
         self._store_arg = store
         self._store: Store | None = None
         self._owned = False
@@ -229,8 +271,18 @@ class SharedQuota:
         )
         self._local: LocalQuota | None = None
         self._local_until = 0.0
-        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
+        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str, str]] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        # Waiters queue in the store unless it is an object without queues (then one waiter
+        # of this process polls at a time, jittered).
+        self._fifo = (
+            self._redis is not None
+            or isinstance(store, (str, os.PathLike))
+            or all(
+                callable(getattr(store, method, None))
+                for method in ("queue_join", "queue_position")
+            )
+        )
 
     # -- the store side (runs on the quota's thread) ------------------------------------------
 
@@ -239,8 +291,8 @@ class SharedQuota:
             self._store, self._owned = _open(self._store_arg)
         return self._store
 
-    def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str]:
-        """The window's request and token keys, and its scope digest (for Redis)."""
+    def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str, str]:
+        """The window's request and token keys, its scope digest (for Redis) and queue key."""
         scope = (
             request.key_id
             if self.per == "key"
@@ -254,6 +306,7 @@ class SharedQuota:
                 hashlib.sha256((base + "\nrequests").encode()).hexdigest(),
                 hashlib.sha256((base + "\ntokens").encode()).hexdigest(),
                 hashlib.sha256(base.encode()).hexdigest(),
+                hashlib.sha256((base + "\nqueue").encode()).hexdigest(),
             )
             self._keys[cache_key] = keys
         return keys
@@ -261,7 +314,7 @@ class SharedQuota:
     def _claims(
         self, request: QuotaRequest, requests: int, tokens: int, limited: bool
     ) -> list[WindowClaim]:
-        request_key, token_key, _scope = self._window_keys(request)
+        request_key, token_key, _scope, _queue = self._window_keys(request)
         claims: list[WindowClaim] = []
         if self.requests_per_minute is not None:
             claims.append(
@@ -286,23 +339,126 @@ class SharedQuota:
             )
         return claims
 
-    def _try_admit(self, request: QuotaRequest) -> tuple[bool, str | None]:
+    def _attempt(
+        self, request: QuotaRequest, slot: list[_Ticket | None]
+    ) -> tuple[bool, str | None]:
+        """Ask once: admitted and the hold's id, or refused (``slot`` holds the ticket, if any).
+
+        Without a ticket this is a first attempt: admitted when the window has room and
+        nobody waits, else queued. With one, its holder asks only at the head of the queue,
+        and renews the ticket (reading its place) often enough for its lease.
+        """
         if self._redis is not None:
-            held = self._redis.admit(
-                self._window_keys(request)[2],
-                1,
-                request.tokens,
-                (self.requests_per_minute, self.tokens_per_minute),
-                2 * self.window_s,
-            )
-            return held is not None, held
+            return self._attempt_redis(request, slot)
         store = self._open_store()
         # In flight for up to one window, then one more window once answered (see _settle); a
         # worker that crashes mid-call leaks its hold for at most two windows.
-        admission = store.reserve(
-            (), self._claims(request, 1, request.tokens, True), lease_seconds=2 * self.window_s
+        lease = 2 * self.window_s
+        claims = self._claims(request, 1, request.tokens, True)
+        if not self._fifo:
+            admission = store.reserve((), claims, lease_seconds=lease)
+            return admission.ok, admission.reservation_id
+        queue = self._window_keys(request)[3]
+        ticket = slot[0]
+        now = time.monotonic()
+        if ticket is not None and (
+            ticket.ahead > 0 or now - ticket.renewed >= self.queue_lease_s / 3
+        ):
+            ahead = cast("_Queues", store).queue_position(queue, ticket.id, self.queue_lease_s)
+            if ahead is None:  # its lease ended: a new ticket, at the back
+                slot[0] = ticket = None
+            else:
+                ticket.ahead, ticket.renewed = int(ahead), now
+                if ahead > 0:
+                    return False, None
+        if ticket is None:
+            gate = WindowClaim(queue, "quota.queue", _GATE, self.window_s, Decimal(1))
+            admission = store.reserve((), [*claims, gate], lease_seconds=lease)
+            if admission.ok:
+                return True, admission.reservation_id
+            slot[0] = self._join(store, queue, now)
+            return False, None
+        admission = store.reserve((), claims, lease_seconds=lease)
+        if not admission.ok:
+            return False, None
+        slot[0] = None
+        store.release(ticket.id)  # after the hold is written: the gate never opens early
+        return True, admission.reservation_id
+
+    def _join(self, store: Store, queue: str, now: float) -> _Ticket | None:
+        """Take a ticket at the back of ``queue``: a leased hold on its gate, then its place."""
+        hold = WindowClaim(queue, "quota.queue", _GATE_ROOM, self.window_s, _GATE)
+        ticket = store.reserve((), [hold], lease_seconds=self.queue_lease_s).reservation_id
+        if ticket is None:
+            return None
+        ahead = cast("_Queues", store).queue_join(queue, ticket)
+        if ahead is None:  # its lease ended already: asks again without a place
+            store.release(ticket)
+            return None
+        return _Ticket(ticket, int(ahead), now)
+
+    def _attempt_redis(
+        self, request: QuotaRequest, slot: list[_Ticket | None]
+    ) -> tuple[bool, str | None]:
+        assert self._redis is not None
+        scope = self._window_keys(request)[2]
+        limits = (self.requests_per_minute, self.tokens_per_minute)
+        lease = 2 * self.window_s
+        ticket = slot[0]
+        now = time.monotonic()
+        if ticket is not None and ticket.ahead > 0:
+            ahead = self._redis.position(scope, ticket.id, self.queue_lease_s)
+            if ahead < 0:  # its lease ended: a new ticket, at the back
+                slot[0] = ticket = None
+            else:
+                ticket.ahead, ticket.renewed = ahead, now
+                if ahead > 0:
+                    return False, None
+        if ticket is None:
+            # A first attempt, queued in the same script when refused.
+            fresh = os.urandom(12).hex()
+            held, ahead = self._redis.admit(
+                scope,
+                1,
+                request.tokens,
+                limits,
+                lease,
+                ticket=fresh,
+                ticket_lease_s=self.queue_lease_s,
+            )
+            if held is None:
+                slot[0] = _Ticket(fresh, max(ahead, 0), now)
+            return held is not None, held
+        held, ahead = self._redis.admit(
+            scope,
+            1,
+            request.tokens,
+            limits,
+            lease,
+            ticket=ticket.id,
+            head=True,
+            ticket_lease_s=self.queue_lease_s,
         )
-        return admission.ok, admission.reservation_id
+        if held is not None:
+            slot[0] = None  # the script took it off the queue
+        elif ahead < 0:
+            slot[0] = None  # its lease ended: the next attempt queues afresh
+        else:
+            ticket.ahead, ticket.renewed = ahead, now
+        return held is not None, held
+
+    def _leave(self, request: QuotaRequest, slot: list[_Ticket | None]) -> None:
+        """Release the ticket a waiter still holds (runs after its last attempt, in order)."""
+        ticket, slot[0] = slot[0], None
+        if ticket is None:
+            return
+        try:
+            if self._redis is not None:
+                self._redis.release(self._window_keys(request)[2], ticket.id)
+            else:
+                self._open_store().release(ticket.id)
+        except Exception as exc:  # its lease ends it
+            _LOG.debug("quota ticket left to its lease: %s", type(exc).__name__)
 
     def _settle(self, request: QuotaRequest, reservation: str, tokens: int) -> None:
         if self._redis is not None:
@@ -386,7 +542,12 @@ class SharedQuota:
             raise too_large(request, self.tokens_per_minute, self.window_s)
 
     async def acquire(self, request: QuotaRequest) -> QuotaPermit:
-        """Wait until the shared window has room, then hold the attempt (see `pollux.CallQuota`).
+        """Wait in line until the shared window has room, then hold the attempt.
+
+        Attempts that find the window full are admitted in arrival order across every worker
+        and host sharing the quota (see the module docs); the wait is bounded by the call's
+        deadline, and the attempt's place in line is given up on every way out. See
+        `pollux.CallQuota`.
 
         Raises:
             pollux.RateLimitError: The window had no room before the call's deadline.
@@ -394,8 +555,10 @@ class SharedQuota:
         """
         self._too_large(request)
         start = time.monotonic()
-        # One waiter of this process asks the store at a time (the others queue behind it in
-        # arrival order), so a full window costs the store one poll per worker, not per call.
+        if self._fifo:
+            return await self._admit(request, start)
+        # Without queues in the store, one waiter of this process asks at a time (the others
+        # queue behind it in arrival order), so a full window costs one poll per worker.
         async with self._admission_lock():
             return await self._admit(request, start)
 
@@ -407,33 +570,47 @@ class SharedQuota:
 
     async def _admit(self, request: QuotaRequest, start: float) -> QuotaPermit:
         polled = time.monotonic() - start > 0.001  # queued behind another waiter
-        while True:
-            if time.monotonic() < self._local_until:
-                return _LocalSharePermit(await self._local_share().acquire(request))
-            try:
-                admitted, reservation = await self._call(self._try_admit, request)
-            except (APIError, ConfigurationError):
-                raise
-            except Exception as exc:
-                error = self._unreachable(exc)
-                if error is not None:
-                    raise error from None
-                continue
-            now = time.monotonic()
-            if admitted:
-                return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
-            pause = self._pause_s()
-            if request.deadline is not None and now + pause > request.deadline:
-                raise past_deadline(None)
-            polled = True
-            await asyncio.sleep(pause)
+        slot: list[_Ticket | None] = [None]  # the ticket, read and written on the quota's thread
+        try:
+            while True:
+                if time.monotonic() < self._local_until:
+                    return _LocalSharePermit(await self._local_share().acquire(request))
+                try:
+                    admitted, reservation = await self._call(self._attempt, request, slot)
+                except (APIError, ConfigurationError):
+                    raise
+                except Exception as exc:
+                    error = self._unreachable(exc)
+                    if error is not None:
+                        raise error from None
+                    continue
+                now = time.monotonic()
+                if admitted:
+                    return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
+                pause = self._pause_s(slot[0])
+                if request.deadline is not None and now + pause > request.deadline:
+                    raise past_deadline(None)
+                polled = True
+                await asyncio.sleep(pause)
+        finally:
+            # Queued on the quota's thread behind any attempt still running there, so it sees
+            # the ticket that attempt took; not awaited, so a cancelled waiter still leaves.
+            with contextlib.suppress(RuntimeError):  # the quota was closed: the lease ends it
+                self._executor.submit(self._leave, request, slot)
 
-    def _pause_s(self) -> float:
+    def _pause_s(self, ticket: _Ticket | None) -> float:
         # About one request's spacing, so a full window is checked about as often as it frees
-        # room; jittered so workers that wait together do not ask together.
+        # room.
         spacing = self.window_s / max(self.requests_per_minute or 1, 1)
         base = min(self.poll_s, max(0.005, spacing))
-        return base * (0.5 + random.random())
+        if not self._fifo:
+            # Jittered so workers that wait together do not ask together.
+            return base * (0.5 + random.random())
+        if ticket is None:  # no place in line (a ticket could not be taken): ask again
+            return base
+        # The head asks at the window's pace; the others read their place less often the
+        # further back they are, and often enough to renew their ticket.
+        return min(self.queue_lease_s / 3, base * max(1, ticket.ahead))
 
     async def pause(self, request: QuotaRequest, seconds: float) -> None:
         """Fill the shared window for ``seconds``: every worker waits out the provider's 429."""
