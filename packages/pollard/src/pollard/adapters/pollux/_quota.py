@@ -11,10 +11,11 @@ across workers (a Redis server keeps the same holds in one Lua script per decisi
   expires on its own, so a worker that crashes leaks nothing.
 * A refused attempt **waits in line**: it takes a ticket in a first-in, first-out queue kept in
   the same store, and is admitted when it heads the queue and the window has room, so the
-  attempt that has waited longest, on whichever host, is served next. Only the head asks the
-  window again (about once per request's spacing); the others renew their ticket and read their
-  place, less often the further back they are. While anyone waits, a first attempt is refused
-  and queues at the back, so nobody overtakes the line. A ticket is a lease renewed while its
+  attempt that has waited longest, on whichever host, is served next. The head asks the window
+  again about once per request's spacing; the others renew their ticket and read their place,
+  less often the further back they are, and are admitted only when the window also has room
+  for everyone ahead of them. While anyone waits, a first attempt does not overtake the line:
+  it queues at the back (or fits behind everyone waiting). A ticket is a lease renewed while its
   attempt waits: it is released on every way out (admitted, past the deadline, cancelled, an
   error), and the ticket of a waiter that died (its process killed, its connection lost) ends
   with its lease, so the ones behind it move up. An attempt that finds room and nobody waiting
@@ -312,26 +313,34 @@ class SharedQuota:
         return keys
 
     def _claims(
-        self, request: QuotaRequest, requests: int, tokens: int, limited: bool
-    ) -> list[WindowClaim]:
+        self, request: QuotaRequest, requests: int, tokens: int, limited: bool, ahead: int = 0
+    ) -> list[WindowClaim] | None:
+        """The window claims of an attempt; None when they cannot fit.
+
+        A waiter with ``ahead`` waiters before it is judged against the limits less their
+        share (one request and as many tokens as this attempt, each), so it is admitted only
+        when the window also has room for everyone ahead of it: none of them waits longer.
+        """
         request_key, token_key, _scope, _queue = self._window_keys(request)
         claims: list[WindowClaim] = []
         if self.requests_per_minute is not None:
+            limit = Decimal(self.requests_per_minute - ahead) if limited else _UNLIMITED
+            if limit < 1:
+                return None
             claims.append(
-                WindowClaim(
-                    request_key,
-                    "quota.requests",
-                    Decimal(self.requests_per_minute) if limited else _UNLIMITED,
-                    self.window_s,
-                    Decimal(requests),
-                )
+                WindowClaim(request_key, "quota.requests", limit, self.window_s, Decimal(requests))
             )
         if self.tokens_per_minute is not None:
+            limit = (
+                Decimal(self.tokens_per_minute - ahead * request.tokens) if limited else _UNLIMITED
+            )
+            if limit < tokens:
+                return None
             claims.append(
                 WindowClaim(
                     token_key,
                     "quota.tokens",
-                    Decimal(self.tokens_per_minute) if limited else _UNLIMITED,
+                    limit,
                     self.window_s,
                     Decimal(tokens),
                     approximate=True,
@@ -345,8 +354,8 @@ class SharedQuota:
         """Ask once: admitted and the hold's id, or refused (``slot`` holds the ticket, if any).
 
         Without a ticket this is a first attempt: admitted when the window has room and
-        nobody waits, else queued. With one, its holder asks only at the head of the queue,
-        and renews the ticket (reading its place) often enough for its lease.
+        nobody waits, else queued. With one, its holder renews it (reading its place) and is
+        admitted when the window has room for it and everyone ahead of it.
         """
         if self._redis is not None:
             return self._attempt_redis(request, slot)
@@ -355,6 +364,7 @@ class SharedQuota:
         # worker that crashes mid-call leaks its hold for at most two windows.
         lease = 2 * self.window_s
         claims = self._claims(request, 1, request.tokens, True)
+        assert claims is not None  # too_large refused what can never fit
         if not self._fifo:
             admission = store.reserve((), claims, lease_seconds=lease)
             return admission.ok, admission.reservation_id
@@ -369,16 +379,20 @@ class SharedQuota:
                 slot[0] = ticket = None
             else:
                 ticket.ahead, ticket.renewed = int(ahead), now
-                if ahead > 0:
-                    return False, None
         if ticket is None:
             gate = WindowClaim(queue, "quota.queue", _GATE, self.window_s, Decimal(1))
             admission = store.reserve((), [*claims, gate], lease_seconds=lease)
             if admission.ok:
                 return True, admission.reservation_id
-            slot[0] = self._join(store, queue, now)
+            slot[0] = ticket = self._join(store, queue, now)
+            short = admission.shortfall
+            if ticket is None or short is None or short.meter != "quota.queue":
+                return False, None  # the window is full: no use asking again at once
+            # Refused only because others wait: it may fit behind them.
+        mine = self._claims(request, 1, request.tokens, True, ticket.ahead)
+        if mine is None:
             return False, None
-        admission = store.reserve((), claims, lease_seconds=lease)
+        admission = store.reserve((), mine, lease_seconds=lease)
         if not admission.ok:
             return False, None
         slot[0] = None
@@ -400,51 +414,28 @@ class SharedQuota:
     def _attempt_redis(
         self, request: QuotaRequest, slot: list[_Ticket | None]
     ) -> tuple[bool, str | None]:
+        # One script per attempt: it reads the ticket's place, renews it, and admits when the
+        # window has room for it and everyone ahead (a first attempt is queued when refused).
         assert self._redis is not None
-        scope = self._window_keys(request)[2]
-        limits = (self.requests_per_minute, self.tokens_per_minute)
-        lease = 2 * self.window_s
         ticket = slot[0]
-        now = time.monotonic()
-        if ticket is not None and ticket.ahead > 0:
-            ahead = self._redis.position(scope, ticket.id, self.queue_lease_s)
-            if ahead < 0:  # its lease ended: a new ticket, at the back
-                slot[0] = ticket = None
-            else:
-                ticket.ahead, ticket.renewed = ahead, now
-                if ahead > 0:
-                    return False, None
-        if ticket is None:
-            # A first attempt, queued in the same script when refused.
-            fresh = os.urandom(12).hex()
-            held, ahead = self._redis.admit(
-                scope,
-                1,
-                request.tokens,
-                limits,
-                lease,
-                ticket=fresh,
-                ticket_lease_s=self.queue_lease_s,
-            )
-            if held is None:
-                slot[0] = _Ticket(fresh, max(ahead, 0), now)
-            return held is not None, held
+        fresh = ticket is None
+        ticket_id = os.urandom(12).hex() if ticket is None else ticket.id
         held, ahead = self._redis.admit(
-            scope,
+            self._window_keys(request)[2],
             1,
             request.tokens,
-            limits,
-            lease,
-            ticket=ticket.id,
-            head=True,
+            (self.requests_per_minute, self.tokens_per_minute),
+            2 * self.window_s,
+            ticket=ticket_id,
+            waiting=not fresh,
             ticket_lease_s=self.queue_lease_s,
         )
-        if held is not None:
-            slot[0] = None  # the script took it off the queue
-        elif ahead < 0:
-            slot[0] = None  # its lease ended: the next attempt queues afresh
+        if held is not None or ahead < 0:
+            slot[0] = None  # admitted (the script took it off the queue), or its lease ended
+        elif ticket is None:
+            slot[0] = _Ticket(ticket_id, ahead, time.monotonic())
         else:
-            ticket.ahead, ticket.renewed = ahead, now
+            ticket.ahead, ticket.renewed = ahead, time.monotonic()
         return held is not None, held
 
     def _leave(self, request: QuotaRequest, slot: list[_Ticket | None]) -> None:
@@ -471,7 +462,7 @@ class SharedQuota:
         # before that, so its window forgets it no later). Written before the worst case is
         # dropped: never a moment counting less.
         store.reserve(
-            (), self._claims(request, 1, max(0, tokens), False), lease_seconds=self.window_s
+            (), self._claims(request, 1, max(0, tokens), False) or [], lease_seconds=self.window_s
         )
         store.release(reservation)
 
@@ -486,9 +477,8 @@ class SharedQuota:
             return
         self._open_store().reserve(
             (),
-            self._claims(
-                request, self.requests_per_minute or 0, self.tokens_per_minute or 0, False
-            ),
+            self._claims(request, self.requests_per_minute or 0, self.tokens_per_minute or 0, False)
+            or [],
             lease_seconds=seconds,
         )
 

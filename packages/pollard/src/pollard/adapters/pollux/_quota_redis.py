@@ -23,10 +23,12 @@ __all__ = ["RedisWindows", "is_redis_url"]
 # KEYS: holds (zset id -> expiry ms), amounts (hash id -> "requests tokens", plus "=r", "=t"),
 # queue (zset ticket -> arrival number), leases (zset ticket -> expiry ms), the arrival counter.
 # ARGV: hold id, lease ms, requests, tokens, requests limit, tokens limit ("" = no limit),
-# mode ("": a hold the queue never stops, "new": a first attempt, refused while anyone waits and
-# then queued as ARGV[8], "head": ticket ARGV[8] asks, admitted only at the head), ticket lease ms.
+# mode ("": a hold the queue never stops; "new": a first attempt, queued as ARGV[8] unless
+# admitted; "wait": ticket ARGV[8] asks again), ticket lease ms.
+# A queued attempt with n waiters ahead is admitted only when the window also has room for
+# them (n more requests, and n times its tokens): nobody ahead waits longer because of it.
 # Returns {1, 0} when held; {0, n} when refused, the ticket then having n waiters ahead (-1: no
-# ticket: the ticket's lease ended, or mode "").
+# ticket: its lease ended, or mode "").
 _ADMIT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -43,43 +45,41 @@ end
 if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms) end
 local mode = ARGV[7]
 local ticket = ARGV[8]
-local fits = true
+local ahead = 0
+local queued = false
 if mode ~= '' then
   local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
   for _, id in ipairs(gone) do redis.call('ZREM', KEYS[3], id) end
   if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms) end
   if mode == 'new' then
-    fits = redis.call('ZCARD', KEYS[3]) == 0
+    ahead = redis.call('ZCARD', KEYS[3])
+    if ahead > 0 then
+      redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket)
+      queued = true
+    end
   else
     local rank = redis.call('ZRANK', KEYS[3], ticket)
     if not rank then return {0, -1} end
-    if rank > 0 then
-      redis.call('ZADD', KEYS[4], 'XX', now_ms + tonumber(ARGV[9]), ticket)
-      local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-      for i = 3, 5 do redis.call('PEXPIREAT', KEYS[i], tonumber(last[2]) + 1000) end
-      return {0, rank}
-    end
+    ahead = rank
+    queued = true
   end
 end
 local r = tonumber(ARGV[3])
 local t = tonumber(ARGV[4])
-if fits then
-  local held_r = tonumber(redis.call('HGET', KEYS[2], '=r') or '0')
-  local held_t = tonumber(redis.call('HGET', KEYS[2], '=t') or '0')
-  if ARGV[5] ~= '' and held_r + r > tonumber(ARGV[5]) then fits = false end
-  if ARGV[6] ~= '' and held_t + t > tonumber(ARGV[6]) then fits = false end
-end
+local held_r = tonumber(redis.call('HGET', KEYS[2], '=r') or '0')
+local held_t = tonumber(redis.call('HGET', KEYS[2], '=t') or '0')
+local fits = true
+if ARGV[5] ~= '' and held_r + r * (ahead + 1) > tonumber(ARGV[5]) then fits = false end
+if ARGV[6] ~= '' and held_t + t * (ahead + 1) > tonumber(ARGV[6]) then fits = false end
 if not fits then
   if mode == '' then return {0, -1} end
-  if mode == 'new' then
-    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket)
-  end
+  if not queued then redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket) end
   redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[9]), ticket)
   local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
   for i = 3, 5 do redis.call('PEXPIREAT', KEYS[i], tonumber(last[2]) + 1000) end
-  return {0, redis.call('ZRANK', KEYS[3], ticket)}
+  return {0, ahead}
 end
-if mode == 'head' then
+if queued then
   redis.call('ZREM', KEYS[3], ticket)
   redis.call('ZREM', KEYS[4], ticket)
 end
@@ -91,22 +91,6 @@ local longest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], tonumber(longest[2]) + 1000)
 redis.call('PEXPIREAT', KEYS[2], tonumber(longest[2]) + 1000)
 return {1, 0}
-"""
-
-# KEYS: as _ADMIT. ARGV: ticket, ticket lease ms. Renews a waiting ticket; how many waiters
-# are ahead of it, or -1 when its lease ended.
-_POSITION = """
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
-for _, id in ipairs(gone) do redis.call('ZREM', KEYS[3], id) end
-if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms) end
-local rank = redis.call('ZRANK', KEYS[3], ARGV[1])
-if not rank then return -1 end
-redis.call('ZADD', KEYS[4], 'XX', now_ms + tonumber(ARGV[2]), ARGV[1])
-local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-for i = 3, 5 do redis.call('PEXPIREAT', KEYS[i], tonumber(last[2]) + 1000) end
-return rank
 """
 
 _RELEASE = """
@@ -136,7 +120,6 @@ class RedisWindows:
         self._client: Any = None
         self._admit: Any = None
         self._release: Any = None
-        self._position: Any = None
 
     def _connect(self) -> None:
         if self._client is not None:
@@ -153,7 +136,6 @@ class RedisWindows:
         self._client = redis.Redis.from_url(self._url, socket_timeout=5, socket_connect_timeout=5)
         self._admit = self._client.register_script(_ADMIT)
         self._release = self._client.register_script(_RELEASE)
-        self._position = self._client.register_script(_POSITION)
 
     #: The keys of one window, in the scripts' KEYS order.
     PARTS = ("holds", "amounts", "queue", "leases", "arrivals")
@@ -173,15 +155,16 @@ class RedisWindows:
         lease_s: float,
         *,
         ticket: str | None = None,
-        head: bool = False,
+        waiting: bool = False,
         ticket_lease_s: float = 0.0,
     ) -> tuple[str | None, int]:
         """Hold the amounts when they fit under ``limits`` and the queue lets this attempt in.
 
         Without ``ticket`` the attempt is not queued (a settlement, a pause). With ``ticket``
-        and ``head=False`` it is a first attempt: refused while anyone waits, and on refusal
-        queued at the back under ``ticket``. With ``head=True`` the ticket's holder asks: it
-        is admitted only at the head of the queue, and leaves the queue when admitted.
+        and ``waiting=False`` it is a first attempt: admitted when nobody waits and it fits,
+        else queued at the back under ``ticket``. With ``waiting=True`` the ticket's holder
+        asks again, renewing the ticket. A queued attempt is admitted only when the window
+        also has room for every waiter ahead of it, and then leaves the queue.
 
         Returns:
             The hold's id (None when refused), and how many waiters are ahead of the ticket
@@ -189,7 +172,7 @@ class RedisWindows:
         """
         self._connect()
         hold = os.urandom(12).hex()
-        mode = "" if ticket is None else ("head" if head else "new")
+        mode = "" if ticket is None else ("wait" if waiting else "new")
         args = [
             hold,
             max(1, round(lease_s * 1000)),
@@ -209,12 +192,6 @@ class RedisWindows:
         held, _ = self.admit(scope, requests, tokens, (None, None), lease_s)
         assert held is not None
         return held
-
-    def position(self, scope: str, ticket: str, ticket_lease_s: float) -> int:
-        """Renew a waiting ticket; how many waiters are ahead of it (-1: its lease ended)."""
-        self._connect()
-        args = [ticket, max(1, round(ticket_lease_s * 1000))]
-        return int(self._position(keys=self._keys(scope), args=args))
 
     def release(self, scope: str, hold: str) -> None:
         """Drop a hold or a waiting ticket (idempotent)."""
