@@ -577,7 +577,7 @@ class SharedQuota:
                 now = time.monotonic()
                 if admitted:
                     return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
-                pause = self._pause_s(slot[0])
+                pause = self._pause_s(slot[0], request)
                 if request.deadline is not None and now + pause > request.deadline:
                     raise past_deadline(None)
                 polled = True
@@ -588,7 +588,7 @@ class SharedQuota:
             with contextlib.suppress(RuntimeError):  # the quota was closed: the lease ends it
                 self._executor.submit(self._leave, request, slot)
 
-    def _pause_s(self, ticket: _Ticket | None) -> float:
+    def _pause_s(self, ticket: _Ticket | None, request: QuotaRequest) -> float:
         # About one request's spacing, so a full window is checked about as often as it frees
         # room.
         spacing = self.window_s / max(self.requests_per_minute or 1, 1)
@@ -598,9 +598,23 @@ class SharedQuota:
             return base * (0.5 + random.random())
         if ticket is None:  # no place in line (a ticket could not be taken): ask again
             return base
-        # The head asks at the window's pace; the others read their place less often the
-        # further back they are, and often enough to renew their ticket.
-        return min(self.queue_lease_s / 3, base * max(1, ticket.ahead))
+        # The head asks four times per request's spacing (room it misses stays unused: it is
+        # the only one asking), and so, proportionally less often, do the waiters a window
+        # could admit together with everyone ahead of them (a window that refills at once is
+        # handed out in one go, not one waiter per pause). The rest only read their place, less
+        # often the further back they are, and often enough to renew their ticket.
+        ahead = ticket.ahead
+        pause = base * max(ahead, 1) / 4 if ahead < self._burst(request) else base * ahead
+        return min(self.queue_lease_s / 3, pause)
+
+    def _burst(self, request: QuotaRequest) -> int:
+        """How many attempts like ``request`` one window holds."""
+        fits = []  # the constructor makes sure there is at least one limit
+        if self.requests_per_minute is not None:
+            fits.append(self.requests_per_minute)
+        if self.tokens_per_minute is not None:
+            fits.append(self.tokens_per_minute // max(1, request.tokens))
+        return max(1, min(fits))
 
     async def pause(self, request: QuotaRequest, seconds: float) -> None:
         """Fill the shared window for ``seconds``: every worker waits out the provider's 429."""
