@@ -163,7 +163,10 @@ class SharedQuota:
 
     Pass it as ``pollux.Config(quota=...)``: every attempt of every call made with that config
     (``run``, ``run_many``, ``stream``, the bridge's governed calls, the ``pollux`` command)
-    waits for room in the shared window, then dispatches.
+    waits for room in the shared window, then dispatches. Attempts that find the window full
+    wait in line, first come, first served across every worker and host: the one that has
+    waited longest goes next, a newcomer does not overtake the line, and a waiter that dies
+    leaves it when its ticket's lease (``queue_lease_s``) ends.
 
     Args:
         store: The store the window lives in: a ``postgresql://...#store_id`` DSN (many hosts), a
