@@ -187,9 +187,10 @@ class SharedQuota:
             (retryable); ``"local"``: fall back to this process's share, the limits divided by
             ``workers``, until the store answers again.
         workers: How many workers share the quota (required with ``on_unreachable="local"``).
-        poll_s: The longest pause between two checks of a full window by the attempt at the
-            head of the queue (the others read their place at most every ``poll_s`` times
-            their place, and at least every third of ``queue_lease_s``).
+        poll_s: The longest pause of the queue's pacing: the head of the queue asks the window
+            four times per pause (one request's spacing, at most ``poll_s``), a waiter that
+            could be admitted with everyone ahead of it as often divided by its place, and the
+            rest read their place every pause times their place (see the guide).
         queue_lease_s: The lease of a waiting attempt's ticket, renewed while it waits: a
             waiter that dies stops the queue for at most this long. A store given as an
             object without queues (``queue_join`` and ``queue_position``) falls back to
