@@ -400,7 +400,10 @@ class SharedQuota:
         if not admission.ok:
             return False, None
         slot[0] = None
-        store.release(ticket.id)  # after the hold is written: the gate never opens early
+        try:  # after the hold is written: the gate never opens early
+            store.release(ticket.id)
+        except Exception as exc:  # admitted all the same; the ticket ends with its lease
+            _LOG.debug("quota ticket left to its lease: %s", type(exc).__name__)
         return True, admission.reservation_id
 
     def _join(self, store: Store, queue: str, now: float) -> _Ticket | None:
