@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -158,3 +160,40 @@ async def test_an_uncontended_attempt_takes_no_ticket(make: Make) -> None:
     slot: list[Any] = [None]
     admitted, _ = await a._call(a._attempt, _request(), slot)
     assert admitted and slot[0] is None
+
+
+_KILLED_WAITER = """
+import asyncio, sys, time
+from pollard.adapters.pollux import SharedQuota
+from pollux.quota import QuotaRequest
+
+async def main():
+    quota = SharedQuota(sys.argv[1], requests_per_minute=1, name=sys.argv[2], queue_lease_s=0.3)
+    slot = [None]
+    admitted, _ = await quota._call(
+        quota._attempt, QuotaRequest("openai", "gpt-5-nano", None, 10), slot
+    )
+    print("queued" if not admitted and slot[0] is not None else "admitted", flush=True)
+    time.sleep(600)  # killed here, its ticket still in the line
+
+asyncio.run(main())
+"""
+
+
+async def test_a_killed_waiter_process_does_not_block_the_line(tmp_path: Path) -> None:
+    path, name = str(tmp_path / "quota.db"), "killed"
+    with SharedQuota(path, requests_per_minute=1, name=name, poll_s=0.01) as quota:
+        held = await quota.acquire(_request())
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_WAITER, path, name], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "queued"
+            waiter = await _queued(quota)  # behind the child in the line
+        finally:
+            child.kill()
+            child.communicate()
+        await _free(quota, held)
+        permit = await asyncio.wait_for(waiter, timeout=30)
+        assert permit.waited_s > 0
