@@ -22,6 +22,7 @@ import pytest
 import pollux
 from pollard import MemoryStore
 from pollard.adapters.pollux import SharedQuota, governed_run_many
+from pollard.adapters.pollux._quota_redis import RedisWindows
 from pollux import Config, ConfigurationError, RateLimitError, RetryPolicy
 from pollux.quota import QuotaRequest
 from pollux.testing import Emulator, EmulatorQuota
@@ -133,9 +134,13 @@ async def test_a_redis_quota_is_exact_across_workers_and_cluster_ready(redis_url
         scope = a._window_keys(_request())[2]
         keys = sorted(k.decode() for k in client.keys(f"pollard:{{pollard-quota:{scope[:32]}}}:*"))
         client.close()
-        # Both keys of a window carry one hash tag, so a cluster keeps them in one slot.
+        # Every key of a window (its holds, and the queue the refused attempt waited in)
+        # carries one hash tag, so a cluster keeps them in one slot.
         tag = f"{{pollard-quota:{scope[:32]}}}"
-        assert keys == [f"pollard:{tag}:amounts", f"pollard:{tag}:holds"]
+        every = {f"pollard:{tag}:{part}" for part in RedisWindows.PARTS}
+        assert {f"pollard:{tag}:amounts", f"pollard:{tag}:holds"} <= set(keys) <= every
+        # The waiter that gave up left the queue.
+        assert f"pollard:{tag}:queue" not in keys
         other = f"{name}-paused"
         with SharedQuota(redis_url, requests_per_minute=5, name=other) as c:
             await c.pause(_request(), 30)

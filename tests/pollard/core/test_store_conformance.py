@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -251,6 +252,30 @@ def test_leases_expire_and_renew(make_store: StoreFactory) -> None:
     clock.advance(3)
     assert store.reserve([claim], lease_seconds=10).ok
     assert store.renew(held.reservation_id, 10) is False
+
+
+def test_queues_keep_arrival_order_renew_and_drop_the_gone(make_store: StoreFactory) -> None:
+    clock = FakeClock()
+    store: Any = make_store(clock=clock)
+    if not hasattr(store, "queue_join"):
+        pytest.skip(f"{type(store).__name__} keeps no queues")
+    claim = WindowClaim("gate", "queue", Decimal(100), 60, Decimal(1))
+    first, second, third = (
+        store.reserve([], [claim], lease_seconds=10).reservation_id for _ in range(3)
+    )
+    assert [store.queue_join("q", rid) for rid in (first, second, third)] == [0, 1, 2]
+    assert store.queue_join("q", second) == 1  # joining twice keeps the place
+    assert store.queue_join("other", third) == 0  # queues are independent
+    store.release(first)  # released: it leaves the line at once
+    assert store.queue_position("q", first, 10) is None
+    assert store.queue_position("q", third, 10) == 1
+    clock.advance(8)
+    assert store.queue_position("q", third, 10) == 1  # renewed until 18
+    clock.advance(4)  # the second one's lease ended at 10: the third moves up
+    assert store.queue_position("q", second, 10) is None
+    assert store.queue_position("q", third, 10) == 0
+    assert store.renew(third, 10)
+    assert store.queue_join("q", "never-reserved") is None
 
 
 def test_check_without_hold_reserves_nothing(store: Store) -> None:

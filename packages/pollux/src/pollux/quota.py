@@ -13,7 +13,8 @@ Two implementations ship:
 
 * :class:`LocalQuota`: one process (any number of sessions and tasks in it), in memory.
 * ``pollard.adapters.pollux.SharedQuota``: many processes and hosts, backed by a pollard store
-  (SQLite for one machine, PostgreSQL for many); see the guide "Many workers, one quota".
+  (SQLite for one machine, PostgreSQL or Redis for many), serving the attempts that wait in
+  arrival order across all of them; see the guide "Many workers, one quota".
 
 Anything with the :class:`CallQuota` methods works too.
 

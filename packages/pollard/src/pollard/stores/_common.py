@@ -21,6 +21,7 @@ __all__ = [
     "holds_of_gone",
     "judge_append",
     "load_holder",
+    "load_queue",
     "meta_text",
     "sorted_roots",
 ]
@@ -163,6 +164,19 @@ def load_holder(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
+
+
+def load_queue(text: str | None) -> list[str]:
+    """A stored queue's reservation ids in arrival order ([] when absent or damaged)."""
+    if text is None:
+        return []
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(found, list):
+        return []
+    return [rid for rid in found if isinstance(rid, str)]
 
 
 def judge_append(

@@ -60,6 +60,7 @@ from pollard.stores._common import (
     holds_of_gone,
     judge_append,
     load_holder,
+    load_queue,
     meta_text,
     sorted_roots,
 )
@@ -536,6 +537,7 @@ class SqlStore:
             f"ON CONFLICT ({c}key) DO UPDATE SET value = excluded.value",
             "kv_like": f"SELECT key, value FROM {t['kv']} WHERE {w}key LIKE {q}",
             "kv_delete": f"DELETE FROM {t['kv']} WHERE {w}key = {q}",
+            "held_many": f"SELECT id FROM {t['reservations']} WHERE {w}id {many}",
         }
 
     # -- backend hooks -------------------------------------------------------------------------
@@ -1248,6 +1250,73 @@ class SqlStore:
                 "lease_left": max(self._lease_end(cur, who) - self._clock(), 0.0),
                 "holder": load_holder(self._kv(cur, f"holder:{who}")),
             }
+
+    # -- queues --------------------------------------------------------------------------------
+
+    def _queue_live(self, cur: Any, key: str, now: float) -> list[str]:
+        """The queue's live reservations in arrival order; the row is pruned of the others."""
+        cur.execute(self._sql["sweep"], (now,))
+        stored = load_queue(self._kv(cur, key))
+        if not stored:
+            return []
+        self._execute_any(cur, "held_many", stored)
+        held = {str(row[0]) for row in cur.fetchall()}
+        live = [rid for rid in stored if rid in held]
+        if len(live) != len(stored):
+            self._queue_write(cur, key, live)
+        return live
+
+    def _queue_write(self, cur: Any, key: str, ids: list[str]) -> None:
+        if ids:
+            cur.execute(self._sql["kv_put"], (key, json.dumps(ids)))
+        else:
+            cur.execute(self._sql["kv_delete"], (key,))
+
+    def queue_join(self, queue: str, reservation_id: str) -> int | None:
+        """Append a live reservation to the first-in, first-out ``queue`` (see `queue_position`).
+
+        One write transaction (locked on the queue's key), so concurrent joiners on one
+        database get one order. The queue is one ``kv`` row ``queue:<queue>`` listing
+        reservation ids; a reservation leaves it when it is released or its lease ends.
+
+        Returns:
+            How many live reservations are ahead of it (0: it heads the queue), or None when
+            the reservation is not live (released, or its lease ended).
+        """
+        key = f"queue:{queue}"
+        with self._transaction() as cur:
+            self._lock_ledger(cur, [key])
+            live = self._queue_live(cur, key, self._clock())
+            if reservation_id in live:
+                return live.index(reservation_id)
+            self._execute_any(cur, "held_many", [reservation_id])
+            if cur.fetchone() is None:
+                return None
+            live.append(reservation_id)
+            self._queue_write(cur, key, live)
+            return len(live) - 1
+
+    def queue_position(self, queue: str, reservation_id: str, lease_seconds: float) -> int | None:
+        """Renew a queued reservation's lease and tell how many live ones are ahead of it.
+
+        A waiter renews its place this way while it waits; one that stops (its process
+        killed, its connection lost) drops out when its lease ends, and the ones behind it
+        move up. Releasing the reservation (`release`) leaves the queue at once.
+
+        Returns:
+            How many live reservations joined ``queue`` before it and are still in it (0: it
+            heads the queue), or None when it is no longer queued (released, or its lease
+            ended first: join again, at the back).
+        """
+        key = f"queue:{queue}"
+        with self._transaction() as cur:
+            self._lock_ledger(cur, [key])
+            now = self._clock()
+            live = self._queue_live(cur, key, now)
+            if reservation_id not in live:
+                return None
+            cur.execute(self._sql["renew"], (now + lease_seconds, reservation_id))
+            return live.index(reservation_id)
 
     # -- claims --------------------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ class MemoryStore:
         self._events: dict[tuple[str, str], deque[tuple[float, Decimal]]] = {}
         self._counter = itertools.count()
         self._claims: dict[str, str] = {}
+        self._queues: dict[str, list[str]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -337,6 +338,36 @@ class MemoryStore:
         """Drop a reservation without charging (idempotent)."""
         with self._lock:
             self._reservations.pop(reservation_id, None)
+
+    def _queue_live(self, queue: str) -> list[str]:
+        self._sweep(self._clock())
+        live = [rid for rid in self._queues.get(queue, ()) if rid in self._reservations]
+        if live:
+            self._queues[queue] = live
+        else:
+            self._queues.pop(queue, None)
+        return live
+
+    def queue_join(self, queue: str, reservation_id: str) -> int | None:
+        """Append a live reservation to ``queue``; how many are ahead (see `SQLiteStore`)."""
+        with self._lock:
+            live = self._queue_live(queue)
+            if reservation_id in live:
+                return live.index(reservation_id)
+            if reservation_id not in self._reservations:
+                return None
+            live.append(reservation_id)
+            self._queues[queue] = live
+            return len(live) - 1
+
+    def queue_position(self, queue: str, reservation_id: str, lease_seconds: float) -> int | None:
+        """Renew a queued reservation; how many are ahead, None when gone (see `SQLiteStore`)."""
+        with self._lock:
+            live = self._queue_live(queue)
+            if reservation_id not in live:
+                return None
+            self._reservations[reservation_id].expires = self._clock() + lease_seconds
+            return live.index(reservation_id)
 
     def commit(
         self,

@@ -9,8 +9,17 @@ across workers (a Redis server keeps the same holds in one Lua script per decisi
   worst case in tokens), judged atomically against everything held inside the window by every
   worker. The hold's lease is the window's length: it counts for exactly one window and then
   expires on its own, so a worker that crashes leaks nothing.
-* A refused attempt **waits** and asks again (paced, with jitter so workers share fairly),
-  until its call's deadline.
+* A refused attempt **waits in line**: it takes a ticket in a first-in, first-out queue kept in
+  the same store, and is admitted when it heads the queue and the window has room, so the
+  attempt that has waited longest, on whichever host, is served next. The head asks the window
+  again about once per request's spacing; the others renew their ticket and read their place,
+  less often the further back they are, and are admitted only when the window also has room
+  for everyone ahead of them. While anyone waits, a first attempt does not overtake the line:
+  it queues at the back (or fits behind everyone waiting). A ticket is a lease renewed while its
+  attempt waits: it is released on every way out (admitted, past the deadline, cancelled, an
+  error), and the ticket of a waiter that died (its process killed, its connection lost) ends
+  with its lease, so the ones behind it move up. An attempt that finds room and nobody waiting
+  costs one round trip, as before: the queue is touched only after a refusal.
 * When the answer arrives the hold is **settled**: replaced by one holding the tokens the
   provider reported, for what is left of the window (written before the worst case is dropped,
   so the window never counts less than it used).
@@ -40,7 +49,7 @@ import os
 import random
 import time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pollard import PollardError, WindowClaim
 from pollux import APIError, ConfigurationError, LocalQuota, RateLimitError
@@ -69,6 +78,11 @@ _LOG = logging.getLogger("pollard.adapters.pollux.quota")
 _UNLIMITED = Decimal(10) ** 15
 # How long a local share lasts before the shared store is tried again (at most half a window).
 _RECHECK_S = 5.0
+# What a waiting ticket holds on its queue's gate window. A first attempt claims one unit
+# under a limit of exactly this much, so it fits only while no ticket is held: nobody waits.
+_GATE = Decimal(10) ** 12
+# The limit a ticket's own hold is judged under (it must always be admitted).
+_GATE_ROOM = Decimal(10) ** 24
 
 Scope = Literal["model", "provider", "key"]
 
@@ -93,6 +107,27 @@ def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
     from pollard import SQLiteStore
 
     return SQLiteStore(text), True
+
+
+class _Queues(Protocol):
+    """The queue methods of pollard's stores (`SQLiteStore`, `PostgresStore`, `MemoryStore`)."""
+
+    def queue_join(self, queue: str, reservation_id: str) -> int | None: ...
+
+    def queue_position(
+        self, queue: str, reservation_id: str, lease_seconds: float
+    ) -> int | None: ...
+
+
+class _Ticket:
+    """A waiting attempt's place in its window's queue (touched only on the quota's thread)."""
+
+    __slots__ = ("ahead", "id", "renewed")
+
+    def __init__(self, ticket_id: str, ahead: int, renewed: float) -> None:
+        self.id = ticket_id
+        self.ahead = ahead  # how many waiters were ahead at the last look
+        self.renewed = renewed  # time.monotonic() of the last renewal of its lease
 
 
 class _SharedPermit:
@@ -145,7 +180,10 @@ class SharedQuota:
 
     Pass it as ``pollux.Config(quota=...)``: every attempt of every call made with that config
     (``run``, ``run_many``, ``stream``, the bridge's governed calls, the ``pollux`` command)
-    waits for room in the shared window, then dispatches.
+    waits for room in the shared window, then dispatches. Attempts that find the window full
+    wait in line, first come, first served across every worker and host: the one that has
+    waited longest goes next, a newcomer does not overtake the line, and a waiter that dies
+    leaves it when its ticket's lease (``queue_lease_s``) ends.
 
     Args:
         store: The store the window lives in: a ``postgresql://...#store_id`` DSN (many hosts), a
@@ -166,7 +204,14 @@ class SharedQuota:
             (retryable); ``"local"``: fall back to this process's share, the limits divided by
             ``workers``, until the store answers again.
         workers: How many workers share the quota (required with ``on_unreachable="local"``).
-        poll_s: The longest pause between two checks of a full window (jittered).
+        poll_s: The longest pause of the queue's pacing: the head of the queue asks the window
+            four times per pause (one request's spacing, at most ``poll_s``), a waiter that
+            could be admitted with everyone ahead of it as often divided by its place, and the
+            rest read their place every pause times their place (see the guide).
+        queue_lease_s: The lease of a waiting attempt's ticket, renewed while it waits: a
+            waiter that dies stops the queue for at most this long. A store given as an
+            object without queues (``queue_join`` and ``queue_position``) falls back to
+            jittered polling without arrival order.
 
     Raises:
         pollux.ConfigurationError: A bad limit, scope, window or fallback.
@@ -195,6 +240,7 @@ class SharedQuota:
         on_unreachable: Literal["fail", "local"] = "fail",
         workers: int | None = None,
         poll_s: float = 0.25,
+        queue_lease_s: float = 5.0,
     ) -> None:
         self.requests_per_minute = check_limit(
             "requests_per_minute", requests_per_minute, owner="SharedQuota "
@@ -234,6 +280,7 @@ class SharedQuota:
         self.default_output_tokens = check_output_tokens(default_output_tokens)
         self.on_unreachable = on_unreachable
         self.poll_s = check_window(poll_s)
+        self.queue_lease_s = check_window(queue_lease_s)
         self._store_arg = store
         self._store: Store | None = None
         self._owned = False
@@ -250,8 +297,18 @@ class SharedQuota:
         # the request), to be written to the shared window once the store answers again.
         self._on_local = False
         self._local_admitted: list[_LocalUse] = []
-        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str]] = {}
+        self._keys: dict[tuple[str, str | None, str | None], tuple[str, str, str, str]] = {}
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        # Waiters queue in the store unless it is an object without queues (then one waiter
+        # of this process polls at a time, jittered).
+        self._fifo = (
+            self._redis is not None
+            or isinstance(store, (str, os.PathLike))
+            or all(
+                callable(getattr(store, method, None))
+                for method in ("queue_join", "queue_position")
+            )
+        )
 
     # -- the store side (runs on the quota's thread) ------------------------------------------
 
@@ -260,8 +317,8 @@ class SharedQuota:
             self._store, self._owned = _open(self._store_arg)
         return self._store
 
-    def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str]:
-        """The window's request and token keys, and its scope digest (for Redis)."""
+    def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str, str]:
+        """The window's request and token keys, its scope digest (for Redis) and queue key."""
         scope = (
             request.key_id
             if self.per == "key"
@@ -275,31 +332,40 @@ class SharedQuota:
                 hashlib.sha256((base + "\nrequests").encode()).hexdigest(),
                 hashlib.sha256((base + "\ntokens").encode()).hexdigest(),
                 hashlib.sha256(base.encode()).hexdigest(),
+                hashlib.sha256((base + "\nqueue").encode()).hexdigest(),
             )
             self._keys[cache_key] = keys
         return keys
 
     def _claims(
-        self, request: QuotaRequest, requests: int, tokens: int, limited: bool
-    ) -> list[WindowClaim]:
-        request_key, token_key, _scope = self._window_keys(request)
+        self, request: QuotaRequest, requests: int, tokens: int, limited: bool, ahead: int = 0
+    ) -> list[WindowClaim] | None:
+        """The window claims of an attempt; None when they cannot fit.
+
+        A waiter with ``ahead`` waiters before it is judged against the limits less their
+        share (one request and as many tokens as this attempt, each), so it is admitted only
+        when the window also has room for everyone ahead of it: none of them waits longer.
+        """
+        request_key, token_key, _scope, _queue = self._window_keys(request)
         claims: list[WindowClaim] = []
         if self.requests_per_minute is not None:
+            limit = Decimal(self.requests_per_minute - ahead) if limited else _UNLIMITED
+            if limit < 1:
+                return None
             claims.append(
-                WindowClaim(
-                    request_key,
-                    "quota.requests",
-                    Decimal(self.requests_per_minute) if limited else _UNLIMITED,
-                    self.window_s,
-                    Decimal(requests),
-                )
+                WindowClaim(request_key, "quota.requests", limit, self.window_s, Decimal(requests))
             )
         if self.tokens_per_minute is not None:
+            limit = (
+                Decimal(self.tokens_per_minute - ahead * request.tokens) if limited else _UNLIMITED
+            )
+            if limit < tokens:
+                return None
             claims.append(
                 WindowClaim(
                     token_key,
                     "quota.tokens",
-                    Decimal(self.tokens_per_minute) if limited else _UNLIMITED,
+                    limit,
                     self.window_s,
                     Decimal(tokens),
                     approximate=True,
@@ -307,23 +373,111 @@ class SharedQuota:
             )
         return claims
 
-    def _try_admit(self, request: QuotaRequest) -> tuple[bool, str | None]:
+    def _attempt(
+        self, request: QuotaRequest, slot: list[_Ticket | None]
+    ) -> tuple[bool, str | None]:
+        """Ask once: admitted and the hold's id, or refused (``slot`` holds the ticket, if any).
+
+        Without a ticket this is a first attempt: admitted when the window has room and
+        nobody waits, else queued. With one, its holder renews it (reading its place) and is
+        admitted when the window has room for it and everyone ahead of it.
+        """
         if self._redis is not None:
-            held = self._redis.admit(
-                self._window_keys(request)[2],
-                1,
-                request.tokens,
-                (self.requests_per_minute, self.tokens_per_minute),
-                2 * self.window_s,
-            )
-            return held is not None, held
+            return self._attempt_redis(request, slot)
         store = self._open_store()
         # In flight for up to one window, then one more window once answered (see _settle); a
         # worker that crashes mid-call leaks its hold for at most two windows.
-        admission = store.reserve(
-            (), self._claims(request, 1, request.tokens, True), lease_seconds=2 * self.window_s
+        lease = 2 * self.window_s
+        claims = self._claims(request, 1, request.tokens, True)
+        assert claims is not None  # too_large refused what can never fit
+        if not self._fifo:
+            admission = store.reserve((), claims, lease_seconds=lease)
+            return admission.ok, admission.reservation_id
+        queue = self._window_keys(request)[3]
+        ticket = slot[0]
+        now = time.monotonic()
+        if ticket is not None and (
+            ticket.ahead > 0 or now - ticket.renewed >= self.queue_lease_s / 3
+        ):
+            ahead = cast("_Queues", store).queue_position(queue, ticket.id, self.queue_lease_s)
+            if ahead is None:  # its lease ended: a new ticket, at the back
+                slot[0] = ticket = None
+            else:
+                ticket.ahead, ticket.renewed = int(ahead), now
+        if ticket is None:
+            gate = WindowClaim(queue, "quota.queue", _GATE, self.window_s, Decimal(1))
+            admission = store.reserve((), [*claims, gate], lease_seconds=lease)
+            if admission.ok:
+                return True, admission.reservation_id
+            slot[0] = ticket = self._join(store, queue, now)
+            short = admission.shortfall
+            if ticket is None or short is None or short.meter != "quota.queue":
+                return False, None  # the window is full: no use asking again at once
+            # Refused only because others wait: it may fit behind them.
+        mine = self._claims(request, 1, request.tokens, True, ticket.ahead)
+        if mine is None:
+            return False, None
+        admission = store.reserve((), mine, lease_seconds=lease)
+        if not admission.ok:
+            return False, None
+        slot[0] = None
+        try:  # after the hold is written: the gate never opens early
+            store.release(ticket.id)
+        except Exception as exc:  # admitted all the same; the ticket ends with its lease
+            _LOG.debug("quota ticket left to its lease: %s", type(exc).__name__)
+        return True, admission.reservation_id
+
+    def _join(self, store: Store, queue: str, now: float) -> _Ticket | None:
+        """Take a ticket at the back of ``queue``: a leased hold on its gate, then its place."""
+        hold = WindowClaim(queue, "quota.queue", _GATE_ROOM, self.window_s, _GATE)
+        ticket = store.reserve((), [hold], lease_seconds=self.queue_lease_s).reservation_id
+        if ticket is None:
+            return None
+        ahead = cast("_Queues", store).queue_join(queue, ticket)
+        if ahead is None:  # its lease ended already: asks again without a place
+            store.release(ticket)
+            return None
+        return _Ticket(ticket, int(ahead), now)
+
+    def _attempt_redis(
+        self, request: QuotaRequest, slot: list[_Ticket | None]
+    ) -> tuple[bool, str | None]:
+        # One script per attempt: it reads the ticket's place, renews it, and admits when the
+        # window has room for it and everyone ahead (a first attempt is queued when refused).
+        assert self._redis is not None
+        ticket = slot[0]
+        fresh = ticket is None
+        ticket_id = os.urandom(12).hex() if ticket is None else ticket.id
+        held, ahead = self._redis.admit(
+            self._window_keys(request)[2],
+            1,
+            request.tokens,
+            (self.requests_per_minute, self.tokens_per_minute),
+            2 * self.window_s,
+            ticket=ticket_id,
+            waiting=not fresh,
+            ticket_lease_s=self.queue_lease_s,
         )
-        return admission.ok, admission.reservation_id
+        if held is not None or ahead < 0:
+            slot[0] = None  # admitted (the script took it off the queue), or its lease ended
+        elif ticket is None:
+            slot[0] = _Ticket(ticket_id, ahead, time.monotonic())
+        else:
+            ticket.ahead, ticket.renewed = ahead, time.monotonic()
+        return held is not None, held
+
+    def _leave(self, request: QuotaRequest, slot: list[_Ticket | None]) -> None:
+        """Release the ticket a waiter still holds (runs after its last attempt, in order)."""
+        ticket, slot[0] = slot[0], None
+        if ticket is None:
+            return
+        try:
+            if self._redis is not None:
+                self._redis.release(self._window_keys(request)[2], ticket.id)
+            else:
+                self._open_store().release(ticket.id)
+        except Exception as exc:  # its lease ends it
+            _LOG.debug("quota ticket left to its lease: %s", type(exc).__name__)
 
     def _settle(self, request: QuotaRequest, reservation: str, tokens: int) -> None:
         if self._redis is not None:
@@ -336,7 +490,7 @@ class SharedQuota:
         # before that, so its window forgets it no later). Written before the worst case is
         # dropped: never a moment counting less.
         store.reserve(
-            (), self._claims(request, 1, max(0, tokens), False), lease_seconds=self.window_s
+            (), self._claims(request, 1, max(0, tokens), False) or [], lease_seconds=self.window_s
         )
         store.release(reservation)
 
@@ -351,9 +505,8 @@ class SharedQuota:
             return
         self._open_store().reserve(
             (),
-            self._claims(
-                request, self.requests_per_minute or 0, self.tokens_per_minute or 0, False
-            ),
+            self._claims(request, self.requests_per_minute or 0, self.tokens_per_minute or 0, False)
+            or [],
             lease_seconds=seconds,
         )
 
@@ -381,7 +534,7 @@ class SharedQuota:
                 self._redis.hold(self._window_keys(request)[2], count, tokens, seconds)
             else:
                 self._open_store().reserve(
-                    (), self._claims(request, count, tokens, False), lease_seconds=seconds
+                    (), self._claims(request, count, tokens, False) or [], lease_seconds=seconds
                 )
         return wrote
 
@@ -440,7 +593,12 @@ class SharedQuota:
             raise too_large(request, self.tokens_per_minute, self.window_s)
 
     async def acquire(self, request: QuotaRequest) -> QuotaPermit:
-        """Wait until the shared window has room, then hold the attempt (see `pollux.CallQuota`).
+        """Wait in line until the shared window has room, then hold the attempt.
+
+        Attempts that find the window full are admitted in arrival order across every worker
+        and host sharing the quota (see the module docs); the wait is bounded by the call's
+        deadline, and the attempt's place in line is given up on every way out. See
+        `pollux.CallQuota`.
 
         Raises:
             pollux.RateLimitError: The window had no room before the call's deadline.
@@ -448,8 +606,10 @@ class SharedQuota:
         """
         self._too_large(request)
         start = time.monotonic()
-        # One waiter of this process asks the store at a time (the others queue behind it in
-        # arrival order), so a full window costs the store one poll per worker, not per call.
+        if self._fifo:
+            return await self._admit(request, start)
+        # Without queues in the store, one waiter of this process asks at a time (the others
+        # queue behind it in arrival order), so a full window costs one poll per worker.
         async with self._admission_lock():
             return await self._admit(request, start)
 
@@ -461,44 +621,51 @@ class SharedQuota:
 
     async def _admit(self, request: QuotaRequest, start: float) -> QuotaPermit:
         polled = time.monotonic() - start > 0.001  # queued behind another waiter
-        while True:
-            if time.monotonic() < self._local_until:
-                permit = await self._local_admit(request)
-                if permit is not None:
-                    return permit
-                continue  # time to ask the store again
-            try:
-                if self._local_admitted:
-                    wrote = await self._call(self._record_local, self._local_admitted)
-                    self._local_admitted = []
-                    if wrote:
-                        # The other workers on their local share ask the store again within
-                        # one recheck: let them write theirs before drawing on the window.
-                        await asyncio.sleep(self._recheck_s)
-                admitted, reservation = await self._call(self._try_admit, request)
-            except (APIError, ConfigurationError):
-                raise
-            except Exception as exc:
-                error = self._unreachable(exc)
-                if error is not None:
-                    raise error from None
-                if not self._on_local:
-                    # What every worker drew from the shared window before the outage still
-                    # counts for one window: the local share starts full.
-                    self._on_local = True
-                    await self._local_share().pause(request, self.window_s)
-                continue
-            if self._on_local:
-                self._on_local = False
-                _LOG.warning("quota %r: the shared store answers again", self.name)
-            now = time.monotonic()
-            if admitted:
-                return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
-            pause = self._pause_s()
-            if request.deadline is not None and now + pause > request.deadline:
-                raise past_deadline(None)
-            polled = True
-            await asyncio.sleep(pause)
+        slot: list[_Ticket | None] = [None]  # the ticket, read and written on the quota's thread
+        try:
+            while True:
+                if time.monotonic() < self._local_until:
+                    permit = await self._local_admit(request)
+                    if permit is not None:
+                        return permit
+                    continue  # time to ask the store again
+                try:
+                    if self._local_admitted:
+                        wrote = await self._call(self._record_local, self._local_admitted)
+                        self._local_admitted = []
+                        if wrote:
+                            # The other workers on their local share ask the store again within
+                            # one recheck: let them write theirs before drawing on the window.
+                            await asyncio.sleep(self._recheck_s)
+                    admitted, reservation = await self._call(self._attempt, request, slot)
+                except (APIError, ConfigurationError):
+                    raise
+                except Exception as exc:
+                    error = self._unreachable(exc)
+                    if error is not None:
+                        raise error from None
+                    if not self._on_local:
+                        # What every worker drew from the shared window before the outage
+                        # still counts for one window: the local share starts full.
+                        self._on_local = True
+                        await self._local_share().pause(request, self.window_s)
+                    continue
+                if self._on_local:
+                    self._on_local = False
+                    _LOG.warning("quota %r: the shared store answers again", self.name)
+                now = time.monotonic()
+                if admitted:
+                    return _SharedPermit(self, request, reservation, now - start if polled else 0.0)
+                pause = self._pause_s(slot[0], request)
+                if request.deadline is not None and now + pause > request.deadline:
+                    raise past_deadline(None)
+                polled = True
+                await asyncio.sleep(pause)
+        finally:
+            # Queued on the quota's thread behind any attempt still running there, so it sees
+            # the ticket that attempt took; not awaited, so a cancelled waiter still leaves.
+            with contextlib.suppress(RuntimeError):  # the quota was closed: the lease ends it
+                self._executor.submit(self._leave, request, slot)
 
     async def _local_admit(self, request: QuotaRequest) -> QuotaPermit | None:
         """Admit on the local share, or None once it is time to ask the store again."""
@@ -522,12 +689,33 @@ class SharedQuota:
         self._local_admitted.append(use)
         return _LocalSharePermit(permit, use)
 
-    def _pause_s(self) -> float:
+    def _pause_s(self, ticket: _Ticket | None, request: QuotaRequest) -> float:
         # About one request's spacing, so a full window is checked about as often as it frees
-        # room; jittered so workers that wait together do not ask together.
+        # room.
         spacing = self.window_s / max(self.requests_per_minute or 1, 1)
         base = min(self.poll_s, max(0.005, spacing))
-        return base * (0.5 + random.random())
+        if not self._fifo:
+            # Jittered so workers that wait together do not ask together.
+            return base * (0.5 + random.random())
+        if ticket is None:  # no place in line (a ticket could not be taken): ask again
+            return base
+        # The head asks four times per request's spacing (room it misses stays unused: it is
+        # the only one asking), and so, proportionally less often, do the waiters a window
+        # could admit together with everyone ahead of them (a window that refills at once is
+        # handed out in one go, not one waiter per pause). The rest only read their place, less
+        # often the further back they are, and often enough to renew their ticket.
+        ahead = ticket.ahead
+        pause = base * max(ahead, 1) / 4 if ahead < self._burst(request) else base * ahead
+        return min(self.queue_lease_s / 3, pause)
+
+    def _burst(self, request: QuotaRequest) -> int:
+        """How many attempts like ``request`` one window holds."""
+        fits = []  # the constructor makes sure there is at least one limit
+        if self.requests_per_minute is not None:
+            fits.append(self.requests_per_minute)
+        if self.tokens_per_minute is not None:
+            fits.append(self.tokens_per_minute // max(1, request.tokens))
+        return max(1, min(fits))
 
     async def pause(self, request: QuotaRequest, seconds: float) -> None:
         """Fill the shared window for ``seconds``: every worker waits out the provider's 429."""

@@ -6,6 +6,11 @@ server's clock, the one clock every worker agrees on) and a hash of each hold's 
 window's running totals. Every decision (admit against the limits, hold unconditionally, release)
 first drops the expired holds, so a crashed worker's holds end with their lease, exactly as they
 do in a pollard store.
+
+Waiters queue in three more keys under the same tag: a sorted set of tickets scored by their
+arrival number (from a counter), and one of the same tickets scored by their lease's end. A first
+attempt is refused while anyone waits and is then queued at the back in the same script; only
+the ticket at the head is admitted; a ticket whose lease ends (its waiter gone) drops out.
 """
 
 from __future__ import annotations
@@ -15,9 +20,15 @@ from typing import Any
 
 __all__ = ["RedisWindows", "is_redis_url"]
 
-# KEYS: holds (zset id -> expiry ms), amounts (hash id -> "requests tokens", plus "=r", "=t").
-# ARGV: hold id, lease ms, requests, tokens, requests limit, tokens limit ("" = no limit).
-# Returns 1 when held, 0 when refused.
+# KEYS: holds (zset id -> expiry ms), amounts (hash id -> "requests tokens", plus "=r", "=t"),
+# queue (zset ticket -> arrival number), leases (zset ticket -> expiry ms), the arrival counter.
+# ARGV: hold id, lease ms, requests, tokens, requests limit, tokens limit ("" = no limit),
+# mode ("": a hold the queue never stops; "new": a first attempt, queued as ARGV[8] unless
+# admitted; "wait": ticket ARGV[8] asks again), ticket lease ms.
+# A queued attempt with n waiters ahead is admitted only when the window also has room for
+# them (n more requests, and n times its tokens): nobody ahead waits longer because of it.
+# Returns {1, 0} when held; {0, n} when refused, the ticket then having n waiters ahead (-1: no
+# ticket: its lease ended, or mode "").
 _ADMIT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -32,12 +43,46 @@ for _, id in ipairs(expired) do
   end
 end
 if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms) end
+local mode = ARGV[7]
+local ticket = ARGV[8]
+local ahead = 0
+local queued = false
+if mode ~= '' then
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+  for _, id in ipairs(gone) do redis.call('ZREM', KEYS[3], id) end
+  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms) end
+  if mode == 'new' then
+    ahead = redis.call('ZCARD', KEYS[3])
+    if ahead > 0 then
+      redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket)
+      queued = true
+    end
+  else
+    local rank = redis.call('ZRANK', KEYS[3], ticket)
+    if not rank then return {0, -1} end
+    ahead = rank
+    queued = true
+  end
+end
 local r = tonumber(ARGV[3])
 local t = tonumber(ARGV[4])
 local held_r = tonumber(redis.call('HGET', KEYS[2], '=r') or '0')
 local held_t = tonumber(redis.call('HGET', KEYS[2], '=t') or '0')
-if ARGV[5] ~= '' and held_r + r > tonumber(ARGV[5]) then return 0 end
-if ARGV[6] ~= '' and held_t + t > tonumber(ARGV[6]) then return 0 end
+local fits = true
+if ARGV[5] ~= '' and held_r + r * (ahead + 1) > tonumber(ARGV[5]) then fits = false end
+if ARGV[6] ~= '' and held_t + t * (ahead + 1) > tonumber(ARGV[6]) then fits = false end
+if not fits then
+  if mode == '' then return {0, -1} end
+  if not queued then redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket) end
+  redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[9]), ticket)
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  for i = 3, 5 do redis.call('PEXPIREAT', KEYS[i], tonumber(last[2]) + 1000) end
+  return {0, ahead}
+end
+if queued then
+  redis.call('ZREM', KEYS[3], ticket)
+  redis.call('ZREM', KEYS[4], ticket)
+end
 redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. ' ' .. ARGV[4])
 redis.call('HINCRBYFLOAT', KEYS[2], '=r', r)
@@ -45,10 +90,12 @@ redis.call('HINCRBYFLOAT', KEYS[2], '=t', t)
 local longest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], tonumber(longest[2]) + 1000)
 redis.call('PEXPIREAT', KEYS[2], tonumber(longest[2]) + 1000)
-return 1
+return {1, 0}
 """
 
 _RELEASE = """
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 local held = redis.call('HGET', KEYS[2], ARGV[1])
 if not held then return 0 end
 local r, t = string.match(held, '(%S+) (%S+)')
@@ -90,11 +137,14 @@ class RedisWindows:
         self._admit = self._client.register_script(_ADMIT)
         self._release = self._client.register_script(_RELEASE)
 
+    #: The keys of one window, in the scripts' KEYS order.
+    PARTS = ("holds", "amounts", "queue", "leases", "arrivals")
+
     @staticmethod
     def _keys(scope: str) -> list[str]:
-        # One hash tag per window: both keys land in one cluster slot.
+        # One hash tag per window: every key of it lands in one cluster slot.
         tag = "{pollard-quota:" + scope[:32] + "}"
-        return [f"pollard:{tag}:holds", f"pollard:{tag}:amounts"]
+        return [f"pollard:{tag}:{part}" for part in RedisWindows.PARTS]
 
     def admit(
         self,
@@ -103,10 +153,26 @@ class RedisWindows:
         tokens: int,
         limits: tuple[int | None, int | None],
         lease_s: float,
-    ) -> str | None:
-        """Hold the amounts when they fit under ``limits``; the hold's id, or None if refused."""
+        *,
+        ticket: str | None = None,
+        waiting: bool = False,
+        ticket_lease_s: float = 0.0,
+    ) -> tuple[str | None, int]:
+        """Hold the amounts when they fit under ``limits`` and the queue lets this attempt in.
+
+        Without ``ticket`` the attempt is not queued (a settlement, a pause). With ``ticket``
+        and ``waiting=False`` it is a first attempt: admitted when nobody waits and it fits,
+        else queued at the back under ``ticket``. With ``waiting=True`` the ticket's holder
+        asks again, renewing the ticket. A queued attempt is admitted only when the window
+        also has room for every waiter ahead of it, and then leaves the queue.
+
+        Returns:
+            The hold's id (None when refused), and how many waiters are ahead of the ticket
+            (-1 without one: not queued, or its lease ended).
+        """
         self._connect()
         hold = os.urandom(12).hex()
+        mode = "" if ticket is None else ("wait" if waiting else "new")
         args = [
             hold,
             max(1, round(lease_s * 1000)),
@@ -114,17 +180,21 @@ class RedisWindows:
             tokens,
             "" if limits[0] is None else limits[0],
             "" if limits[1] is None else limits[1],
+            mode,
+            ticket or "",
+            max(1, round(ticket_lease_s * 1000)),
         ]
-        return hold if int(self._admit(keys=self._keys(scope), args=args)) == 1 else None
+        held, ahead = self._admit(keys=self._keys(scope), args=args)
+        return (hold if int(held) == 1 else None), int(ahead)
 
     def hold(self, scope: str, requests: int, tokens: int, lease_s: float) -> str:
         """Hold the amounts whatever the limits (what was used, or a provider's pause)."""
-        held = self.admit(scope, requests, tokens, (None, None), lease_s)
+        held, _ = self.admit(scope, requests, tokens, (None, None), lease_s)
         assert held is not None
         return held
 
     def release(self, scope: str, hold: str) -> None:
-        """Drop a hold (idempotent)."""
+        """Drop a hold or a waiting ticket (idempotent)."""
         self._connect()
         self._release(keys=self._keys(scope), args=[hold])
 
