@@ -253,13 +253,21 @@ def run(scale: float) -> list[Outcome]:
             )
         )
     if _postgres_up():
+        from stress.camp_contention import _drop
+
         store = f"{PG_DSN}?application_name={_APP}#quota-{uuid.uuid4().hex[:8]}"
-        outcomes.append(
-            _campaign("quota postgres rpm", store, {"requests": REQUESTS}, scale, cut=False)
-        )
-        outcomes.append(
-            _campaign("quota postgres cut", store + "c", {"requests": REQUESTS}, scale, cut=True)
-        )
+        try:
+            outcomes.append(
+                _campaign("quota postgres rpm", store, {"requests": REQUESTS}, scale, cut=False)
+            )
+            outcomes.append(
+                _campaign(
+                    "quota postgres cut", store + "c", {"requests": REQUESTS}, scale, cut=True
+                )
+            )
+        finally:  # the shared database keeps no rows of this campaign's store ids
+            for used in (store, store + "-floor", store + "c", store + "c-floor"):
+                _drop(used)
     else:
         skipped = Outcome("quota postgres", "PostgreSQL at 127.0.0.1:5432")
         skipped.skipped = "no server"
