@@ -33,6 +33,7 @@ __all__ = [
     "Offload",
     "Pause",
     "Step",
+    "Wait",
     "drive_async",
     "drive_sync",
     "io",
@@ -205,27 +206,57 @@ def _warn_callback(exc: Exception) -> None:
 
 
 @dataclass(slots=True)
+class Wait(Effect):
+    """Wait for an event of the event loop (an ordered fan-out's earlier step, see `_order`)."""
+
+    event: asyncio.Event
+
+    def run_sync(self) -> Any:
+        if not self.event.is_set():  # only async forks wait for one another
+            raise TypeError("an ordered fan-out's step needs AsyncRuntime")
+
+    async def run_async(self, offload: Offload) -> Any:
+        await self.event.wait()
+
+
+@dataclass(slots=True)
 class Io(Effect):
     """Store I/O: ``fn(*args, **kwargs)``.
 
     ``undo`` (optional) is called with the value when the operation completed in a worker
     thread but the awaiting task was cancelled meanwhile, so the value never reaches the core
     (for example: release the reservation that a cancelled ``reserve`` created).
+
+    ``queued`` (optional) is called, on the caller's thread, once the operation is certain to
+    run before any store operation queued after the call: right after it was handed to a
+    store's I/O thread (one thread runs its queue in order), after it ran inline, or once it
+    returned from a pool executor (which keeps no order).
     """
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] | None = None
     undo: Callable[[Any], Any] | None = None
+    queued: Callable[[], None] | None = None
 
     def run_sync(self) -> Any:
-        return self.fn(*self.args, **(self.kwargs or {}))
+        try:
+            return self.fn(*self.args, **(self.kwargs or {}))
+        finally:
+            if self.queued is not None:
+                self.queued()
 
     async def run_async(self, offload: Offload) -> Any:
         if offload is False:
-            return self.fn(*self.args, **(self.kwargs or {}))
+            if self.queued is None:
+                return self.fn(*self.args, **(self.kwargs or {}))
+            return self.run_sync()
         executor = None if offload is True else offload
-        return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo, executor)
+        if self.queued is None:
+            return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo, executor)
+        return await offload_call(
+            self.fn, self.args, self.kwargs or {}, self.undo, executor, self.queued
+        )
 
 
 async def offload_call(
@@ -234,10 +265,12 @@ async def offload_call(
     kwargs: dict[str, Any],
     undo: Callable[[Any], Any] | None = None,
     executor: Executor | None = None,
+    queued: Callable[[], None] | None = None,
 ) -> Any:
     """Run ``fn`` in a worker thread; a cancellation waits for the thread before propagating.
 
     ``executor`` runs it (the store's own I/O thread), or the loop's default executor when None.
+    ``queued`` is called once ``fn`` is sure to run before anything queued later (see `Io`).
     A thread cannot be stopped, so a task cancelled while its store I/O runs would otherwise
     finish (and let the runtime close the store) while the thread still uses a connection. Here
     the cancellation is delivered only once the call has returned; if it returned a value, it is
@@ -247,7 +280,7 @@ async def offload_call(
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
     if isinstance(executor, IoThread):
-        return await _on_io_thread(executor, loop, call, undo)
+        return await _on_io_thread(executor, loop, call, undo, queued)
     future = loop.run_in_executor(executor, call)
     # Whoever stops waiting (a cancellation, a closed coroutine), the outcome is consumed here,
     # so asyncio never logs "exception was never retrieved" for it.
@@ -259,6 +292,9 @@ async def offload_call(
         if undo is not None and not future.cancelled() and future.exception() is None:
             await _undo(loop, undo, future.result())
         raise
+    finally:
+        if queued is not None:  # a pool keeps no order: only a finished call is "before"
+            queued()
 
 
 async def _on_io_thread(
@@ -266,9 +302,12 @@ async def _on_io_thread(
     loop: asyncio.AbstractEventLoop,
     call: Callable[[], Any],
     undo: Callable[[Any], Any] | None,
+    queued: Callable[[], None] | None = None,
 ) -> Any:
     """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
     pending = io_thread.run_soon(loop, call, undo)
+    if queued is not None:  # the thread runs its queue in order
+        queued()
     try:
         return await pending.waiter
     except asyncio.CancelledError:
@@ -339,7 +378,7 @@ def drive_sync(gen: Step) -> Any:
             return stop.value
         value, error = None, None
         try:
-            if type(effect) is Io:  # the common cases, without a method call
+            if type(effect) is Io and effect.queued is None:  # the common cases, no method call
                 kwargs = effect.kwargs
                 value = effect.fn(*effect.args, **kwargs) if kwargs else effect.fn(*effect.args)
             elif type(effect) is Invoke:
