@@ -314,3 +314,31 @@ async def test_a_cancelling_shutdown_cancels_what_never_ran(tmp_path: Path) -> N
     with pytest.raises(asyncio.CancelledError):
         await queued.waiter
     assert queued.outcome is not None and not queued.outcome[0]
+
+
+def test_checkpoints_run_beside_the_io_thread_not_in_its_commits(tmp_path: Path) -> None:
+    # A checkpoint (two fsyncs) inside a commit would hold up every step queued behind it: the
+    # thread's own commits never checkpoint, and every `_checkpoint_every` operations a
+    # checkpoint copies the WAL into the database from a thread of its own.
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    store._checkpoint_every = 10**9
+    root = Node.create("root", None, {"label": "c"})
+    io = store.io_executor
+    io.submit(store.put, root).result()
+    for i in range(20):
+        io.submit(store.put, Node.create("note", root.id, {"i": i})).result()
+    assert store._io_conn is not None
+    assert store._io_conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    assert store._checkpointer is None
+    before = path.stat().st_size
+    store._checkpoint_every = 4
+    for i in range(20, 24):
+        io.submit(store.put, Node.create("note", root.id, {"i": i})).result()
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    checkpointer.join(10)
+    assert path.stat().st_size > before  # the WAL's pages are in the database file now
+    store.close()
+    with SQLiteStore(path) as again:
+        assert len(again.children(root.id)) == 24

@@ -266,6 +266,9 @@ class SQLiteStore(SqlStore):
 
     dialect = Dialect()
     _close_timeout: float = 60.0  # how long close() waits for other threads' operations
+    # Operations of the I/O thread between two checkpoints (SQLite's own default is every 1,000
+    # WAL pages; a governed step writes about four).
+    _checkpoint_every: int = 256
 
     def __init__(
         self,
@@ -295,6 +298,8 @@ class SQLiteStore(SqlStore):
         self._closed = False
         self._io: IoThread | None = None
         self._io_conn: sqlite3.Connection | None = None  # the I/O thread's one connection
+        self._io_ops = 0  # operations of the I/O thread since its last checkpoint
+        self._checkpointer: threading.Thread | None = None
         _refuse_special(self.path)
         # What connections open: the file itself, or for a read-only open of a pollard 0.8
         # store a migrated copy in a temporary folder (reading never writes the store).
@@ -486,24 +491,36 @@ class SQLiteStore(SqlStore):
                 f"the SQLite store {self.path} is open read-only",
                 hint="open it without read_only=True to record",
             )
+        # Inside a batch of the I/O thread (see _run_batch) the operation is a savepoint of the
+        # batch's transaction: it is undone alone when it fails, committed with the batch. The
+        # batch already holds the connection in use (close() waits for it), so the operation
+        # takes it as it is.
+        grouped: sqlite3.Connection | None = getattr(self._local, "grouped", None)
+        if grouped is not None:
+            cur = grouped.cursor()
+            cur.execute("SAVEPOINT operation")
+            try:
+                yield cur
+            except BaseException:
+                if grouped.in_transaction:  # SQLite may have rolled back already (I/O error)
+                    cur.execute("ROLLBACK TO operation")
+                    cur.execute("RELEASE operation")
+                cur.close()
+                raise
+            cur.execute("RELEASE operation")
+            cur.close()
+            return
         with self._use() as conn:
-            # Inside a batch of the I/O thread (see _run_batch) the operation is a savepoint of
-            # the batch's transaction: it is undone alone when it fails, committed with the batch.
-            grouped = getattr(self._local, "grouped", False)
             cur = conn.cursor()
-            cur.execute("SAVEPOINT operation" if grouped else self.dialect.begin)
+            cur.execute(self.dialect.begin)
             try:
                 yield cur
             except BaseException:
                 if conn.in_transaction:  # SQLite may have rolled back already (an I/O error)
-                    if grouped:
-                        cur.execute("ROLLBACK TO operation")
-                        cur.execute("RELEASE operation")
-                    else:
-                        cur.execute("ROLLBACK")
+                    cur.execute("ROLLBACK")
                 cur.close()
                 raise
-            cur.execute("RELEASE operation" if grouped else "COMMIT")
+            cur.execute("COMMIT")
             cur.close()
 
     @property
@@ -539,6 +556,7 @@ class SQLiteStore(SqlStore):
         # The child must not use the parent's connection either: its thread opens its own.
         self._io = None
         self._io_conn = None
+        self._checkpointer = None
 
     def _bind_io_connection(self) -> None:
         """Give the (new) I/O thread the store's one I/O connection (kept across restarts)."""
@@ -548,6 +566,10 @@ class SQLiteStore(SqlStore):
             raise self._closed_error()
         if conn is None:
             conn = self._connect()
+            if not self.read_only:
+                # Its commits never checkpoint: a checkpoint (two fsyncs) would hold up every
+                # step queued behind it; `_checkpoint_soon` runs them beside this thread.
+                conn.execute("PRAGMA wal_autocheckpoint=0")
             with self._ops:
                 if self._closed:
                     conn.close()
@@ -558,15 +580,21 @@ class SQLiteStore(SqlStore):
 
     def _run_batch(self, operations: Sequence[Callable[[], Any]]) -> list[Outcome]:
         """Run a batch of the I/O thread in one transaction; every outcome waits for its commit."""
-        if len(operations) == 1 or self.read_only:
+        if self.read_only:
+            return run_each(operations)
+        self._io_ops += len(operations)
+        if self._io_ops >= self._checkpoint_every:
+            self._io_ops = 0
+            self._checkpoint_soon()
+        if len(operations) == 1:
             return run_each(operations)
         with self._use() as conn:  # close() waits for the whole batch
             conn.execute(self.dialect.begin)
-            self._local.grouped = True
+            self._local.grouped = conn
             try:
                 outcomes = run_each(operations)
             finally:
-                self._local.grouped = False
+                self._local.grouped = None
             try:
                 if not conn.in_transaction:  # an operation's error made SQLite roll back
                     raise PollardError(
@@ -581,6 +609,36 @@ class SQLiteStore(SqlStore):
                 return [(False, exc if ok else value) for ok, value in outcomes]
         return outcomes
 
+    def _checkpoint_soon(self) -> None:
+        """Checkpoint the WAL in a thread of its own (one at a time), beside the I/O thread.
+
+        WAL mode lets a checkpoint copy committed pages into the database while writers go on,
+        so the I/O thread keeps committing steps meanwhile. What is durable when is unchanged:
+        a commit is in the WAL either way (``synchronous=NORMAL``), and the checkpoint syncs
+        the WAL before copying it, as SQLite's automatic one does.
+        """
+        with self._ops:
+            running = self._checkpointer
+            if self._closed or (running is not None and running.is_alive()):
+                return
+            thread = threading.Thread(
+                target=self._checkpoint,
+                name=f"pollard-sqlite-checkpoint:{self.path.name}",
+                daemon=True,
+            )
+            self._checkpointer = thread
+        thread.start()
+
+    def _checkpoint(self) -> None:
+        try:
+            conn = self._connect()
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # the next checkpoint (or the last connection's close) copies those pages
+
     def compact(self) -> int:
         """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed.
 
@@ -588,7 +646,7 @@ class SQLiteStore(SqlStore):
             PollardError: Called inside a batch of `io_executor` (VACUUM needs its own
                 transaction); maintenance is offline: call it directly.
         """
-        if getattr(self._local, "grouped", False):
+        if getattr(self._local, "grouped", None) is not None:
             raise PollardError(
                 "compact() cannot run inside a batch of the store's I/O thread",
                 hint="call store.compact() directly, while no runtime is writing",
@@ -610,6 +668,10 @@ class SQLiteStore(SqlStore):
             io = self._io
         if io is not None:  # run what is queued for the I/O thread first (its steps settle)
             io.shutdown(wait=True, timeout=self._close_timeout)
+        with self._ops:
+            checkpointer = self._checkpointer
+        if checkpointer is not None and checkpointer is not threading.current_thread():
+            checkpointer.join(self._close_timeout)
         me = threading.get_ident()
         with self._ops:
             self._closed = True
