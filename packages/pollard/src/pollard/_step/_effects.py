@@ -393,6 +393,7 @@ def drive_sync(gen: Step) -> Any:
 
 async def drive_async(gen: Step, offload: Offload) -> Any:
     """Run a core generator to completion on the event loop."""
+    io_thread = offload if isinstance(offload, IoThread) else None
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -402,6 +403,14 @@ async def drive_async(gen: Step, offload: Offload) -> Any:
             return stop.value
         value, error = None, None
         try:
-            value = await effect.run_async(offload)
+            if io_thread is not None and type(effect) is Io:  # the common case, no extra frames
+                kwargs = effect.kwargs or {}
+                call = functools.partial(
+                    contextvars.copy_context().run, effect.fn, *effect.args, **kwargs
+                )
+                loop = asyncio.get_running_loop()
+                value = await _on_io_thread(io_thread, loop, call, effect.undo, effect.queued)
+            else:
+                value = await effect.run_async(offload)
         except BaseException as exc:
             error = exc
