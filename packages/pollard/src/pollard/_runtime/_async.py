@@ -211,11 +211,11 @@ class AsyncRun(RunView):
         A fan-out that must refuse the same steps on every run (the last ones, when a budget
         runs out) admits its steps in order: ``await forks.fork(i)`` waits until fork ``i - 1``
         has taken its turn and returns fork ``i``, whose first budgeted step is admitted after
-        ``i - 1``'s. The admissions pipeline: fork ``i`` may start once fork ``i - 1``'s
-        reservation is queued on the store's I/O thread (which runs reservations in that order,
-        and commits a burst of them together), not once it returned. Once a reservation comes
-        back short, the rest are admitted one at a time, so a budget that runs out refuses
-        exactly the steps that one-at-a-time admission would.
+        ``i - 1``'s. The turn passes as soon as fork ``i - 1``'s reservation returned (in the
+        callback that brings it back to the event loop), not once its step resumed. A
+        reservation that comes back short (a step waiting for room, or refused) makes the next
+        forks wait until its admission ended, so a budget that runs out refuses exactly the
+        steps that one-at-a-time admission would.
 
         Call ``forks.done(i)`` once fork ``i``'s step ended (in a ``finally``), so a fork that
         never reached admission (served from the ledger, failed before) lets the next one go.

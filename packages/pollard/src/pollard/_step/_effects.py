@@ -227,35 +227,35 @@ class Io(Effect):
     thread but the awaiting task was cancelled meanwhile, so the value never reaches the core
     (for example: release the reservation that a cancelled ``reserve`` created).
 
-    ``queued`` (optional) is called, on the caller's thread, once the operation is certain to
-    run before any store operation queued after the call: right after it was handed to a
-    store's I/O thread (one thread runs its queue in order), after it ran inline, or once it
-    returned from a pool executor (which keeps no order).
+    ``answered`` (optional) is called on the caller's thread as soon as the operation returned
+    (or raised): after it ran inline, when a store's I/O thread hands its batch's outcomes back
+    to the event loop (in that callback, a loop iteration before the awaiting step resumes), or
+    once a pool executor finished it.
     """
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] | None = None
     undo: Callable[[Any], Any] | None = None
-    queued: Callable[[], None] | None = None
+    answered: Callable[[], None] | None = None
 
     def run_sync(self) -> Any:
         try:
             return self.fn(*self.args, **(self.kwargs or {}))
         finally:
-            if self.queued is not None:
-                self.queued()
+            if self.answered is not None:
+                self.answered()
 
     async def run_async(self, offload: Offload) -> Any:
         if offload is False:
-            if self.queued is None:
+            if self.answered is None:
                 return self.fn(*self.args, **(self.kwargs or {}))
             return self.run_sync()
         executor = None if offload is True else offload
-        if self.queued is None:
+        if self.answered is None:
             return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo, executor)
         return await offload_call(
-            self.fn, self.args, self.kwargs or {}, self.undo, executor, self.queued
+            self.fn, self.args, self.kwargs or {}, self.undo, executor, self.answered
         )
 
 
@@ -265,12 +265,12 @@ async def offload_call(
     kwargs: dict[str, Any],
     undo: Callable[[Any], Any] | None = None,
     executor: Executor | None = None,
-    queued: Callable[[], None] | None = None,
+    answered: Callable[[], None] | None = None,
 ) -> Any:
     """Run ``fn`` in a worker thread; a cancellation waits for the thread before propagating.
 
     ``executor`` runs it (the store's own I/O thread), or the loop's default executor when None.
-    ``queued`` is called once ``fn`` is sure to run before anything queued later (see `Io`).
+    ``answered`` is called once ``fn`` returned (see `Io`).
     A thread cannot be stopped, so a task cancelled while its store I/O runs would otherwise
     finish (and let the runtime close the store) while the thread still uses a connection. Here
     the cancellation is delivered only once the call has returned; if it returned a value, it is
@@ -280,7 +280,7 @@ async def offload_call(
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
     if isinstance(executor, IoThread):
-        return await _on_io_thread(executor, loop, call, undo, queued)
+        return await _on_io_thread(executor, loop, call, undo, answered)
     future = loop.run_in_executor(executor, call)
     # Whoever stops waiting (a cancellation, a closed coroutine), the outcome is consumed here,
     # so asyncio never logs "exception was never retrieved" for it.
@@ -293,8 +293,8 @@ async def offload_call(
             await _undo(loop, undo, future.result())
         raise
     finally:
-        if queued is not None:  # a pool keeps no order: only a finished call is "before"
-            queued()
+        if answered is not None:
+            answered()
 
 
 async def _on_io_thread(
@@ -302,12 +302,10 @@ async def _on_io_thread(
     loop: asyncio.AbstractEventLoop,
     call: Callable[[], Any],
     undo: Callable[[Any], Any] | None,
-    queued: Callable[[], None] | None = None,
+    answered: Callable[[], None] | None = None,
 ) -> Any:
     """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
-    pending = io_thread.run_soon(loop, call, undo)
-    if queued is not None:  # the thread runs its queue in order
-        queued()
+    pending = io_thread.run_soon(loop, call, undo, answered)
     try:
         return await pending.waiter
     except asyncio.CancelledError:
@@ -378,7 +376,7 @@ def drive_sync(gen: Step) -> Any:
             return stop.value
         value, error = None, None
         try:
-            if type(effect) is Io and effect.queued is None:  # the common cases, no method call
+            if type(effect) is Io and effect.answered is None:  # the common cases, no method call
                 kwargs = effect.kwargs
                 value = effect.fn(*effect.args, **kwargs) if kwargs else effect.fn(*effect.args)
             elif type(effect) is Invoke:
@@ -409,7 +407,7 @@ async def drive_async(gen: Step, offload: Offload) -> Any:
                     contextvars.copy_context().run, effect.fn, *effect.args, **kwargs
                 )
                 loop = asyncio.get_running_loop()
-                value = await _on_io_thread(io_thread, loop, call, effect.undo, effect.queued)
+                value = await _on_io_thread(io_thread, loop, call, effect.undo, effect.answered)
             else:
                 value = await effect.run_async(offload)
         except BaseException as exc:
