@@ -24,7 +24,6 @@ from pollard._runtime._sync import (
 from pollard._step._charged import record_charged
 from pollard._step._cursor import PAYLOAD, RunState
 from pollard._step._effects import Offload, Step, drive_async, drive_sync
-from pollard._step._order import AdmissionOrder, Turn
 from pollard._step._protocols import Meter
 from pollard.errors import PollardError
 
@@ -36,7 +35,6 @@ __all__ = [
     "AsyncBranch",
     "AsyncRun",
     "AsyncRuntime",
-    "OrderedForks",
     "async_view",
     "fork",
     "offload_of",
@@ -205,45 +203,6 @@ class AsyncRun(RunView):
         """
         return fork(self)
 
-    def ordered_forks(self, count: int) -> OrderedForks:
-        """Forks for a fan-out of ``count`` steps whose budgets admit them in index order.
-
-        A fan-out that must refuse the same steps on every run (the last ones, when a budget
-        runs out) admits its steps in order: ``await forks.fork(i)`` waits until fork ``i - 1``
-        has taken its turn and returns fork ``i``, whose first budgeted step is admitted after
-        ``i - 1``'s. The turn passes as soon as fork ``i - 1``'s reservation returned (in the
-        callback that brings it back to the event loop), not once its step resumed. A
-        reservation that comes back short (a step waiting for room, or refused) makes the next
-        forks wait until its admission ended, so a budget that runs out refuses exactly the
-        steps that one-at-a-time admission would.
-
-        Call ``forks.done(i)`` once fork ``i``'s step ended (in a ``finally``), so a fork that
-        never reached admission (served from the ledger, failed before) lets the next one go.
-
-        Example:
-            >>> import asyncio
-            >>> from pollard import AsyncRuntime, Budget
-            >>> async def model(payload):
-            ...     return {"text": payload["q"]}
-            >>> async def main():
-            ...     async with AsyncRuntime().run("fan", budget=Budget(steps=2)) as run:
-            ...         forks = run.ordered_forks(3)
-            ...
-            ...         async def one(i):
-            ...             fork = await forks.fork(i)
-            ...             try:
-            ...                 return (await fork.model_call({"q": str(i)}, fn=model)).kind.value
-            ...             except Exception as exc:
-            ...                 return type(exc).__name__
-            ...             finally:
-            ...                 forks.done(i)
-            ...
-            ...         return await asyncio.gather(*(one(i) for i in (2, 1, 0)))
-            >>> asyncio.run(main())
-            ['BudgetExceeded', 'model_call', 'model_call']
-        """
-        return OrderedForks(self, count)
-
     async def _drive(self, gen: Step) -> Node:
         return cast(Node, await drive_async(gen, self._offload))
 
@@ -367,30 +326,6 @@ class AsyncRun(RunView):
     aconfirm = confirm
     anote = note
     abranch = branch
-
-
-class OrderedForks:
-    """Forks of one run whose first budgeted steps are admitted in index order.
-
-    What `AsyncRun.ordered_forks` returns; see there.
-    """
-
-    __slots__ = ("_order", "_run")
-
-    def __init__(self, run: AsyncRun, count: int) -> None:
-        self._run = run
-        self._order = AdmissionOrder(count)
-
-    async def fork(self, index: int) -> AsyncRun:
-        """Wait for fork ``index``'s turn, then return it (a fork of the run at its cursor)."""
-        await self._order.wait(index)
-        state = run_state(self._run).fork()
-        state.turn = Turn(self._order, index)
-        return AsyncRun(state, self._run._offload)
-
-    def done(self, index: int) -> None:
-        """Fork ``index``'s step ended (or never started): the next fork may take its turn."""
-        self._order.finished(index)
 
 
 class AsyncBranch:

@@ -30,7 +30,6 @@ from pollard._step._effects import Effect, Emit, Pause, Step, io
 from pollard.errors import BudgetExceeded, MissingRecording, PollardError
 
 if TYPE_CHECKING:
-    from pollard._step._order import Turn
     from pollard._step._state import CursorState
 
 __all__ = [
@@ -62,19 +61,6 @@ def admit(state: CursorState, node: Node, credit: Mapping[str, Decimal] | None =
     dispatches were already charged: only the estimate beyond it is held, and a meter it covers
     is not claimed at all (so a budget those dispatches exhausted still admits their resume).
     """
-    turn = state.turn
-    if turn is None:
-        return (yield from _admit(state, node, credit, None))
-    state.turn = None  # only the fork's first admission takes the turn
-    try:
-        return (yield from _admit(state, node, credit, turn))
-    finally:
-        turn.finished()
-
-
-def _admit(
-    state: CursorState, node: Node, credit: Mapping[str, Decimal] | None, turn: Turn | None
-) -> Step:
     rt = state.rt
     if rt.unrecorded:  # a step that ran is recorded before another is admitted
         yield io(rt.record_unrecorded)
@@ -93,11 +79,7 @@ def _admit(
         return estimates, None
     # If the step is cancelled while an offloaded reserve runs, the driver waits for it and
     # hands the admission to ``undo``, so no reservation outlives the step.
-    admission: Admission
-    if turn is None:
-        admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
-    else:  # an ordered fan-out's fork: reserved in index order, pipelined
-        admission = yield from turn.reserve(rt, claims, windows)
+    admission: Admission = yield io(rt.reserve, claims, windows, undo=rt.release_admission)
     if admission.shortfall is not None and _held_elsewhere(admission.shortfall):
         admission = yield from _wait_for_room(state, claims, windows, admission)
     if admission.shortfall is not None:

@@ -33,7 +33,6 @@ __all__ = [
     "Offload",
     "Pause",
     "Step",
-    "Wait",
     "drive_async",
     "drive_sync",
     "io",
@@ -206,57 +205,27 @@ def _warn_callback(exc: Exception) -> None:
 
 
 @dataclass(slots=True)
-class Wait(Effect):
-    """Wait for an event of the event loop (an ordered fan-out's earlier step, see `_order`)."""
-
-    event: asyncio.Event
-
-    def run_sync(self) -> Any:
-        if not self.event.is_set():  # only async forks wait for one another
-            raise TypeError("an ordered fan-out's step needs AsyncRuntime")
-
-    async def run_async(self, offload: Offload) -> Any:
-        await self.event.wait()
-
-
-@dataclass(slots=True)
 class Io(Effect):
     """Store I/O: ``fn(*args, **kwargs)``.
 
     ``undo`` (optional) is called with the value when the operation completed in a worker
     thread but the awaiting task was cancelled meanwhile, so the value never reaches the core
     (for example: release the reservation that a cancelled ``reserve`` created).
-
-    ``answered`` (optional) is called on the caller's thread as soon as the operation returned
-    (or raised): after it ran inline, when a store's I/O thread hands its batch's outcomes back
-    to the event loop (in that callback, a loop iteration before the awaiting step resumes), or
-    once a pool executor finished it.
     """
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] | None = None
     undo: Callable[[Any], Any] | None = None
-    answered: Callable[[], None] | None = None
 
     def run_sync(self) -> Any:
-        try:
-            return self.fn(*self.args, **(self.kwargs or {}))
-        finally:
-            if self.answered is not None:
-                self.answered()
+        return self.fn(*self.args, **(self.kwargs or {}))
 
     async def run_async(self, offload: Offload) -> Any:
         if offload is False:
-            if self.answered is None:
-                return self.fn(*self.args, **(self.kwargs or {}))
-            return self.run_sync()
+            return self.fn(*self.args, **(self.kwargs or {}))
         executor = None if offload is True else offload
-        if self.answered is None:
-            return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo, executor)
-        return await offload_call(
-            self.fn, self.args, self.kwargs or {}, self.undo, executor, self.answered
-        )
+        return await offload_call(self.fn, self.args, self.kwargs or {}, self.undo, executor)
 
 
 async def offload_call(
@@ -265,12 +234,10 @@ async def offload_call(
     kwargs: dict[str, Any],
     undo: Callable[[Any], Any] | None = None,
     executor: Executor | None = None,
-    answered: Callable[[], None] | None = None,
 ) -> Any:
     """Run ``fn`` in a worker thread; a cancellation waits for the thread before propagating.
 
     ``executor`` runs it (the store's own I/O thread), or the loop's default executor when None.
-    ``answered`` is called once ``fn`` returned (see `Io`).
     A thread cannot be stopped, so a task cancelled while its store I/O runs would otherwise
     finish (and let the runtime close the store) while the thread still uses a connection. Here
     the cancellation is delivered only once the call has returned; if it returned a value, it is
@@ -280,7 +247,7 @@ async def offload_call(
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
     if isinstance(executor, IoThread):
-        return await _on_io_thread(executor, loop, call, undo, answered)
+        return await _on_io_thread(executor, loop, call, undo)
     future = loop.run_in_executor(executor, call)
     # Whoever stops waiting (a cancellation, a closed coroutine), the outcome is consumed here,
     # so asyncio never logs "exception was never retrieved" for it.
@@ -292,9 +259,6 @@ async def offload_call(
         if undo is not None and not future.cancelled() and future.exception() is None:
             await _undo(loop, undo, future.result())
         raise
-    finally:
-        if answered is not None:
-            answered()
 
 
 async def _on_io_thread(
@@ -302,10 +266,9 @@ async def _on_io_thread(
     loop: asyncio.AbstractEventLoop,
     call: Callable[[], Any],
     undo: Callable[[Any], Any] | None,
-    answered: Callable[[], None] | None = None,
 ) -> Any:
     """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
-    pending = io_thread.run_soon(loop, call, undo, answered)
+    pending = io_thread.run_soon(loop, call, undo)
     try:
         return await pending.waiter
     except asyncio.CancelledError:
@@ -376,7 +339,7 @@ def drive_sync(gen: Step) -> Any:
             return stop.value
         value, error = None, None
         try:
-            if type(effect) is Io and effect.answered is None:  # the common cases, no method call
+            if type(effect) is Io:  # the common cases, without a method call
                 kwargs = effect.kwargs
                 value = effect.fn(*effect.args, **kwargs) if kwargs else effect.fn(*effect.args)
             elif type(effect) is Invoke:
@@ -407,7 +370,7 @@ async def drive_async(gen: Step, offload: Offload) -> Any:
                     contextvars.copy_context().run, effect.fn, *effect.args, **kwargs
                 )
                 loop = asyncio.get_running_loop()
-                value = await _on_io_thread(io_thread, loop, call, effect.undo, effect.answered)
+                value = await _on_io_thread(io_thread, loop, call, effect.undo)
             else:
                 value = await effect.run_async(offload)
         except BaseException as exc:

@@ -24,7 +24,6 @@ from pollard.stores._host import holder_text, liveness
 
 if TYPE_CHECKING:
     from pollard._core._store import Store
-    from pollard._step._order import Turn
 
 __all__ = ["CursorState"]
 
@@ -80,7 +79,6 @@ class CursorState:
         "shared",
         "spent",
         "tools",
-        "turn",
     )
 
     def __init__(
@@ -117,8 +115,6 @@ class CursorState:
         # A root opened with shared=True takes no append lease: many workers start their own
         # lines under one label (each line below the root still has one writer).
         self.shared = False
-        # A fork of an ordered fan-out: its first budgeted admission takes this turn (`_order`).
-        self.turn: Turn | None = None
 
     @property
     def store(self) -> Store:

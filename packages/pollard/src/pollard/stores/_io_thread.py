@@ -47,17 +47,12 @@ class Pending:
         outcome: The `Outcome`, set on the loop once the operation's batch has run.
     """
 
-    __slots__ = ("_finished", "answered", "loop", "outcome", "undo", "undo_outcome", "waiter")
+    __slots__ = ("_finished", "loop", "outcome", "undo", "undo_outcome", "waiter")
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        undo: Callable[[Any], Any] | None = None,
-        answered: Callable[[], None] | None = None,
+        self, loop: asyncio.AbstractEventLoop, undo: Callable[[Any], Any] | None = None
     ) -> None:
         self.loop = loop
-        #: Called on the loop right when the outcome arrives, before the awaiting task resumes.
-        self.answered = answered
         self.waiter: asyncio.Future[Any] = loop.create_future()
         self.outcome: Outcome | None = None
         #: Called with the value on the I/O thread, right after the operation, when the waiter
@@ -88,8 +83,6 @@ class Pending:
                 waiter.exception()  # handed to the awaiting task; never "never retrieved"
         if self._finished is not None and not self._finished.done():
             self._finished.set_result(None)
-        if self.answered is not None:
-            self.answered()
 
 
 # A queued operation: what to complete (a concurrent future, or a Pending of a loop) and the
@@ -165,7 +158,6 @@ class IoThread(Executor):
         loop: asyncio.AbstractEventLoop,
         operation: Callable[[], Any],
         undo: Callable[[Any], Any] | None = None,
-        answered: Callable[[], None] | None = None,
     ) -> Pending:
         """Queue ``operation()`` from ``loop``; its `Pending` settles there after its batch.
 
@@ -173,14 +165,12 @@ class IoThread(Executor):
         outcome is still recorded (``Pending.finished()`` tells when). If the waiter was
         cancelled by the time the operation returned a value, ``undo(value)`` runs on this
         thread before anything queued later, so a store closed meanwhile (its close waits for
-        this thread) is never left holding what the operation created. ``answered()`` is called
-        on the loop as soon as the outcome is there, in the callback that settles it (a task
-        waiting for the waiter resumes one loop iteration later).
+        this thread) is never left holding what the operation created.
 
         Raises:
             Exception: ``closed_error()`` after `shutdown`.
         """
-        pending = Pending(loop, undo, answered)
+        pending = Pending(loop, undo)
         self._put((pending, operation))
         return pending
 

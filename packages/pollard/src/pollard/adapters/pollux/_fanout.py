@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -141,27 +142,29 @@ class _FanOut:
         self.node_ids: list[str | None] = [None] * len(self.payloads)
         # The shared cache is reported by every prompt's output; it is charged once.
         self.charged_caches: set[str] = set()
-        # Call i + 1's admission follows call i's (pipelined: see `AsyncRun.ordered_forks`).
-        self.order = (
-            run.ordered_forks(len(self.payloads)) if run.mode != "replay" and run.limited else None
-        )
+        self.ordered = run.mode != "replay" and run.limited
         # A resume (the cursor already has children: an earlier, interrupted fan-out's steps)
         # serves what that fan-out answered and reuses what its cancelled calls were charged.
         # A first fan-out has nothing to resume, so its steps skip those lookups.
         self.resume = run.mode == "record" and bool(run.store.children(run.cursor_id))
+        # admitted[i] is set once call i passed admission (or gave up); call i + 1 waits for it.
+        self.admitted = [asyncio.Event() for _ in self.payloads]
 
     async def call(self, call: ProviderCall, proceed: Callable[[], Awaitable[Output]]) -> Output:
         index = call.index
-        order = self.order
+        admitted = self.admitted[index]
+        if self.ordered and index > 0:
+            await self.admitted[index - 1].wait()
+        forked = self.run.fork()
         live: list[Output] = []
 
         async def fn(_payload: Any) -> dict[str, Any]:
+            admitted.set()
             output = await proceed()
             live.append(output)
             return result_of(output)
 
         try:
-            forked = self.run.fork() if order is None else await order.fork(index)
             node = await forked.model_call(
                 self.payloads[index], fn=fn, attempt=self.attempts[index], resume=self.resume
             )
@@ -169,8 +172,7 @@ class _FanOut:
             self.node_ids[index] = exc.refusal_id
             return _refused(exc)
         finally:
-            if order is not None:
-                order.done(index)
+            admitted.set()
         self.node_ids[index] = forked.cursor_id
         if live:
             payload = self.payloads[index]
