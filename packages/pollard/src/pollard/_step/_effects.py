@@ -267,7 +267,16 @@ async def _on_io_thread(
     call: Callable[[], Any],
     undo: Callable[[Any], Any] | None,
 ) -> Any:
-    """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
+    """`offload_call` on a store's I/O thread: the task resumes right after the batch settles.
+
+    An idle thread's store may run the operation at once instead (`IoThread.try_now`).
+    """
+    outcome = io_thread.try_now(call)
+    if outcome is not None:
+        ok, value = outcome
+        if ok:
+            return value
+        raise value
     pending = io_thread.run_soon(loop, call, undo)
     try:
         return await pending.waiter

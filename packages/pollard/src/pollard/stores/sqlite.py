@@ -269,6 +269,9 @@ class SQLiteStore(SqlStore):
     # Operations of the I/O thread between two checkpoints (SQLite's own default is every 1,000
     # WAL pages; a governed step writes about four).
     _checkpoint_every: int = 256
+    # Whether an idle I/O thread's operations may run at once on the event loop (_run_now); a
+    # subclass whose operations wait on purpose (tests) keeps them all on the thread.
+    _at_once: bool = True
 
     def __init__(
         self,
@@ -300,6 +303,9 @@ class SQLiteStore(SqlStore):
         self._io_conn: sqlite3.Connection | None = None  # the I/O thread's one connection
         self._io_ops = 0  # operations of the I/O thread since its last checkpoint
         self._checkpointer: threading.Thread | None = None
+        # The event loop's connection for operations run at once (see _run_now), and its thread.
+        self._now_conn: sqlite3.Connection | None = None
+        self._now_thread: int | None = None
         _refuse_special(self.path)
         # What connections open: the file itself, or for a read-only open of a pollard 0.8
         # store a migrated copy in a temporary folder (reading never writes the store).
@@ -549,6 +555,7 @@ class SQLiteStore(SqlStore):
                     closed_error=self._closed_error,
                     on_start=self._bind_io_connection,
                     name=f"pollard-sqlite-io:{self.path.name}",
+                    run_now=None if self.read_only else self._run_now,
                 )
             return self._io
 
@@ -557,6 +564,8 @@ class SQLiteStore(SqlStore):
         self._io = None
         self._io_conn = None
         self._checkpointer = None
+        self._now_conn = None
+        self._now_thread = None
 
     def _bind_io_connection(self) -> None:
         """Give the (new) I/O thread the store's one I/O connection (kept across restarts)."""
@@ -608,6 +617,81 @@ class SQLiteStore(SqlStore):
                 # Nothing of the batch is stored: an operation that succeeded inside it did not.
                 return [(False, exc if ok else value) for ok, value in outcomes]
         return outcomes
+
+    def _now_connection(self, me: int) -> sqlite3.Connection | None:
+        """The connection of operations run at once, bound to the first thread that asks."""
+        if self._now_thread is not None:
+            return self._now_conn if self._now_thread == me else None
+        conn = self._connect()
+        # Never wait: a write lock taken elsewhere sends the operation to the I/O thread, and
+        # checkpoints run beside the I/O thread (`_checkpoint_soon`), never in these commits.
+        conn.execute("PRAGMA busy_timeout=0")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        with self._ops:
+            if self._closed or self._now_thread is not None:
+                conn.close()
+                return None
+            self._connections.append(conn)
+            self._now_conn, self._now_thread = conn, me
+        return conn
+
+    def _run_now(self, operation: Callable[[], Any]) -> Outcome | None:
+        """Run an operation of the idle I/O thread at once on the calling (event loop's) thread.
+
+        A handoff to the I/O thread and back costs two thread wake-ups on the step's path. When
+        the thread has nothing queued, the operation runs here instead, in its own transaction
+        on a connection that never waits: ``BEGIN IMMEDIATE`` with no busy timeout (when another
+        connection holds the write lock, None is returned and the operation is queued for the
+        thread as before), and commits that never checkpoint. So the event loop never waits
+        for a lock, a sync or a checkpoint; the commit is as durable as the thread's (WAL,
+        ``synchronous=NORMAL``).
+
+        Returns:
+            The operation's `Outcome`, or None when it was not run (queue it).
+        """
+        if not self._at_once:
+            return None
+        me = threading.get_ident()
+        try:
+            conn = self._now_connection(me)
+        except sqlite3.Error:
+            return None
+        if conn is None:
+            return None
+        with self._ops:
+            if self._closed or me in self._busy:  # closing, or inside an operation already
+                return None
+            self._busy[me] = (1, conn)  # nested store calls use this connection (see _use)
+        try:
+            try:
+                conn.execute(self.dialect.begin)
+            except sqlite3.OperationalError:  # the write lock is taken: queue it
+                return None
+            self._local.grouped = conn
+            try:
+                ((ok, value),) = run_each([operation])
+            finally:
+                self._local.grouped = None
+            try:
+                if not conn.in_transaction:  # the operation's error made SQLite roll back
+                    raise PollardError(
+                        f"the SQLite store {self.path} rolled back an operation",
+                        hint="the step was not recorded; run it again",
+                    )
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                return (False, exc if ok else value)
+            self._io_ops += 1
+            if self._io_ops >= self._checkpoint_every:
+                self._io_ops = 0
+                self._checkpoint_soon()
+            return (ok, value)
+        finally:
+            with self._ops:
+                self._busy.pop(me, None)
+                self._ops.notify_all()
 
     def _checkpoint_soon(self) -> None:
         """Checkpoint the WAL in a thread of its own (one at a time), beside the I/O thread.
