@@ -538,7 +538,9 @@ class SQLiteStore(SqlStore):
         operation is undone alone and raises to its caller), and the batch commits once. Every
         operation's future completes only after that commit, so an acknowledged step is exactly
         as durable as one committed alone (WAL, ``synchronous=NORMAL``: it survives a crash or
-        kill of the process, not of the OS). `AsyncRuntime` offloads its store I/O here; a read-only
+        kill of the process, not of the OS). `AsyncRuntime` offloads its store I/O here (an
+        operation submitted from an event loop while the thread is idle may run at once on the
+        loop instead, in a transaction that never waits: see `IoThread.try_now`); a read-only
         store runs the batch's operations one by one. The thread exits after a second without
         work and starts again on demand; `close` runs what is queued first.
 
