@@ -23,7 +23,13 @@ from pollard import AsyncRuntime, Budget, PollardError, SQLiteStore
 
 
 class GatedStore(SQLiteStore):
-    """Blocks inside reserve's write transaction until ``gate`` is set."""
+    """Blocks inside reserve's write transaction until ``gate`` is set.
+
+    Every operation goes to the store's I/O thread (as under contention for the write lock):
+    run at once on the event loop, the gate would block the loop.
+    """
+
+    _at_once = False
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -216,6 +222,7 @@ async def test_closing_the_runtime_before_a_cancelled_step_ends_leaves_no_reserv
     rt = AsyncRuntime(path)  # opens (and so closes) its own SQLiteStore
     run = rt.run("closed-early", budget=Budget(steps=5))
     monkeypatch.setattr(SQLiteStore, "_lock_ledger", gated)
+    monkeypatch.setattr(SQLiteStore, "_at_once", False)  # the gate would block the loop
     task = asyncio.ensure_future(run.model_call({"model": "m"}, fn=_model))
     assert await asyncio.to_thread(entered.wait, 10)
     task.cancel()
@@ -253,6 +260,7 @@ async def test_a_cancelled_reserve_is_released_on_the_store_io_thread(
     async with AsyncRuntime(path) as rt:
         run = rt.run("released", budget=Budget(steps=5))
         monkeypatch.setattr(SQLiteStore, "reserve", gated)
+        monkeypatch.setattr(SQLiteStore, "_at_once", False)  # the gate would block the loop
         monkeypatch.setattr(SQLiteStore, "release", recorded)
         task = asyncio.ensure_future(run.model_call({"model": "m"}, fn=_model))
         assert await asyncio.to_thread(entered.wait, 10)

@@ -93,7 +93,9 @@ def test_without_resume_record_mode_charges_a_repeat() -> None:
 
 
 class _HeldCommit(SQLiteStore):
-    """A SQLite store whose commits wait until the test lets them finish."""
+    """A SQLite store whose commits wait until the test lets them finish (on its I/O thread)."""
+
+    _at_once = False  # run at once on the event loop, the wait would block the loop
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)

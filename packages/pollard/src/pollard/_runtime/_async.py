@@ -57,11 +57,12 @@ class AsyncRuntime(RuntimeBase):
         mode: See `Runtime`.
         on_node: See `Runtime`; it may be async (awaited, or scheduled on the loop for roots).
         reservation_lease_seconds: See `Runtime`.
-        offload_store_io: Run store I/O in a worker thread so the event loop never blocks on
+        offload_store_io: Run store I/O in a worker thread so the event loop never waits on
             the database. Default: True for every store except `MemoryStore`. A `SQLiteStore`'s
             I/O runs on the store's own thread (`SQLiteStore.io_executor`: one connection,
-            concurrent steps' writes committed together); other stores use the loop's default
-            executor.
+            concurrent steps' writes committed together), or at once on the loop while that
+            thread is idle, in a transaction that never waits for a lock, a sync or a
+            checkpoint; other stores use the loop's default executor.
 
     Example:
         >>> import asyncio

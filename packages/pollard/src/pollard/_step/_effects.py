@@ -267,7 +267,16 @@ async def _on_io_thread(
     call: Callable[[], Any],
     undo: Callable[[Any], Any] | None,
 ) -> Any:
-    """`offload_call` on a store's I/O thread: the task resumes right after the batch settles."""
+    """`offload_call` on a store's I/O thread: the task resumes right after the batch settles.
+
+    An idle thread's store may run the operation at once instead (`IoThread.try_now`).
+    """
+    outcome = io_thread.try_now(call)
+    if outcome is not None:
+        ok, value = outcome
+        if ok:
+            return value
+        raise value
     pending = io_thread.run_soon(loop, call, undo)
     try:
         return await pending.waiter
@@ -354,6 +363,7 @@ def drive_sync(gen: Step) -> Any:
 
 async def drive_async(gen: Step, offload: Offload) -> Any:
     """Run a core generator to completion on the event loop."""
+    io_thread = offload if isinstance(offload, IoThread) else None
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -363,6 +373,14 @@ async def drive_async(gen: Step, offload: Offload) -> Any:
             return stop.value
         value, error = None, None
         try:
-            value = await effect.run_async(offload)
+            if io_thread is not None and type(effect) is Io:  # the common case, no extra frames
+                kwargs = effect.kwargs or {}
+                call = functools.partial(
+                    contextvars.copy_context().run, effect.fn, *effect.args, **kwargs
+                )
+                loop = asyncio.get_running_loop()
+                value = await _on_io_thread(io_thread, loop, call, effect.undo)
+            else:
+                value = await effect.run_async(offload)
         except BaseException as exc:
             error = exc

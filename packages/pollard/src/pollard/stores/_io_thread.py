@@ -125,8 +125,11 @@ class IoThread(Executor):
         name: str = "pollard-store-io",
         max_batch: int = 64,
         idle_seconds: float = 1.0,
+        run_now: Callable[[Callable[[], Any]], Outcome | None] | None = None,
     ) -> None:
         self._run_batch = run_batch
+        self._run_now = run_now
+        self._pending = 0  # operations queued and not yet delivered
         self._closed_error = closed_error
         self._on_start = on_start
         self._name = name
@@ -174,10 +177,22 @@ class IoThread(Executor):
         self._put((pending, operation))
         return pending
 
+    def try_now(self, operation: Callable[[], Any]) -> Outcome | None:
+        """Run ``operation`` on the calling thread when this thread has nothing to do.
+
+        Only with a ``run_now`` (the store decides whether it can run the operation at once
+        without waiting, see `SQLiteStore`), and only while nothing is queued or running here,
+        so no queued operation is overtaken. Returns the `Outcome`, or None: queue it instead.
+        """
+        if self._run_now is None or self._pending or self._shutdown:
+            return None
+        return self._run_now(operation)
+
     def _put(self, item: _Item) -> None:
         with self._lock:
             if self._shutdown:
                 raise self._closed_error()
+            self._pending += 1
             self._queue.put(item)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
@@ -246,6 +261,7 @@ class IoThread(Executor):
                         item = self._queue.get_nowait()
                         if item is not _WAKE:
                             failed.append(item)
+                    self._pending -= len(failed)
                     self._thread = None
                 _deliver([(target, False, exc) for target, _ in failed])
                 return
@@ -255,6 +271,7 @@ class IoThread(Executor):
                 return
             live = [item for item in batch if _claim(item[0])]
             if not live:
+                self._delivered(len(batch))
                 continue
             try:
                 outcomes = self._run_batch([operation for _, operation in live])
@@ -267,7 +284,12 @@ class IoThread(Executor):
                     for (target, _), (ok, value) in zip(live, outcomes, strict=True)
                 ]
             )
+            self._delivered(len(batch))
             del batch, live, outcomes  # drop references to results before waiting again
+
+    def _delivered(self, count: int) -> None:
+        with self._lock:
+            self._pending -= count
 
     def _undo_abandoned(self, live: list[_Item], outcomes: list[Outcome]) -> None:
         # A waiter is cancelled on its loop (Task.cancel cancels the future it awaits at once);

@@ -43,7 +43,6 @@ from pollard._core._ledger import (
     Held,
     WindowClaim,
     WindowEvent,
-    active_totals,
     admit,
     held_amounts,
     in_range,
@@ -415,10 +414,21 @@ def load_held(text: str) -> list[Held]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _held_of(text: str) -> tuple[Held, ...]:
+def _held_of(text: str) -> tuple[tuple[tuple[str, str, str], Decimal], ...]:
     # Every admission reads every live reservation, and a fan-out's reservations hold the same
-    # amounts (the same text): parsing each once keeps a reserve O(1) in JSON work.
-    return tuple(load_held(text))
+    # amounts (the same text): parsing each once keeps a reserve O(1) in JSON work. Each amount
+    # comes with its ``(kind, key, meter)`` slot, built once too.
+    return tuple(((kind, key, meter), amount) for kind, key, meter, amount in load_held(text))
+
+
+def _active_totals(texts: Iterable[str]) -> dict[tuple[str, str, str], Decimal]:
+    """`active_totals` of stored reservations (the same sums, added in the same order)."""
+    active: dict[tuple[str, str, str], Decimal] = {}
+    get = active.get
+    for text in texts:
+        for slot, amount in _held_of(text):
+            active[slot] = get(slot, ZERO) + amount
+    return active
 
 
 def _kind_of(code: Any, node_id: Any) -> NodeKind:
@@ -514,6 +524,7 @@ class SqlStore:
             "excluded.total",
             "sweep": f"DELETE FROM {t['reservations']} WHERE {w}expires <= {q}",
             "active": f"SELECT claims FROM {t['reservations']}{w0}",
+            "active_at": f"SELECT claims, expires <= {q} FROM {t['reservations']}{w0}",
             "hold": f"INSERT INTO {t['reservations']} ({c}id, expires, claims) VALUES "
             f"({v}{q}, {q}, {q})",
             "renew": f"UPDATE {t['reservations']} SET expires = {q} WHERE {w}id = {q}",
@@ -1026,9 +1037,13 @@ class SqlStore:
             keys = sorted({c.scope for c in claims} | {w.key for w in windows})
             self._lock_ledger(cur, keys)
             now = self._clock()
-            cur.execute(self._sql["sweep"], (now,))
-            cur.execute(self._sql["active"])
-            active = active_totals(_held_of(text) for (text,) in cur.fetchall())
+            # Expired holds are swept only when there are any (SQLite compares, as the sweep).
+            cur.execute(self._sql["active_at"], (now,))
+            rows = cur.fetchall()
+            if any(expired for _, expired in rows):
+                cur.execute(self._sql["sweep"], (now,))
+                rows = [row for row in rows if not row[1]]
+            active = _active_totals(text for text, _ in rows)
             totals: dict[str, dict[str, Decimal]] = {}
             for scope in {c.scope for c in claims}:
                 totals[scope] = self._totals(cur, scope)

@@ -266,6 +266,12 @@ class SQLiteStore(SqlStore):
 
     dialect = Dialect()
     _close_timeout: float = 60.0  # how long close() waits for other threads' operations
+    # Operations of the I/O thread between two checkpoints (SQLite's own default is every 1,000
+    # WAL pages; a governed step writes about four).
+    _checkpoint_every: int = 256
+    # Whether an idle I/O thread's operations may run at once on the event loop (_run_now); a
+    # subclass whose operations wait on purpose (tests) keeps them all on the thread.
+    _at_once: bool = True
 
     def __init__(
         self,
@@ -295,6 +301,11 @@ class SQLiteStore(SqlStore):
         self._closed = False
         self._io: IoThread | None = None
         self._io_conn: sqlite3.Connection | None = None  # the I/O thread's one connection
+        self._io_ops = 0  # operations of the I/O thread since its last checkpoint
+        self._checkpointer: threading.Thread | None = None
+        # The event loop's connection for operations run at once (see _run_now), and its thread.
+        self._now_conn: sqlite3.Connection | None = None
+        self._now_thread: int | None = None
         _refuse_special(self.path)
         # What connections open: the file itself, or for a read-only open of a pollard 0.8
         # store a migrated copy in a temporary folder (reading never writes the store).
@@ -486,24 +497,36 @@ class SQLiteStore(SqlStore):
                 f"the SQLite store {self.path} is open read-only",
                 hint="open it without read_only=True to record",
             )
+        # Inside a batch of the I/O thread (see _run_batch) the operation is a savepoint of the
+        # batch's transaction: it is undone alone when it fails, committed with the batch. The
+        # batch already holds the connection in use (close() waits for it), so the operation
+        # takes it as it is.
+        grouped: sqlite3.Connection | None = getattr(self._local, "grouped", None)
+        if grouped is not None:
+            cur = grouped.cursor()
+            cur.execute("SAVEPOINT operation")
+            try:
+                yield cur
+            except BaseException:
+                if grouped.in_transaction:  # SQLite may have rolled back already (I/O error)
+                    cur.execute("ROLLBACK TO operation")
+                    cur.execute("RELEASE operation")
+                cur.close()
+                raise
+            cur.execute("RELEASE operation")
+            cur.close()
+            return
         with self._use() as conn:
-            # Inside a batch of the I/O thread (see _run_batch) the operation is a savepoint of
-            # the batch's transaction: it is undone alone when it fails, committed with the batch.
-            grouped = getattr(self._local, "grouped", False)
             cur = conn.cursor()
-            cur.execute("SAVEPOINT operation" if grouped else self.dialect.begin)
+            cur.execute(self.dialect.begin)
             try:
                 yield cur
             except BaseException:
                 if conn.in_transaction:  # SQLite may have rolled back already (an I/O error)
-                    if grouped:
-                        cur.execute("ROLLBACK TO operation")
-                        cur.execute("RELEASE operation")
-                    else:
-                        cur.execute("ROLLBACK")
+                    cur.execute("ROLLBACK")
                 cur.close()
                 raise
-            cur.execute("RELEASE operation" if grouped else "COMMIT")
+            cur.execute("COMMIT")
             cur.close()
 
     @property
@@ -515,7 +538,9 @@ class SQLiteStore(SqlStore):
         operation is undone alone and raises to its caller), and the batch commits once. Every
         operation's future completes only after that commit, so an acknowledged step is exactly
         as durable as one committed alone (WAL, ``synchronous=NORMAL``: it survives a crash or
-        kill of the process, not of the OS). `AsyncRuntime` offloads its store I/O here; a read-only
+        kill of the process, not of the OS). `AsyncRuntime` offloads its store I/O here (an
+        operation submitted from an event loop while the thread is idle may run at once on the
+        loop instead, in a transaction that never waits: see `IoThread.try_now`); a read-only
         store runs the batch's operations one by one. The thread exits after a second without
         work and starts again on demand; `close` runs what is queued first.
 
@@ -532,6 +557,7 @@ class SQLiteStore(SqlStore):
                     closed_error=self._closed_error,
                     on_start=self._bind_io_connection,
                     name=f"pollard-sqlite-io:{self.path.name}",
+                    run_now=None if self.read_only else self._run_now,
                 )
             return self._io
 
@@ -539,6 +565,9 @@ class SQLiteStore(SqlStore):
         # The child must not use the parent's connection either: its thread opens its own.
         self._io = None
         self._io_conn = None
+        self._checkpointer = None
+        self._now_conn = None
+        self._now_thread = None
 
     def _bind_io_connection(self) -> None:
         """Give the (new) I/O thread the store's one I/O connection (kept across restarts)."""
@@ -548,6 +577,10 @@ class SQLiteStore(SqlStore):
             raise self._closed_error()
         if conn is None:
             conn = self._connect()
+            if not self.read_only:
+                # Its commits never checkpoint: a checkpoint (two fsyncs) would hold up every
+                # step queued behind it; `_checkpoint_soon` runs them beside this thread.
+                conn.execute("PRAGMA wal_autocheckpoint=0")
             with self._ops:
                 if self._closed:
                     conn.close()
@@ -558,15 +591,21 @@ class SQLiteStore(SqlStore):
 
     def _run_batch(self, operations: Sequence[Callable[[], Any]]) -> list[Outcome]:
         """Run a batch of the I/O thread in one transaction; every outcome waits for its commit."""
-        if len(operations) == 1 or self.read_only:
+        if self.read_only:
+            return run_each(operations)
+        self._io_ops += len(operations)
+        if self._io_ops >= self._checkpoint_every:
+            self._io_ops = 0
+            self._checkpoint_soon()
+        if len(operations) == 1:
             return run_each(operations)
         with self._use() as conn:  # close() waits for the whole batch
             conn.execute(self.dialect.begin)
-            self._local.grouped = True
+            self._local.grouped = conn
             try:
                 outcomes = run_each(operations)
             finally:
-                self._local.grouped = False
+                self._local.grouped = None
             try:
                 if not conn.in_transaction:  # an operation's error made SQLite roll back
                     raise PollardError(
@@ -581,6 +620,111 @@ class SQLiteStore(SqlStore):
                 return [(False, exc if ok else value) for ok, value in outcomes]
         return outcomes
 
+    def _now_connection(self, me: int) -> sqlite3.Connection | None:
+        """The connection of operations run at once, bound to the first thread that asks."""
+        if self._now_thread is not None:
+            return self._now_conn if self._now_thread == me else None
+        conn = self._connect()
+        # Never wait: a write lock taken elsewhere sends the operation to the I/O thread, and
+        # checkpoints run beside the I/O thread (`_checkpoint_soon`), never in these commits.
+        conn.execute("PRAGMA busy_timeout=0")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        with self._ops:
+            if self._closed or self._now_thread is not None:
+                conn.close()
+                return None
+            self._connections.append(conn)
+            self._now_conn, self._now_thread = conn, me
+        return conn
+
+    def _run_now(self, operation: Callable[[], Any]) -> Outcome | None:
+        """Run an operation of the idle I/O thread at once on the calling (event loop's) thread.
+
+        A handoff to the I/O thread and back costs two thread wake-ups on the step's path. When
+        the thread has nothing queued, the operation runs here instead, in its own transaction
+        on a connection that never waits: ``BEGIN IMMEDIATE`` with no busy timeout (when another
+        connection holds the write lock, None is returned and the operation is queued for the
+        thread as before), and commits that never checkpoint. So the event loop never waits
+        for a lock, a sync or a checkpoint; the commit is as durable as the thread's (WAL,
+        ``synchronous=NORMAL``).
+
+        Returns:
+            The operation's `Outcome`, or None when it was not run (queue it).
+        """
+        if not self._at_once:
+            return None
+        me = threading.get_ident()
+        try:
+            conn = self._now_connection(me)
+        except sqlite3.Error:
+            return None
+        if conn is None:
+            return None
+        with self._ops:
+            if self._closed or me in self._busy:  # closing, or inside an operation already
+                return None
+            self._busy[me] = (1, conn)  # nested store calls use this connection (see _use)
+        try:
+            try:
+                conn.execute(self.dialect.begin)
+            except sqlite3.OperationalError:  # the write lock is taken: queue it
+                return None
+            self._local.grouped = conn
+            try:
+                ((ok, value),) = run_each([operation])
+            finally:
+                self._local.grouped = None
+            try:
+                if not conn.in_transaction:  # the operation's error made SQLite roll back
+                    raise PollardError(
+                        f"the SQLite store {self.path} rolled back an operation",
+                        hint="the step was not recorded; run it again",
+                    )
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                return (False, exc if ok else value)
+            self._io_ops += 1
+            if self._io_ops >= self._checkpoint_every:
+                self._io_ops = 0
+                self._checkpoint_soon()
+            return (ok, value)
+        finally:
+            with self._ops:
+                self._busy.pop(me, None)
+                self._ops.notify_all()
+
+    def _checkpoint_soon(self) -> None:
+        """Checkpoint the WAL in a thread of its own (one at a time), beside the I/O thread.
+
+        WAL mode lets a checkpoint copy committed pages into the database while writers go on,
+        so the I/O thread keeps committing steps meanwhile. What is durable when is unchanged:
+        a commit is in the WAL either way (``synchronous=NORMAL``), and the checkpoint syncs
+        the WAL before copying it, as SQLite's automatic one does.
+        """
+        with self._ops:
+            running = self._checkpointer
+            if self._closed or (running is not None and running.is_alive()):
+                return
+            thread = threading.Thread(
+                target=self._checkpoint,
+                name=f"pollard-sqlite-checkpoint:{self.path.name}",
+                daemon=True,
+            )
+            self._checkpointer = thread
+        thread.start()
+
+    def _checkpoint(self) -> None:
+        try:
+            conn = self._connect()
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # the next checkpoint (or the last connection's close) copies those pages
+
     def compact(self) -> int:
         """Sweep expired reservations and unreferenced blobs, then VACUUM; return blobs removed.
 
@@ -588,7 +732,7 @@ class SQLiteStore(SqlStore):
             PollardError: Called inside a batch of `io_executor` (VACUUM needs its own
                 transaction); maintenance is offline: call it directly.
         """
-        if getattr(self._local, "grouped", False):
+        if getattr(self._local, "grouped", None) is not None:
             raise PollardError(
                 "compact() cannot run inside a batch of the store's I/O thread",
                 hint="call store.compact() directly, while no runtime is writing",
@@ -610,6 +754,10 @@ class SQLiteStore(SqlStore):
             io = self._io
         if io is not None:  # run what is queued for the I/O thread first (its steps settle)
             io.shutdown(wait=True, timeout=self._close_timeout)
+        with self._ops:
+            checkpointer = self._checkpointer
+        if checkpointer is not None and checkpointer is not threading.current_thread():
+            checkpointer.join(self._close_timeout)
         me = threading.get_ident()
         with self._ops:
             self._closed = True
