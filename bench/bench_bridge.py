@@ -130,7 +130,7 @@ def run() -> list[Result]:
             "ratio",
             target=TARGET,
             direction="lower",
-            note=f"{rounds}; a reservation and a commit per step (at once while the I/O thread is idle)",
+            note=f"{rounds}; a reservation and a commit per step (at once when the store is idle)",
         ),
         Result(
             "wall time governed (SQLite, estimated token budget) / plain",
