@@ -25,6 +25,23 @@ def spawn(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
     )
 
 
+def fleet(
+    code: str, workers: int, prompts: int, env: dict[str, str]
+) -> list[subprocess.Popen[str]]:
+    """``workers`` processes running ``python -c code <n> <prompts>``, pipes open (see below)."""
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(n), str(prompts)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(workers)
+    ]
+
+
 def start_together(procs: Sequence[subprocess.Popen[str]]) -> None:
     """Wait for each child's ready line, then release them all at once (start-up is not timed).
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -34,7 +32,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
-from stress._proc import start_together
+from stress._proc import fleet, start_together
 from stress._report import Deadline, Outcome
 
 WORKERS = 8
@@ -120,17 +118,7 @@ def _round(
             QUOTA_MAX_TOKENS=str(MAX_TOKENS),
             LEDGER_DIR=ledgers,
         )
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _WORKER, str(n), str(PROMPTS)],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for n in range(WORKERS)
-        ]
+        procs = fleet(_WORKER, WORKERS, PROMPTS, env)
         start_together(procs)  # every worker has imported everything: start-up is not timed
         start = time.monotonic()
         if cut:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -30,7 +29,7 @@ import time
 from typing import Any
 
 from stress._pgcluster import PrivateCluster, binaries
-from stress._proc import start_together
+from stress._proc import fleet, start_together
 from stress._report import Outcome
 from stress.camp_quota import MAX_TOKENS, REQUESTS, WINDOW_S, WORKERS, _peak
 
@@ -148,17 +147,7 @@ def _round(
             QUOTA_MAX_TOKENS=str(MAX_TOKENS),
             LEDGER_DIR=ledgers,
         )
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _WORKER, str(n), str(PROMPTS)],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for n in range(WORKERS)
-        ]
+        procs = fleet(_WORKER, WORKERS, PROMPTS, env)
         start_together(procs)
         start = time.monotonic()
         times: dict[str, float] = {}
