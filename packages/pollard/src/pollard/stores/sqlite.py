@@ -601,23 +601,38 @@ class SQLiteStore(SqlStore):
             return run_each(operations)
         with self._use() as conn:  # close() waits for the whole batch
             conn.execute(self.dialect.begin)
-            self._local.grouped = conn
-            try:
-                outcomes = run_each(operations)
-            finally:
-                self._local.grouped = None
-            try:
-                if not conn.in_transaction:  # an operation's error made SQLite roll back
-                    raise PollardError(
-                        f"the SQLite store {self.path} rolled back a batch of operations",
-                        hint="the steps of the batch were not recorded; run them again",
-                    )
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                # Nothing of the batch is stored: an operation that succeeded inside it did not.
-                return [(False, exc if ok else value) for ok, value in outcomes]
+            return self._commit_grouped(
+                conn,
+                operations,
+                "a batch of operations",
+                "the steps of the batch were not recorded; run them again",
+            )
+
+    def _commit_grouped(
+        self,
+        conn: sqlite3.Connection,
+        operations: Sequence[Callable[[], Any]],
+        what: str,
+        hint: str,
+    ) -> list[Outcome]:
+        """Run ``operations`` as savepoints of the transaction open on ``conn``, then commit.
+
+        When the commit fails, or an operation's error made SQLite roll the transaction back,
+        nothing is stored: every outcome becomes that failure (one that succeeded inside did not).
+        """
+        self._local.grouped = conn
+        try:
+            outcomes = run_each(operations)
+        finally:
+            self._local.grouped = None
+        try:
+            if not conn.in_transaction:
+                raise PollardError(f"the SQLite store {self.path} rolled back {what}", hint=hint)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [(False, exc if ok else value) for ok, value in outcomes]
         return outcomes
 
     def _now_connection(self, me: int) -> sqlite3.Connection | None:
@@ -669,22 +684,9 @@ class SQLiteStore(SqlStore):
                 conn.execute(self.dialect.begin)
             except sqlite3.OperationalError:  # the write lock is taken: queue it
                 return None
-            self._local.grouped = conn
-            try:
-                ((ok, value),) = run_each([operation])
-            finally:
-                self._local.grouped = None
-            try:
-                if not conn.in_transaction:  # the operation's error made SQLite roll back
-                    raise PollardError(
-                        f"the SQLite store {self.path} rolled back an operation",
-                        hint="the step was not recorded; run it again",
-                    )
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                return (False, exc if ok else value)
+            ((ok, value),) = self._commit_grouped(
+                conn, [operation], "an operation", "the step was not recorded; run it again"
+            )
             self._io_ops += 1
             if self._io_ops >= self._checkpoint_every:
                 self._io_ops = 0
