@@ -20,6 +20,7 @@ __all__ = [
     "holder_json",
     "holds_of_gone",
     "judge_append",
+    "lease_end",
     "load_holder",
     "load_queue",
     "meta_text",
@@ -119,21 +120,17 @@ def holder_json(holder: Mapping[str, Any]) -> str:
 WRITER_ROWS_KEPT_S = 3600.0
 
 
-def ended_writers(rows: Iterable[tuple[str, str]], now: float) -> list[str]:
-    """The writers of ``writer:<id>`` lease rows that ended `WRITER_ROWS_KEPT_S` before ``now``.
+def lease_end(text: str | None) -> float:
+    """A stored ``writer:<id>`` lease's end; 0 (ended) when absent or damaged."""
+    try:
+        return float(text or 0.0)
+    except ValueError:
+        return 0.0
 
-    A row whose value is not a number is damaged and holds nothing (`_lease_end` reads 0), so
-    it goes too.
-    """
-    ended = []
-    for key, value in rows:
-        try:
-            expires = float(value)
-        except (TypeError, ValueError):
-            expires = 0.0
-        if key.startswith("writer:") and expires <= now - WRITER_ROWS_KEPT_S:
-            ended.append(key[len("writer:") :])
-    return ended
+
+def ended_writers(leases: Iterable[tuple[str, float]], now: float) -> list[str]:
+    """The writers whose lease (``(writer, end)``) ended `WRITER_ROWS_KEPT_S` before ``now``."""
+    return [writer for writer, end in leases if end <= now - WRITER_ROWS_KEPT_S]
 
 
 def holds_of_gone(

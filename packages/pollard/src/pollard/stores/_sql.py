@@ -58,6 +58,7 @@ from pollard.stores._common import (
     holder_json,
     holds_of_gone,
     judge_append,
+    lease_end,
     load_holder,
     load_queue,
     meta_text,
@@ -979,7 +980,8 @@ class SqlStore:
             now = self._clock()
             cur.execute(self._sql["sweep"], (now,))
             cur.execute(self._sql["kv_like"], ("writer:%",))
-            for writer in ended_writers(cur.fetchall(), now):
+            leases = [(key[len("writer:") :], lease_end(end)) for key, end in cur.fetchall()]
+            for writer in ended_writers(leases, now):
                 cur.execute(self._sql["kv_delete"], (f"writer:{writer}",))
                 cur.execute(self._sql["kv_delete"], (f"holder:{writer}",))
             cur.execute(self._sql["blob_all"])
@@ -1217,10 +1219,7 @@ class SqlStore:
         return None if row is None else str(row[0])
 
     def _lease_end(self, cur: Any, writer: str) -> float:
-        try:
-            return float(self._kv(cur, f"writer:{writer}") or 0.0)
-        except ValueError:
-            return 0.0  # a damaged row holds nothing
+        return lease_end(self._kv(cur, f"writer:{writer}"))  # a damaged row holds nothing
 
     def _creator(self, node_id: str) -> str | None:
         node = self.find(node_id)

@@ -264,8 +264,7 @@ class MemoryStore:
         with self._lock:
             now = self._clock()
             self._sweep(now)
-            rows = [(f"writer:{w}", repr(end)) for w, end in self._writers.items()]
-            for writer in ended_writers(rows, now):
+            for writer in ended_writers(list(self._writers.items()), now):
                 self._writers.pop(writer, None)
                 self._holders.pop(writer, None)
         return 0
