@@ -8,6 +8,8 @@ var FLAG = {refused: 1, pruned: 2, redacted: 4, dry_run: 8, failed: 16, cached: 
 var MARKS = [["refused", "REFUSED"], ["pruned", "PRUNED"], ["redacted", "REDACTED"],
   ["dry_run", "DRY-RUN"], ["failed", "FAILED"], ["cancelled", "CANCELLED"], ["cached", "CACHED"], ["cache_read", "CACHE-READ"],
   ["retry", "RETRY"], ["result_conflict", "RESULT-CONFLICT"], ["merge_conflict", "MERGE-CONFLICT"]];
+// Marks that carry a state from the step's details: [CONFIRMATION:CONFIRMED], [APPROVAL:PENDING].
+var STATES = [["confirmation", "CONFIRMATION"], ["approval", "APPROVAL"]];
 var USAGE = ["input", "output", "cache_read", "cache_write"];
 function $(id) { return document.getElementById(id); }
 function esc(s) {
@@ -103,8 +105,7 @@ var box = $("steps"), spacer = $("spacer"), drawnFirst = -1, drawnLast = -1;
 function marks(i) {
   var out = "";
   MARKS.forEach(function (m) { if (has(i, m[0])) out += '<span class="mark ' + m[0] + '">[' + m[1] + "]</span>"; });
-  if (has(i, "confirmation")) out += '<span class="mark">[CONFIRMATION:' + esc(String(detail(i).confirmation || "").toUpperCase()) + "]</span>";
-  if (has(i, "approval")) out += '<span class="mark approval">[APPROVAL:' + esc(String(detail(i).approval || "").toUpperCase()) + "]</span>";
+  STATES.forEach(function (m) { if (has(i, m[0])) out += '<span class="mark ' + m[0] + '">[' + m[1] + ":" + esc(String(detail(i)[m[0]] || "").toUpperCase()) + "]</span>"; });
   return out;
 }
 function costText(i) {
