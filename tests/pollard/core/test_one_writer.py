@@ -368,13 +368,19 @@ def test_a_gone_holder_is_taken_over_at_once_and_its_token_fenced(
     first.close()
 
 
+def _recorded_root(store: Store) -> str:
+    """The root of run 'label', with one step recorded under it by a runtime now closed."""
+    with Runtime(store) as setup:
+        root = setup.run("label").model_call({"i": 0}, fn=_answer).parent
+    assert root is not None
+    return root
+
+
 def test_a_lease_without_a_holder_keeps_the_expiry_rule(
     two_stores: tuple[Store, Store], clock: FakeClock
 ) -> None:
     a_store, b_store = two_stores
-    with Runtime(a_store) as setup:
-        root = setup.run("label").model_call({"i": 0}, fn=_answer).parent
-    assert root is not None
+    root = _recorded_root(a_store)
     # A writer of the previous pollard: a lease, no process recorded.
     a_store.lease_writer("old-writer", 300)
     assert a_store.take_append(root, "old-writer") == 2
@@ -428,9 +434,7 @@ def test_the_holds_of_a_live_or_unknown_owner_are_kept(
     two_stores: tuple[Store, Store], clock: FakeClock
 ) -> None:
     a_store, b_store = two_stores
-    with Runtime(a_store) as setup:
-        root = setup.run("label").model_call({"i": 0}, fn=_answer).parent
-    assert root is not None
+    root = _recorded_root(a_store)
     claim = [BudgetClaim(root, "steps", Decimal(100), Decimal(1))]
     me = a_store.append_holder(root)
     assert me is not None and me["holder"] is not None
