@@ -3,6 +3,7 @@ Ctrl-C, and the progress display on a terminal and off one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -134,23 +135,22 @@ def _wait_for(predicate: object, what: str, limit: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize(
-    "ledger", [[], ["--ledger", "runs.db", "--max-calls", "4"]], ids=["plain", "ledger"]
-)
-def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
-    tmp_path: Path, emu: Emulator, ledger: list[str]
-) -> None:
+@contextlib.contextmanager
+def _third_in_flight(
+    tmp_path: Path, emu: Emulator, args: list[str]
+) -> Iterator[subprocess.Popen[str]]:
+    """``pollux *args`` over four prompts in ``q.txt`` (writing ``a.jsonl``), yielded once two
+    are written and the third is in flight; the emulator holds that one until the block ends."""
     release = threading.Event()
 
     def handler(request: RecordedRequest) -> None:
         if "slow" in _prompt_of(request):
-            release.wait(60)  # holds the third prompt in flight until the test lets it go
+            release.wait(60)  # holds the third prompt in flight until the block ends
 
     emu.on("local.chat", handler)
     prompts = ["first?", "second?", "slow third?", "fourth?"]
     (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "a.jsonl"
-    args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu), *ledger]
     process = subprocess.Popen(
         [str(POLLUX), *args],
         cwd=tmp_path,
@@ -165,12 +165,24 @@ def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
             lambda: any("slow" in _prompt_of(r) for r in emu.requests_for("local.chat")),
             "the third prompt in flight",
         )
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
+        yield process
     finally:
         release.set()
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize(
+    "ledger", [[], ["--ledger", "runs.db", "--max-calls", "4"]], ids=["plain", "ledger"]
+)
+def test_ctrl_c_keeps_what_was_written_and_the_rerun_resumes(
+    tmp_path: Path, emu: Emulator, ledger: list[str]
+) -> None:
+    out = tmp_path / "a.jsonl"
+    args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu), *ledger]
+    with _third_in_flight(tmp_path, emu, args) as process:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "interrupted: 2 prompts not run" in stderr
     assert "Traceback" not in stderr
@@ -311,38 +323,12 @@ def test_a_second_process_on_one_ledger_label_is_refused_in_one_line(
 def test_a_resume_after_kill_9_runs_at_once_unless_the_writer_was_elsewhere(
     tmp_path: Path, emu: Emulator, where: str
 ) -> None:
-    release = threading.Event()
-
-    def handler(request: RecordedRequest) -> None:
-        if "slow" in _prompt_of(request):
-            release.wait(60)  # holds the third prompt in flight until the command is killed
-
-    emu.on("local.chat", handler)
-    prompts = ["first?", "second?", "slow third?", "fourth?"]
-    (tmp_path / "q.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "a.jsonl"
     args = ["many", "q.txt", "--out", "a.jsonl", "--concurrency", "1", *_local(emu)]
     args += ["--ledger", "runs.db", "--label", "nightly", "--max-calls", "4"]
-    process = subprocess.Popen(
-        [str(POLLUX), *args],
-        cwd=tmp_path,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        _wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 2, "2 records")
-        _wait_for(
-            lambda: any("slow" in _prompt_of(r) for r in emu.requests_for("local.chat")),
-            "the third prompt in flight",
-        )
+    with _third_in_flight(tmp_path, emu, args) as process:
         process.kill()  # kill -9: it gives up nothing, its writer lease has a minute to run
         process.communicate(timeout=60)
-    finally:
-        release.set()
-        if process.poll() is None:
-            process.kill()
     assert process.returncode == -9
     if where == "another host":
         # The same lease, as if the killed command had run on another machine sharing the
