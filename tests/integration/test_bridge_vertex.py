@@ -12,18 +12,15 @@ from pollard import AsyncRuntime, Budget
 from pollard.adapters.pollux import governed_run_many
 from pollux import Config, RetryPolicy
 from pollux.testing import Emulator
+from tests._google import without_google
 
 TOKEN = "ya29.vertex-bridge-token-0123456789"
 MODEL = "gemini-2.5-flash"
 
 
 @pytest.fixture(autouse=True)
-def _no_google_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_VERTEX_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # no metadata server probe leaves
-    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+def _no_google_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    without_google(monkeypatch, tmp_path)
 
 
 async def test_a_governed_fan_out_records_and_replays_without_vertex(

@@ -27,6 +27,7 @@ from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import CachePolicy, Config, Environment, RetryPolicy, Source
 from pollux.providers.gemini.caching import REGISTRY
 from pollux.testing import Emulator
+from tests._google import without_google
 
 TOKEN = "ya29.vertex-storage-token-0123456789"
 MODEL = "gemini-2.5-pro"
@@ -43,12 +44,7 @@ ARCHIVE = Source.from_text("archive " * 6000)
 
 @pytest.fixture(autouse=True)
 def _no_google_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_VERTEX_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # no metadata server probe leaves
-    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    without_google(monkeypatch, tmp_path)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from pollux import (
     defer,
 )
 from pollux.testing import Emulator, ErrorResponse, Reply
+from tests._google import without_google
 
 from .test_end_to_end import MODEL, PROJECT, TOKEN, adc_file
 
@@ -37,12 +38,11 @@ JOBS = f"/vertex/v1beta1/projects/{PROJECT}/locations/{LOCATION}/batchPrediction
 
 @pytest.fixture(autouse=True)
 def _google_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "POLLUX_VERTEX_STAGING_URI"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # no metadata server probe leaves
-    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    without_google(
+        monkeypatch,
+        tmp_path,
+        ("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "POLLUX_VERTEX_STAGING_URI"),
+    )
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from pollux import (
     stream,
 )
 from pollux.testing import Emulator, ErrorResponse, Reply, ToolCall
+from tests._google import without_google
 
 TOKEN = "ya29.vertex-access-token-0123456789"
 MODEL = "gemini-2.5-flash"
@@ -67,13 +68,7 @@ class Weather(pydantic.BaseModel):
 
 @pytest.fixture(autouse=True)
 def _no_google_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    # No gcloud configuration of the machine's user is read (ADC's well-known file).
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # no metadata server probe leaves
-    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    without_google(monkeypatch, tmp_path, _ENV)
 
 
 @pytest.fixture
