@@ -19,6 +19,7 @@ from pollard.errors import PollardError
 from pollard.meters import CostMeter, StepMeter
 from pollux import Config, RetryPolicy
 from pollux.testing import Emulator
+from tests.pollux.providers.azure_openai._azure import without_azure
 
 KEY = "azure-bridge-key-0123456789"
 DEPLOYMENT = "prod-gpt5-mini"
@@ -26,13 +27,7 @@ DEPLOYMENT = "prod-gpt5-mini"
 
 @pytest.fixture(autouse=True)
 def _no_azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "AZURE_OPENAI_ENDPOINT",
-        "AZURE_OPENAI_API_KEY",
-        "OPENAI_API_VERSION",
-        "POLLUX_AZURE_PRICING_MODEL",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    without_azure(monkeypatch)
 
 
 async def test_a_governed_fan_out_records_and_replays_without_the_resource(tmp_path: Path) -> None:

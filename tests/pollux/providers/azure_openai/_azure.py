@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pollux import Config, RetryPolicy
 from pollux.testing import Emulator
 
 KEY = "azure-key-0123456789abcdef"
 VERSION = "2025-04-01-preview"
 ONCE = RetryPolicy(max_attempts=1, max_elapsed_s=None)
+
+
+def without_azure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset the variables the Azure provider reads, so only what a test configures counts."""
+    for name in (
+        "AZURE_OPENAI_ENDPOINT",
+        "AZURE_OPENAI_API_KEY",
+        "OPENAI_API_VERSION",
+        "POLLUX_AZURE_PRICING_MODEL",
+    ):
+        monkeypatch.delenv(name, raising=False)
 
 
 def azure_config(emu: Emulator, deployment: str, **fields: Any) -> Config:

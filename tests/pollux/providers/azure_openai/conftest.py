@@ -11,18 +11,12 @@ import pytest
 from pollux import Config
 from pollux.testing import Emulator
 
-from ._azure import KEY, SURFACES, VERSION, azure_config
+from ._azure import KEY, SURFACES, VERSION, azure_config, without_azure
 
 
 @pytest.fixture(autouse=True)
 def _no_azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "AZURE_OPENAI_ENDPOINT",
-        "AZURE_OPENAI_API_KEY",
-        "OPENAI_API_VERSION",
-        "POLLUX_AZURE_PRICING_MODEL",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    without_azure(monkeypatch)
 
 
 @pytest.fixture
