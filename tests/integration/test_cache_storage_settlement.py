@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, Node
+from pollard import AsyncRuntime, Budget, BudgetExceeded
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
     governed_delete_cache,
@@ -28,6 +28,7 @@ from pollux import APIError, CachePolicy, Config, Environment, RetryPolicy, Sour
 from pollux.providers.gemini import delete_context_cache, refresh_context_cache
 from pollux.providers.gemini.caching import REGISTRY
 from pollux.testing import Emulator, ErrorResponse
+from tests.integration._ledger import notes, usd
 
 MODEL = "gemini-2.5-pro"
 M = Decimal(1_000_000)
@@ -63,14 +64,6 @@ def cfg() -> Config:
         retry=RetryPolicy(max_attempts=1),
         request_timeout_s=30.0,
     )
-
-
-def notes(run: AsyncRun, kind: str) -> list[Node]:
-    return [n for n in run.store.walk(run.root_id) if n.payload.get("pollux") == kind]
-
-
-def usd(run: AsyncRun) -> Decimal:
-    return Decimal(run.report(exact=True)["spent"].get("usd", 0))
 
 
 async def test_a_budget_that_cannot_afford_the_cache_refuses_before_any_io(

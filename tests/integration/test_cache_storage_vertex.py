@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from google.oauth2.credentials import Credentials
 
-from pollard import AsyncRun, AsyncRuntime, Budget, BudgetExceeded, Node
+from pollard import AsyncRuntime, Budget, BudgetExceeded
 from pollard.adapters.pollux import (
     PolluxTokenEstimator,
     governed_delete_cache,
@@ -28,6 +28,7 @@ from pollux import CachePolicy, Config, Environment, RetryPolicy, Source
 from pollux.providers.gemini.caching import REGISTRY
 from pollux.testing import Emulator
 from tests._google import without_google
+from tests.integration._ledger import notes, usd
 
 TOKEN = "ya29.vertex-storage-token-0123456789"
 MODEL = "gemini-2.5-pro"
@@ -67,14 +68,6 @@ def cfg(emu: Emulator) -> Config:
         retry=RetryPolicy(max_attempts=1),
         request_timeout_s=30.0,
     )
-
-
-def notes(run: AsyncRun, kind: str) -> list[Node]:
-    return [n for n in run.store.walk(run.root_id) if n.payload.get("pollux") == kind]
-
-
-def usd(run: AsyncRun) -> Decimal:
-    return Decimal(run.report(exact=True)["spent"].get("usd", 0))
 
 
 async def test_vertex_ledger_equals_the_bill_for_a_cache_created_refreshed_and_deleted(
