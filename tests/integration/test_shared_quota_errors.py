@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -237,3 +238,13 @@ async def test_a_closed_quota_says_so(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="is closed") as caught:
         await quota.acquire(_request())
     assert caught.value.hint and quota._local is None
+
+
+async def test_a_missing_driver_is_a_setting_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    with (
+        _quota("postgresql://127.0.0.1:1/pollard#q", "local") as quota,
+        pytest.raises(ConfigurationError, match="psycopg") as caught,
+    ):
+        await quota.acquire(_request())
+    assert caught.value.hint == 'pip install "pollard[pg]"' and quota._local is None

@@ -111,7 +111,13 @@ def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
         dsn, sep, store_id = text.rpartition("#")
         if not sep:
             dsn, store_id = text, "default"
-        return PostgresStore(dsn, store_id=store_id or "default"), True
+        try:
+            return PostgresStore(dsn, store_id=store_id or "default"), True
+        except ImportError as exc:  # a setting to fix, as for Redis: neither outage nor fault
+            raise ConfigurationError(
+                f"a postgresql:// quota store needs psycopg ({exc})",
+                hint='pip install "pollard[pg]"',
+            ) from None
     from pollard import SQLiteStore
 
     return SQLiteStore(text), True
