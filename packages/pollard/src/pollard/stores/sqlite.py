@@ -139,8 +139,8 @@ _READONLY = (8, "SQLITE_READONLY")
 def _sqlite_error(message: str, code: tuple[int, str]) -> sqlite3.OperationalError:
     """SQLite's error for ``message``, with the result code SQLite itself would have given it.
 
-    Callers tell "cannot open" from "damaged" by that code (`store_unreachable`), as they do
-    for the errors SQLite raises.
+    Callers tell "cannot open" from "damaged" by that code (a shared quota tells an outage
+    from a fault so), as they do for the errors SQLite raises.
     """
     error = sqlite3.OperationalError(message)
     # Attributes of sqlite3.Error from Python 3.11 (the typing targets 3.10).
