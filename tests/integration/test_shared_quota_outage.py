@@ -24,6 +24,13 @@ from stress._pgcluster import PrivateCluster, binaries
 from tests.pollard._postgres import drop_store, fresh_store_id
 
 
+def _lost() -> PollardError:
+    """The error `PostgresStore` raises when its server goes away (marked ``connection_lost``)."""
+    error = PollardError("lost the connection to the store", hint="it restarted")
+    error.connection_lost = True  # type: ignore[attr-defined]
+    return error
+
+
 class SwitchedStore(MemoryStore):
     """A store that refuses every call while ``down``, and notes each reservation it took."""
 
@@ -36,13 +43,13 @@ class SwitchedStore(MemoryStore):
         self, claims: Sequence[Any], windows: Sequence[WindowClaim] = (), **kwargs: Any
     ) -> Any:
         if self.down:
-            raise PollardError("lost the connection to the store", hint="it restarted")
+            raise _lost()
         self.reserved.append(([w.amount for w in windows], kwargs["lease_seconds"]))
         return super().reserve(claims, windows, **kwargs)
 
     def release(self, reservation_id: str) -> None:
         if self.down:
-            raise PollardError("lost the connection to the store", hint="it restarted")
+            raise _lost()
         super().release(reservation_id)
 
 

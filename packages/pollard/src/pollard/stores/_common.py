@@ -1,10 +1,10 @@
-"""Helpers shared by the store backends (validation and conflict bookkeeping)."""
+"""Helpers shared by the store backends (validation, conflict bookkeeping, reachability)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pollard._core._canon import make_dumps
 from pollard._core._node import Node
@@ -23,11 +23,25 @@ __all__ = [
     "lease_end",
     "load_holder",
     "load_queue",
+    "mark_unreachable",
     "meta_text",
     "sorted_roots",
 ]
 
 _meta_dumps = make_dumps()
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def mark_unreachable(error: _E) -> _E:
+    """Mark ``error`` as meaning its store cannot be reached, rather than a fault in it.
+
+    A shared quota (`pollard.adapters.pollux.SharedQuota`) runs on its local share, or fails
+    with a retryable error, only for such errors; it reads the ``store_unreachable`` attribute
+    set here, as it reads ``connection_lost`` on a lost connection.
+    """
+    error.store_unreachable = True  # type: ignore[attr-defined]
+    return error
 
 
 def check_new_node(node: Node) -> None:

@@ -33,7 +33,7 @@ from pollard._core._ledger import (
 )
 from pollard._core._node import Node
 from pollard.errors import IntegrityError, PollardError
-from pollard.stores._common import check_new_node
+from pollard.stores._common import check_new_node, mark_unreachable
 from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._pgtext import (
     COMMIT_NAME,
@@ -417,10 +417,14 @@ class PostgresStore(SqlStore):
     def _unreachable(self, exc: BaseException) -> PollardError:
         """The error for a first connection that fails (a wrong DSN more often than a restart)."""
         detail = " ".join(str(exc).split()) or type(exc).__name__
-        return PollardError(
-            f"cannot connect to the PostgreSQL server for the store {self._store_id!r}: {detail}",
-            hint="check the DSN (host, port, database name, user, password) and that the server "
-            "is running; pollard never creates a database, so the one named must exist",
+        # Marked, so a shared quota tells it from a fault in the store (store_unreachable).
+        return mark_unreachable(
+            PollardError(
+                f"cannot connect to the PostgreSQL server for the store {self._store_id!r}: "
+                f"{detail}",
+                hint="check the DSN (host, port, database name, user, password) and that the "
+                "server is running; pollard never creates a database, so the one named must exist",
+            )
         )
 
     def _lost(self, exc: BaseException, during: str, hint: str = "") -> PollardError:

@@ -124,10 +124,28 @@ def _refuse_special(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:  # a symlink loop, a name too long, a component that is a file
-        raise sqlite3.OperationalError(f"cannot open {path}: {exc.strerror or exc}") from None
+        raise _sqlite_error(f"cannot open {path}: {exc.strerror or exc}", _CANTOPEN) from None
     if not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
-        raise sqlite3.OperationalError(f"{path} is not a regular file ({kind})")
+        raise _sqlite_error(f"{path} is not a regular file ({kind})", _CANTOPEN)
+
+
+# SQLite's result codes for the errors pollard raises in its stead (``sqlite3.SQLITE_*`` from
+# Python 3.11): a file it cannot open, and one it cannot write.
+_CANTOPEN = (14, "SQLITE_CANTOPEN")
+_READONLY = (8, "SQLITE_READONLY")
+
+
+def _sqlite_error(message: str, code: tuple[int, str]) -> sqlite3.OperationalError:
+    """SQLite's error for ``message``, with the result code SQLite itself would have given it.
+
+    Callers tell "cannot open" from "damaged" by that code (a shared quota tells an outage
+    from a fault so), as they do for the errors SQLite raises.
+    """
+    error = sqlite3.OperationalError(message)
+    # Attributes of sqlite3.Error from Python 3.11 (the typing targets 3.10).
+    error.sqlite_errorcode, error.sqlite_errorname = code  # type: ignore[attr-defined]
+    return error
 
 
 _LEGACY_NODE_COLUMNS = frozenset(
@@ -224,8 +242,9 @@ def _refuse_unwritable(path: Path) -> None:
     """
     effective = os.access in os.supports_effective_ids
     if path.is_file() and not os.access(path, os.W_OK, effective_ids=effective):
-        raise sqlite3.OperationalError(
-            "attempt to write a readonly database (the file is not writable by this process)"
+        raise _sqlite_error(
+            "attempt to write a readonly database (the file is not writable by this process)",
+            _READONLY,
         )
 
 

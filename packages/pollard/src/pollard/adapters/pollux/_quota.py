@@ -34,6 +34,13 @@ becomes N times the limit, and the hand-overs do not double it either: the local
 full for one window (what the fleet drew from the shared window before the outage still
 counts), a waiter on the local share asks the store again every few seconds, and a worker back
 on the shared window first writes there what it drew locally within the last window.
+
+Only an outage counts as unreachable (``_quota_errors.store_unreachable``: a lost or
+refused connection, a SQLite file that cannot be opened or is locked, a network error). Any
+other failure of the store (a bug, a damaged ledger, an unknown store format, a read-only
+store) is a fault that waiting does not fix: whatever ``on_unreachable`` says, the attempt is not
+sent and fails with a non-retryable `pollux.APIError` (``error_category="quota_store_error"``)
+naming the error, and the local share is never engaged for it.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ from pollux.quota import (
     too_large,
 )
 
+from ._quota_errors import describe, store_unreachable
 from ._quota_redis import RedisWindows, is_redis_url
 
 if TYPE_CHECKING:
@@ -103,7 +111,13 @@ def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
         dsn, sep, store_id = text.rpartition("#")
         if not sep:
             dsn, store_id = text, "default"
-        return PostgresStore(dsn, store_id=store_id or "default"), True
+        try:
+            return PostgresStore(dsn, store_id=store_id or "default"), True
+        except ImportError as exc:  # a setting to fix, as for Redis: neither outage nor fault
+            raise ConfigurationError(
+                f"a postgresql:// quota store needs psycopg ({exc})",
+                hint='pip install "pollard[pg]"',
+            ) from None
     from pollard import SQLiteStore
 
     return SQLiteStore(text), True
@@ -147,8 +161,11 @@ class _SharedPermit:
             return  # the worst case stays held until its lease ends
         try:
             await self._quota._call(self._quota._settle, self._request, reservation, tokens)
-        except Exception as exc:  # the worst case stays held: safe, only conservative
-            _LOG.debug("quota settlement kept the worst case: %s", type(exc).__name__)
+        except Exception as exc:
+            # Best effort, whatever failed: the answer is in (raising would throw it away), and
+            # the worst case stays held until its lease ends (safe, only conservative). A fault
+            # is logged as a warning, and the next admission fails on it.
+            self._quota._left_to_lease("the settlement kept the worst case", exc)
 
 
 class _LocalUse:
@@ -200,9 +217,12 @@ class SharedQuota:
             the key; the key itself never reaches the store).
         window_s: The window length in seconds (60 for per-minute limits).
         default_output_tokens: The output cap held for a call without ``max_tokens``.
-        on_unreachable: ``"fail"`` (default): an attempt that cannot check the window fails
+        on_unreachable: ``"fail"`` (default): an attempt that cannot reach the store fails
             (retryable); ``"local"``: fall back to this process's share, the limits divided by
-            ``workers``, until the store answers again.
+            ``workers``, until the store answers again. Only an outage counts (a lost or
+            refused connection, a SQLite file that cannot be opened or is locked); any other
+            store failure (a bug, a damaged ledger, a read-only store) fails the attempt
+            either way, not retryable (``error_category="quota_store_error"``).
         workers: How many workers share the quota (required with ``on_unreachable="local"``).
         poll_s: The longest pause of the queue's pacing: the head of the queue asks the window
             four times per pause (one request's spacing, at most ``poll_s``), a waiter that
@@ -291,6 +311,7 @@ class SharedQuota:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="pollard-quota"
         )
+        self._closed = False
         self._local: LocalQuota | None = None
         self._local_until = 0.0
         # Whether this worker is on its local share, and what that share admitted (when, and
@@ -423,8 +444,10 @@ class SharedQuota:
         slot[0] = None
         try:  # after the hold is written: the gate never opens early
             store.release(ticket.id)
-        except Exception as exc:  # admitted all the same; the ticket ends with its lease
-            _LOG.debug("quota ticket left to its lease: %s", type(exc).__name__)
+        except Exception as exc:
+            # Best effort: admitted all the same, and the ticket ends with its lease (the queue
+            # behind it waits at most that long). A fault is logged as a warning.
+            self._left_to_lease("the ticket was left to its lease", exc)
         return True, admission.reservation_id
 
     def _join(self, store: Store, queue: str, now: float) -> _Ticket | None:
@@ -476,8 +499,22 @@ class SharedQuota:
                 self._redis.release(self._window_keys(request)[2], ticket.id)
             else:
                 self._open_store().release(ticket.id)
-        except Exception as exc:  # its lease ends it
-            _LOG.debug("quota ticket left to its lease: %s", type(exc).__name__)
+        except Exception as exc:
+            # Best effort: it runs after the attempt's way out, with nobody to tell (its future
+            # is not awaited), and the ticket ends with its lease. A fault is logged as a warning.
+            self._left_to_lease("the ticket was left to its lease", exc)
+
+    def _left_to_lease(self, what: str, exc: Exception) -> None:
+        """Log a best-effort store write that failed, its hold left to end with its lease."""
+        if store_unreachable(exc):
+            _LOG.debug("quota %r: %s: %s", self.name, what, type(exc).__name__)
+        else:
+            _LOG.warning(
+                "quota %r: %s, after a store error that is not an outage: %s",
+                self.name,
+                what,
+                describe(exc),
+            )
 
     def _settle(self, request: QuotaRequest, reservation: str, tokens: int) -> None:
         if self._redis is not None:
@@ -539,6 +576,12 @@ class SharedQuota:
         return wrote
 
     async def _call(self, fn: Any, *args: Any) -> Any:
+        if self._closed:
+            # A mistake in the caller, neither an outage nor a fault of the store.
+            raise ConfigurationError(
+                f"SharedQuota {self.name!r} is closed",
+                hint="Close the quota after the calls that use it, or open a new SharedQuota.",
+            )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
 
@@ -565,8 +608,8 @@ class SharedQuota:
         return min(_RECHECK_S, self.window_s / 2)
 
     def _unreachable(self, exc: BaseException) -> APIError | None:
-        """The error to raise for a store failure, or None to use the local share."""
-        reason = exc.message if isinstance(exc, PollardError) else type(exc).__name__
+        """The error to raise when the store is unreachable, or None to use the local share."""
+        reason = exc.message if isinstance(exc, PollardError) else describe(exc)
         if self.on_unreachable == "local":
             if time.monotonic() >= self._local_until:
                 _LOG.warning(
@@ -588,6 +631,38 @@ class SharedQuota:
             error_category="quota_unavailable",
         )
 
+    def _store_error(self, exc: BaseException) -> APIError:
+        """The error for a store failure that is not an outage (the local share never applies).
+
+        Not retryable: a bug, a damaged ledger, an unknown store format or a read-only store
+        fails the same way on the next attempt.
+        """
+        if isinstance(exc, PollardError) and exc.hint:
+            hint = exc.hint
+        elif type(exc).__module__.startswith("sqlite3"):
+            hint = (
+                "Check the SQLite file the quota uses (writable, a pollard store, undamaged: "
+                "`pollard verify FILE`), or give the quota a new file."
+            )
+        elif type(exc).__module__.startswith("redis"):
+            hint = (
+                "Check the Redis server the quota uses (a read-only replica, memory full, "
+                "the user's ACL)."
+            )
+        else:
+            hint = (
+                "Waiting will not fix this: it is a bug or a fault in the store, not an "
+                "outage. See the error's cause (its traceback), and report it if it is pollard's."
+            )
+        return APIError(
+            f"quota {self.name!r}: the shared quota store failed ({describe(exc)}), so the call "
+            f"was not sent; this is not an outage, so on_unreachable={self.on_unreachable!r} "
+            "does not apply",
+            hint=hint,
+            retryable=False,
+            error_category="quota_store_error",
+        )
+
     def _too_large(self, request: QuotaRequest) -> None:
         if self.tokens_per_minute is not None and request.tokens > self.tokens_per_minute:
             raise too_large(request, self.tokens_per_minute, self.window_s)
@@ -602,7 +677,10 @@ class SharedQuota:
 
         Raises:
             pollux.RateLimitError: The window had no room before the call's deadline.
-            pollux.APIError: The store is unreachable and ``on_unreachable="fail"``.
+            pollux.APIError: The store is unreachable and ``on_unreachable="fail"``
+                (``error_category="quota_unavailable"``, retryable), or it failed in a way that
+                is not an outage (``"quota_store_error"``, not retryable, whatever
+                ``on_unreachable`` says).
         """
         self._too_large(request)
         start = time.monotonic()
@@ -641,6 +719,9 @@ class SharedQuota:
                 except (APIError, ConfigurationError):
                     raise
                 except Exception as exc:
+                    if not store_unreachable(exc):
+                        # A fault, not an outage: the local share would only hide it.
+                        raise self._store_error(exc) from exc
                     error = self._unreachable(exc)
                     if error is not None:
                         raise error from None
@@ -726,7 +807,12 @@ class SharedQuota:
             return
         try:
             await self._call(self._fill, request, seconds)
-        except Exception:
+        except (APIError, ConfigurationError):
+            raise
+        except Exception as exc:
+            if not store_unreachable(exc):
+                raise self._store_error(exc) from exc
+            # The store is down: the local share (used while it is) waits out the 429 too.
             await self._local_share().pause(request, seconds)
 
     def close(self) -> None:
@@ -739,9 +825,15 @@ class SharedQuota:
             if self._redis is not None:
                 self._redis.close()
 
-        with contextlib.suppress(RuntimeError):  # already shut down
-            self._executor.submit(close_store).result()
-        self._executor.shutdown(wait=True)
+        self._closed = True
+        try:
+            closing = self._executor.submit(close_store)
+        except RuntimeError:  # already shut down: closed before
+            return
+        try:
+            closing.result()  # a store that fails to close says so
+        finally:
+            self._executor.shutdown(wait=True)
 
     def __enter__(self) -> SharedQuota:
         return self
