@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -130,4 +131,6 @@ def test_process_mode_serves_from_a_child_process() -> None:
         with pytest.raises(EmulatorError, match="child process"):
             _ = emu.requests
         start = emu.now()
+        time.sleep(0.3)  # longer than the standalone command's clock tick: the clock stays put
+        assert emu.now() == start
         assert emu.advance(90) == start + 90 == emu.now()

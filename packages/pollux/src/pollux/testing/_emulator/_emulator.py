@@ -185,6 +185,10 @@ class Emulator:
             str(self._port),
             "--options",
             json.dumps(self._options),
+            # The virtual clock moves only when the test says so, as in-process: the standalone
+            # command's default lets it follow real time (so its batches complete by themselves).
+            "--clock-rate",
+            "0",
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
