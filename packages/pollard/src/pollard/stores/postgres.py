@@ -73,6 +73,7 @@ _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 _SQLSTATE = ord("C")  # libpq's PG_DIAG_SQLSTATE field of an error result
 _ADMIT_TRIES = 10
 _MAX_TRACKED_HOLDS = 4096
+_MAX_ENCODED_CLAIMS = 256  # distinct claim sets whose reservation parameters are kept encoded
 # The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
 # durable store then forces the flush with a transaction of its own that holds no lock, so
 # concurrent writers share one disk flush instead of queueing on a row lock through each.
@@ -163,6 +164,20 @@ class _Queue:
         self.items.extend((sql, row) for row in rows)
 
 
+class _Encoded(list):  # type: ignore[type-arg]
+    """A lone step function's parameters already in text form (`text_params`), for `_batch`.
+
+    ``raw()`` gives the values themselves, for a batch that quotes them as literals instead (a
+    connection whose client encoding is not UTF-8).
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, params: list[bytes | None], raw: Callable[[], Sequence[Any]]) -> None:
+        super().__init__(params)
+        self.raw = raw
+
+
 class _Wire:
     """One connection's batches sent and read below psycopg's cursor (the same libpq calls).
 
@@ -187,6 +202,9 @@ class _Wire:
         # them, as behind a pooling proxy).
         self.prepared: set[str] = set()
         self.utf8 = self._encoding == "utf-8"
+        # Reservation ids held on this session (see `PostgresStore._session_holds`).
+        self.holds: set[str] = set()
+        self.cursor: Any = None  # the store's `ClientCursor` for batches on this connection
 
     def run(self, text: str) -> list[list[Any] | None]:
         """Send ``text`` as one simple query; the rows of each statement (None: no rows).
@@ -355,6 +373,8 @@ class PostgresStore(SqlStore):
         self._functions = False  # whether the database holds the step functions (on open)
         # The 0.8 tables kept when this open migrated them ("pollard08_*"), else None.
         self.migration_backup: str | None = None
+        # Reservation parameters by claim set (see `_reserve_params`).
+        self._encoded_claims: dict[tuple[Any, ...], list[bytes | None]] = {}
         self._prepare_statements()
         try:
             self._init_schema()
@@ -534,6 +554,37 @@ class PostgresStore(SqlStore):
             self._local.quotes_for = conn
         return bool(self._local.quotes)
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is open read-only",
+                hint="open it without read_only=True to record",
+            )
+
+    def _wire(self) -> _Wire:
+        """This thread's current connection's `_Wire` (made with the connection's batch cursor)."""
+        conn = self._connection()
+        wire: _Wire | None = getattr(self._local, "wire", None)
+        if wire is None or wire._conn is not conn:  # one per connection, kept open
+            wire = self._local.wire = _Wire(self._psycopg, conn)
+            wire.cursor = self._psycopg.ClientCursor(conn)
+        return wire
+
+    def _call(self, wire: _Wire, sql: str, params: list[bytes | None]) -> list[Any]:
+        """A lone step function on ``wire``: one prepared extended-protocol call; its rows."""
+        try:
+            try:
+                return wire.call(*self._calls[sql], params)
+            except self._psycopg.errors.InvalidSqlStatementName:
+                wire.prepared.clear()  # the session lost it (a pooling proxy)
+                return wire.call(*self._calls[sql], params)
+        except self._psycopg.OperationalError:
+            self._discard()
+            raise
+        except BaseException:
+            wire.prepared.clear()
+            raise
+
     def _batch(self, queue: _Queue) -> list[list[Any] | None]:
         """Send queued statements as one simple query (one round trip); rows per statement.
 
@@ -542,35 +593,19 @@ class PostgresStore(SqlStore):
         one message. A failed statement aborts the rest; an open transaction is then rolled
         back.
         """
-        if self.read_only:
-            raise PollardError(
-                f"the PostgreSQL store {self._store_id!r} is open read-only",
-                hint="open it without read_only=True to record",
-            )
-        conn = self._connection()
-        cur = getattr(self._local, "batch_cursor", None)
-        if cur is None or cur.connection is not conn:  # one per connection, kept open
-            cur = self._local.batch_cursor = self._psycopg.ClientCursor(conn)
-            self._local.wire = _Wire(self._psycopg, conn)
-        wire: _Wire = self._local.wire
+        self._check_writable()
+        wire = self._wire()
+        conn, cur = wire._conn, wire.cursor
         errors = self._psycopg.errors
         if len(queue.items) == 1 and queue.items[0][0] in self._calls and wire.utf8:
             # A lone step function (no BEGIN/COMMIT): a prepared extended-protocol call.
             sql, values = queue.items[0]
-            params = text_params(values)
+            params = values if type(values) is _Encoded else text_params(values)
             if params is not None:
-                try:
-                    try:
-                        return [wire.call(*self._calls[sql], params)]
-                    except errors.InvalidSqlStatementName:
-                        wire.prepared.clear()  # the session lost it (a pooling proxy)
-                        return [wire.call(*self._calls[sql], params)]
-                except self._psycopg.OperationalError:
-                    self._discard()
-                    raise
-                except BaseException:
-                    wire.prepared.clear()
-                    raise
+                return [self._call(wire, sql, params)]
+        for i, (sql, values) in enumerate(queue.items):
+            if type(values) is _Encoded:
+                queue.items[i] = (sql, values.raw())
         try:
             try:
                 return wire.run(self._batch_text(conn, cur, queue))
@@ -761,13 +796,39 @@ class PostgresStore(SqlStore):
         rid: str,
     ) -> tuple[bool, list[Any]]:
         """One statement: the server-side reservation function (see `RESERVE_FUNCTION`)."""
+        queue = _Queue()
+        # Its own transaction: no BEGIN/COMMIT.
+        queue.execute(
+            self._reserve_call, self._reserve_params(claims, windows, lease_seconds, held, rid)
+        )
+        try:
+            rows = self._batch(queue)[-1] or []
+        except self._psycopg.errors.UndefinedFunction:
+            # Dropped behind the store (a restored dump, a hand-made schema): the batch path
+            # reads and writes the same rows.
+            self._functions = False
+            return self._admit_batch(claims, windows, lease_seconds, held, rid)
+        inserted = bool(held) and not rows
+        if inserted:
+            self._track_hold(rid)
+        return inserted, rows
+
+    def _reserve_values(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> tuple[Any, ...]:
+        """The reservation function's arguments."""
         scopes = sorted({c.scope for c in claims})
         wk = [w.key for w in windows]
 
         def req(amount: Decimal | None) -> Decimal:
             return amount if amount is not None and amount > 0 else ZERO
 
-        params = (
+        return (
             self._store_id,
             self._clock() if self._now_param else None,
             self._lock_keys([*scopes, *wk]),
@@ -784,19 +845,65 @@ class PostgresStore(SqlStore):
             float(lease_seconds),
             dump_held(held) if held else None,
         )
-        queue = _Queue()
-        queue.execute(self._reserve_call, params)  # its own transaction: no BEGIN/COMMIT
-        try:
-            rows = self._batch(queue)[-1] or []
-        except self._psycopg.errors.UndefinedFunction:
-            # Dropped behind the store (a restored dump, a hand-made schema): the batch path
-            # reads and writes the same rows.
-            self._functions = False
-            return self._admit_batch(claims, windows, lease_seconds, held, rid)
-        inserted = bool(held) and not rows
-        if inserted:
-            self._track_hold(rid)
-        return inserted, rows
+
+    def _reserve_params(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> Sequence[Any]:
+        """The reservation's arguments as text parameters (`_Encoded`), or as values.
+
+        Values (`_reserve_values`) when one of them has no text form (`text_params`). A run's
+        claims are the same on every step (scopes, meters, limits, estimates), so all but the
+        reservation id are encoded once per distinct claim set, keyed on the texts and types
+        every encoded byte comes from (the lock keys, the arrays, the held JSON).
+        """
+        raw = functools.partial(self._reserve_values, claims, windows, lease_seconds, held, rid)
+        if self._now_param or "\x00" in rid:  # a test's clock per call; NUL: the driver refuses
+            values = raw()
+            params = text_params(values)
+            return values if params is None else _Encoded(params, raw)
+        key = (
+            lease_seconds,
+            bool(held),
+            tuple(
+                [
+                    (c.scope, c.meter, type(c.limit), str(c.limit), type(c.amount), str(c.amount))
+                    for c in claims
+                ]
+            ),
+            tuple(
+                [
+                    (
+                        w.key,
+                        w.meter,
+                        type(w.limit),
+                        str(w.limit),
+                        type(w.window_seconds),
+                        str(w.window_seconds),
+                        type(w.amount),
+                        str(w.amount),
+                    )
+                    for w in windows
+                ]
+            ),
+        )
+        cached = self._encoded_claims.get(key)
+        if cached is None:
+            values = raw()
+            params = text_params(values)
+            if params is None:
+                return values
+            if len(self._encoded_claims) >= _MAX_ENCODED_CLAIMS:
+                self._encoded_claims.clear()
+            self._encoded_claims[key] = params
+            return _Encoded(params, raw)
+        params = _Encoded(cached, raw)
+        params[12] = rid.encode("utf-8")
+        return params
 
     def _admit_batch(
         self,
@@ -864,25 +971,24 @@ class PostgresStore(SqlStore):
         )
 
     def _session_holds(self) -> set[str]:
-        """Reservation ids held on this thread's current session (reset with the session)."""
-        conn = self._connection()
-        holds: set[str] | None = getattr(self._local, "holds", None)
-        if holds is None or getattr(self._local, "holds_for", None) is not conn:
-            holds = set()
-            self._local.holds, self._local.holds_for = holds, conn
-        return holds
+        """Reservation ids held on this thread's current session (reset with the session).
 
-    def _track_hold(self, rid: str) -> None:
-        holds = self._session_holds()
+        Kept on the session's `_Wire`, which a new connection replaces.
+        """
+        return self._wire().holds
+
+    def _track_hold(self, rid: str, holds: set[str] | None = None) -> None:
+        if holds is None:
+            holds = self._session_holds()
         if len(holds) >= _MAX_TRACKED_HOLDS:
             holds.clear()  # released elsewhere; forgetting one only adds the guard's check
         holds.add(rid)
 
     def release(self, reservation_id: str) -> None:
         """Drop a reservation without charging (idempotent)."""
-        holds: set[str] | None = getattr(self._local, "holds", None)
-        if holds is not None:
-            holds.discard(reservation_id)
+        wire: _Wire | None = getattr(self._local, "wire", None)
+        if wire is not None:
+            wire.holds.discard(reservation_id)
         super().release(reservation_id)
 
     def _explain(
