@@ -33,7 +33,7 @@ from pollard._core._ledger import (
 )
 from pollard._core._node import Node
 from pollard.errors import IntegrityError, PollardError
-from pollard.stores._common import check_new_node
+from pollard.stores._common import check_new_node, meta_text
 from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._pgtext import (
     COMMIT_NAME,
@@ -44,6 +44,7 @@ from pollard.stores._pgtext import (
     text_params,
 )
 from pollard.stores._sql import (
+    _KIND_CODE,
     LEDGER_HINT,
     SCHEMA_VERSION,
     Dialect,
@@ -74,6 +75,9 @@ _SQLSTATE = ord("C")  # libpq's PG_DIAG_SQLSTATE field of an error result
 _ADMIT_TRIES = 10
 _MAX_TRACKED_HOLDS = 4096
 _MAX_ENCODED_CLAIMS = 256  # distinct claim sets whose reservation parameters are kept encoded
+_NO_ROWS = (b"{}", b"{}", b"{}")  # a commit's ledger arrays without charges
+_NO_EVENTS: list[bytes | None] = [b"{}", b"{}", b"{}"]  # its window arrays without events
+_KIND_TEXT = {kind: str(code).encode("ascii") for kind, code in _KIND_CODE.items()}
 # The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
 # durable store then forces the flush with a transaction of its own that holds no lock, so
 # concurrent writers share one disk flush instead of queueing on a row lock through each.
@@ -375,6 +379,9 @@ class PostgresStore(SqlStore):
         self.migration_backup: str | None = None
         # Reservation parameters by claim set (see `_reserve_params`).
         self._encoded_claims: dict[tuple[Any, ...], list[bytes | None]] = {}
+        # A commit's scope and meter arrays by (scopes, meters) (see `_ledger_arrays`).
+        self._ledger_keys: dict[tuple[Any, ...], tuple[bytes | None, bytes | None, int]] = {}
+        self._store_id_text = store_id.encode("utf-8")
         self._prepare_statements()
         try:
             self._init_schema()
@@ -1094,10 +1101,6 @@ class PostgresStore(SqlStore):
         windows: Sequence[WindowEvent],
         reservation_id: str | None,
     ) -> bool:
-        parent = None if node.parent is None else bytes.fromhex(node.parent)
-        unique = list(dict.fromkeys(scopes))
-        rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
-        events = [(e.key, e.meter, str(e.amount)) for e in windows]
         now = self._now()
         # The lost-hold guard: a hold taken on this very session cannot have been lost without
         # ending it (a server crash closes every session), and a commit after it is later in
@@ -1107,6 +1110,173 @@ class PostgresStore(SqlStore):
         guard = None
         if reservation_id is not None and reservation_id not in holds:
             guard = reservation_id
+        params = None
+        if self._functions and not self.durable:  # a lone call: its own transaction
+            params = self._commit_params(node, scopes, charges, windows, now, guard, reservation_id)
+        if params is not None:
+            queue = _Queue()
+            queue.execute(self._commit_call, params)
+            at = 0
+        else:
+            queue, at = self._commit_queue(
+                node, scopes, charges, windows, now, guard, reservation_id
+            )
+        try:
+            results = self._batch(queue)
+        except self._psycopg.errors.InvalidTextRepresentation as exc:
+            # The node's texts are bound as text and its ids as bytes the store made, so what
+            # fails to parse is a stored ledger total the commit adds its charge to.
+            raise self._damaged(exc) from None
+        except self._psycopg.errors.UndefinedFunction:
+            if not self._functions:
+                raise
+            self._functions = False  # dropped behind the store: the batch writes the same rows
+            return self._commit(node, scopes, charges, windows, reservation_id)
+        result = results[at - len(queue.items)]  # from the end: PREPAREs may lead the batch
+        row = result[0] if result else None
+        assert row is not None
+        if self._functions:
+            parent_ok, inserted, hold_ok = row
+        else:
+            parent_ok, inserted, hold_ok = row[0], row[1], row[5]
+        if reservation_id is not None:
+            holds.discard(reservation_id)
+        if not inserted and not parent_ok:
+            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+        if not inserted and not hold_ok:
+            with self._cursor() as cur:
+                if self._exists(cur, node.id):
+                    return False
+            raise PollardError(
+                f"the reservation of step {node.id[:12]} in the PostgreSQL store "
+                f"{self._store_id!r} no longer exists, so the step is not recorded",
+                hint="the server crashed after the hold was acknowledged (or the lease ended "
+                "while the store was unreachable): the step ran but its charges are not "
+                "counted, so the budget cannot be overspent. Inspect the run (`pollard show`) "
+                "and retry the step",
+            )
+        return bool(inserted)
+
+    def _commit_params(
+        self,
+        node: Node,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent],
+        now: tuple[Any, ...],
+        guard: str | None,
+        reservation_id: str | None,
+    ) -> _Encoded | None:
+        """The commit function's arguments as text parameters, or None for `_commit_queue`.
+
+        The bytes `text_params` makes of `_commit_queue`'s values, without building them: for a
+        node this process built (`Node.content_checked`: its ids and digest are lowercase hex,
+        which is bytea's hex input as it is) with nothing to intern. A run's scopes and meters
+        are the same on every step, so their arrays are encoded once.
+        """
+        payload_text, result_text = node.payload_text, node.result_text
+        if (
+            not node.content_checked
+            or payload_text is None
+            or (result_text is None and node.result is not None)
+        ):
+            return None
+        payload = payload_text.encode("utf-8")
+        result = None if result_text is None else result_text.encode("utf-8")
+        meta = meta_text(node.meta).encode("utf-8")
+        if self.intern_payloads and (
+            len(payload) >= self.intern_threshold
+            or (result is not None and len(result) >= self.intern_threshold)
+        ):
+            return None  # `_encode` decides what to intern
+        if b"\x00" in payload or b"\x00" in meta or (result is not None and b"\x00" in result):
+            return None  # never in JSON text; the driver refuses it with its usual error
+        ids = [guard, reservation_id]
+        if now:
+            ids.append(now[0])
+        texts = text_params(ids)
+        if texts is None:
+            return None
+        ledger = self._ledger_arrays(scopes, charges)
+        if ledger is None:
+            return None
+        if windows:
+            events = text_params(
+                (
+                    [e.key for e in windows],
+                    [e.meter for e in windows],
+                    [str(e.amount) for e in windows],
+                )
+            )
+            if events is None:
+                return None
+        else:
+            events = _NO_EVENTS
+        digest = node.result_digest
+        params = [
+            self._store_id_text,
+            texts[2] if now else None,
+            texts[0],
+            b"\\x" + node.id.encode("ascii"),
+            None if node.parent is None else b"\\x" + node.parent.encode("ascii"),
+            _KIND_TEXT[node.kind],
+            str(node.attempt).encode("ascii"),
+            payload,
+            result,
+            None if digest is None else b"\\x" + digest.encode("ascii"),
+            meta,
+            b"0",
+            *ledger,
+            *events,
+            texts[1],
+        ]
+        raw = functools.partial(
+            self._commit_queue, node, scopes, charges, windows, now, guard, reservation_id
+        )
+        return _Encoded(params, lambda: raw()[0].items[0][1])
+
+    def _ledger_arrays(
+        self, scopes: Sequence[str], charges: Mapping[str, Decimal]
+    ) -> tuple[bytes | None, ...] | None:
+        """The commit's ledger rows as three array parameters (scopes, meters, amounts).
+
+        One row per (scope, meter), scopes outer, as `_commit_queue` lists them; the scope and
+        meter arrays of a run repeat on every step, so they are encoded once.
+        """
+        if not charges:
+            return _NO_ROWS
+        key = (tuple(scopes), tuple(charges))
+        cached = self._ledger_keys.get(key)
+        if cached is None:
+            unique = list(dict.fromkeys(scopes))
+            arrays = text_params(
+                ([s for s in unique for _ in charges], [m for _ in unique for m in charges])
+            )
+            if arrays is None:
+                return None
+            if len(self._ledger_keys) >= _MAX_ENCODED_CLAIMS:
+                self._ledger_keys.clear()
+            cached = self._ledger_keys[key] = (arrays[0], arrays[1], len(unique))
+        amounts = text_params(([str(a) for a in charges.values()] * cached[2],))
+        if amounts is None:
+            return None
+        return cached[0], cached[1], amounts[0]
+
+    def _commit_queue(
+        self,
+        node: Node,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent],
+        now: tuple[Any, ...],
+        guard: str | None,
+        reservation_id: str | None,
+    ) -> tuple[_Queue, int]:
+        """The commit's batch, and the index of its commit statement."""
+        parent = None if node.parent is None else bytes.fromhex(node.parent)
+        unique = list(dict.fromkeys(scopes))
+        rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
+        events = [(e.key, e.meter, str(e.amount)) for e in windows]
         queue = _Queue()
         # No ledger lock: a reservation reads every figure in one statement (one snapshot), so
         # it sees this commit's node, charges and release all or not at all, which is the order
@@ -1163,41 +1333,7 @@ class PostgresStore(SqlStore):
             queue.execute("COMMIT")
         if self.durable:
             queue.execute(_FLUSH)  # its own transaction: a durable step waits for the disk here
-        try:
-            results = self._batch(queue)
-        except self._psycopg.errors.InvalidTextRepresentation as exc:
-            # The node's texts are bound as text and its ids as bytes the store made, so what
-            # fails to parse is a stored ledger total the commit adds its charge to.
-            raise self._damaged(exc) from None
-        except self._psycopg.errors.UndefinedFunction:
-            if not self._functions:
-                raise
-            self._functions = False  # dropped behind the store: the batch writes the same rows
-            return self._commit(node, scopes, charges, windows, reservation_id)
-        result = results[at - len(queue.items)]  # from the end: PREPAREs may lead the batch
-        row = result[0] if result else None
-        assert row is not None
-        if self._functions:
-            parent_ok, inserted, hold_ok = row
-        else:
-            parent_ok, inserted, hold_ok = row[0], row[1], row[5]
-        if reservation_id is not None:
-            holds.discard(reservation_id)
-        if not inserted and not parent_ok:
-            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
-        if not inserted and not hold_ok:
-            with self._cursor() as cur:
-                if self._exists(cur, node.id):
-                    return False
-            raise PollardError(
-                f"the reservation of step {node.id[:12]} in the PostgreSQL store "
-                f"{self._store_id!r} no longer exists, so the step is not recorded",
-                hint="the server crashed after the hold was acknowledged (or the lease ended "
-                "while the store was unreachable): the step ran but its charges are not "
-                "counted, so the budget cannot be overspent. Inspect the run (`pollard show`) "
-                "and retry the step",
-            )
-        return bool(inserted)
+        return queue, at
 
     # -- schema --------------------------------------------------------------------------------
 
