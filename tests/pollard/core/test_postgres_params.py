@@ -91,3 +91,24 @@ def test_a_reservation_reuses_the_bytes_of_its_claim_set(store: PostgresStore) -
         assert list(sent) == text_params(
             store._reserve_values(claim_set, [], 60.0, held_set, "w.x")
         )
+
+
+def test_reservation_ids_are_read_ahead_and_never_shared_with_a_forked_child() -> None:
+    import os
+
+    from pollard.stores import postgres
+
+    ids = {postgres._random_id() for _ in range(1_000)}  # several read-aheads
+    assert len(ids) == 1_000
+    assert all(len(rid) == 32 and int(rid, 16) >= 0 for rid in ids)
+    postgres._random_id()  # the read-ahead holds the parent's next ids
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, postgres._random_id().encode("ascii"))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode("ascii")
+    os.close(read)
+    os.close(write)
+    assert child != postgres._random_id()  # the child did not take the parent's next one

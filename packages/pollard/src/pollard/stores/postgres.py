@@ -101,6 +101,23 @@ _forks = [0]
 
 def _forked() -> None:
     _forks[0] += 1
+    _random_ids.clear()  # the parent's: a child draws its own
+
+
+# Reservation ids read ahead from the OS's random source: one system call per 256 steps instead of
+# one per step (the same 128 random bits each, as unique as a uuid4). Emptied in a forked child.
+_random_ids: list[str] = []
+_IDS_AHEAD = 256
+
+
+def _random_id() -> str:
+    """32 hex digits of fresh OS randomness (`os.urandom`)."""
+    try:
+        return _random_ids.pop()
+    except IndexError:  # once per `_IDS_AHEAD` ids
+        text = os.urandom(16 * _IDS_AHEAD).hex()
+        _random_ids.extend([text[i : i + 32] for i in range(32, len(text), 32)])
+        return text[:32]
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -258,8 +275,11 @@ class _Wire:
             if res.status not in self._empty:
                 raise self._error(res, encoding=self._encoding)
             return []
+        count = res.ntuples
+        if not count:  # an admitted reservation: no column loaders to set up
+            return []
         self._loader.set_pgresult(res)
-        rows: list[Any] = self._loader.load_rows(0, res.ntuples, tuple)
+        rows: list[Any] = self._loader.load_rows(0, count, tuple)
         return rows
 
 
@@ -751,7 +771,7 @@ class PostgresStore(SqlStore):
         """
         if not claims and not windows:
             return Admission(None, None)
-        rid = os.urandom(16).hex()  # as unique as a uuid4 (128 random bits), at a third the cost
+        rid = _random_id()  # as unique as a uuid4 (128 random bits), at a tenth the cost
         if owner is not None:  # whose hold it is, for release_gone
             rid = f"{owner}.{rid}"
         try:
@@ -817,7 +837,7 @@ class PostgresStore(SqlStore):
             return self._admit_batch(claims, windows, lease_seconds, held, rid)
         inserted = bool(held) and not rows
         if inserted:
-            self._track_hold(rid)
+            self._track_hold(rid, self._local.wire.holds)  # the session that took the hold
         return inserted, rows
 
     def _reserve_values(
