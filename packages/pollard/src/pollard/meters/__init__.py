@@ -155,7 +155,10 @@ def token_usage(result: Any) -> dict[str, int] | None:
         return None
     fields: dict[str, int] = {}
     for key in TOKEN_FIELDS:
-        count = usable_count(usage.get(key))
+        value = usage.get(key)
+        if value is None:  # absent (most fields of most answers): no call
+            continue
+        count = usable_count(value)
         if count is not None:
             fields[key] = count
     return fields

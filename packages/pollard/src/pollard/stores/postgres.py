@@ -193,10 +193,13 @@ class _Encoded(list):  # type: ignore[type-arg]
     """
 
     __slots__ = ("raw",)
+    raw: Callable[[], Sequence[Any]]
 
-    def __init__(self, params: list[bytes | None], raw: Callable[[], Sequence[Any]]) -> None:
-        super().__init__(params)
-        self.raw = raw
+
+def _encoded(params: list[bytes | None], raw: Callable[[], Sequence[Any]]) -> _Encoded:
+    encoded = _Encoded(params)  # list's own constructor: no Python-level __init__
+    encoded.raw = raw
+    return encoded
 
 
 class _Wire:
@@ -892,7 +895,7 @@ class PostgresStore(SqlStore):
         if self._now_param or "\x00" in rid:  # a test's clock per call; NUL: the driver refuses
             values = raw()
             params = text_params(values)
-            return values if params is None else _Encoded(params, raw)
+            return values if params is None else _encoded(params, raw)
         key = (
             lease_seconds,
             bool(held),
@@ -927,8 +930,8 @@ class PostgresStore(SqlStore):
             if len(self._encoded_claims) >= _MAX_ENCODED_CLAIMS:
                 self._encoded_claims.clear()
             self._encoded_claims[key] = params
-            return _Encoded(params, raw)
-        params = _Encoded(cached, raw)
+            return _encoded(params, raw)
+        params = _encoded(cached, raw)
         params[12] = rid.encode("utf-8")
         return params
 
@@ -1253,7 +1256,7 @@ class PostgresStore(SqlStore):
         raw = functools.partial(
             self._commit_queue, node, scopes, charges, windows, now, guard, reservation_id
         )
-        return _Encoded(params, lambda: raw()[0].items[0][1])
+        return _encoded(params, lambda: raw()[0].items[0][1])
 
     def _ledger_arrays(
         self, scopes: Sequence[str], charges: Mapping[str, Decimal]
