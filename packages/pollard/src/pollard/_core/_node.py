@@ -146,10 +146,7 @@ class Node:
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
         text, canonical = payload_forms(payload)
-        # ``_value_`` is ``value`` without the enum property's Python-level lookup.
-        digest = hashlib.sha256(
-            identity_bytes(kind._value_, parent, attempt, canonical)
-        ).hexdigest()
+        digest = hashlib.sha256(identity_bytes(kind.value, parent, attempt, canonical)).hexdigest()
         node = trusted_node(
             digest, parent, kind, attempt, fast_loads(text), None, None, dict(meta or {}), text
         )

@@ -65,7 +65,7 @@ def admit(state: CursorState, node: Node, credit: Mapping[str, Decimal] | None =
     if rt.unrecorded:  # a step that ran is recorded before another is admitted
         yield io(rt.record_unrecorded)
     yield from check_depth(state, node)
-    estimates = _estimates(state, node.kind._value_, node.payload)  # `value`, without a lookup
+    estimates = _estimates(state, node.kind.value, node.payload)
     if rt.hard:
         yield from _check_bounded(state, node, estimates)
     if credit:

@@ -43,7 +43,7 @@ def execute(
     answer, or another cancellation, is charged only beyond it (`pollard._step._resume`).
     """
     rt = state.rt
-    kind = node.kind._value_  # the enum's value, without its property's lookup
+    kind = node.kind.value
     meta: dict[str, Any] = {"created_at": utc_now_iso()}
     started = time.perf_counter()
     try:

@@ -44,7 +44,7 @@ from pollard.stores._pgtext import (
     text_params,
 )
 from pollard.stores._sql import (
-    _KIND_CODE,
+    KIND_CODES,
     LEDGER_HINT,
     SCHEMA_VERSION,
     Dialect,
@@ -77,7 +77,7 @@ _MAX_TRACKED_HOLDS = 4096
 _MAX_ENCODED_CLAIMS = 256  # distinct claim sets whose reservation parameters are kept encoded
 _NO_ROWS = (b"{}", b"{}", b"{}")  # a commit's ledger arrays without charges
 _NO_EVENTS: list[bytes | None] = [b"{}", b"{}", b"{}"]  # its window arrays without events
-_KIND_TEXT = {kind: str(code).encode("ascii") for kind, code in _KIND_CODE.items()}
+_KIND_TEXT = {kind: str(code).encode("ascii") for kind, code in KIND_CODES.items()}
 # The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
 # durable store then forces the flush with a transaction of its own that holds no lock, so
 # concurrent writers share one disk flush instead of queueing on a row lock through each.
