@@ -163,16 +163,28 @@ class Node:
             TypeError: If the result is not JSON.
             ValueError: If the result holds NaN or an infinity.
         """
-        node = _clone(self, dict(meta))
+        meta = dict(meta)
         if result is None:
             values: tuple[Any, Any, Any] = (None, None, None)
         else:
             text = result_text(result)
             values = (fast_loads(text), result_digest(text), text)
+        # `_clone` with the result set in the same pass (a step builds one of these each).
+        node = trusted_node(
+            self.id,
+            self.parent,
+            self.kind,
+            self.attempt,
+            self.payload,
+            values[0],
+            values[1],
+            meta,
+            self.payload_text,
+            values[2],
+        )
         setter = object.__setattr__
-        setter(node, "result", values[0])
-        setter(node, "result_digest", values[1])
-        setter(node, "result_text", values[2])
+        setter(node, "canonical_payload", self.canonical_payload)
+        setter(node, "content_checked", self.content_checked)
         return node
 
     @classmethod

@@ -127,7 +127,10 @@ class RuntimeCore:
         # cursor of this runtime appends there without asking the store again.
         # Each with the keeper's lapse count when taken: a lapse since makes it taken again.
         self.appending: dict[str, int] = {}
-        self._reserving = threading.Condition(threading.Lock())
+        # A step's reserve takes the condition's lock itself (`_reserving_lock`): entering the
+        # condition only acquires it, through two more Python calls.
+        self._reserving_lock = threading.Lock()
+        self._reserving = threading.Condition(self._reserving_lock)
         self._closing = False  # set by close(release=True): reserves are refused
         self._draining = False  # set by close(): finishing reserves wake it
         self._in_flight = 0  # reserve calls running (close waits for them)
@@ -153,7 +156,8 @@ class RuntimeCore:
         self.unrecorded = []
         self.pinned = set()
         # Locks another thread of the parent may have held at the fork.
-        self._reserving = threading.Condition(threading.Lock())
+        self._reserving_lock = threading.Lock()
+        self._reserving = threading.Condition(self._reserving_lock)
         self._in_flight = 0
         self._draining = False
 
@@ -163,7 +167,7 @@ class RuntimeCore:
         Tracking starts in the same call (possibly a worker thread), so `close` sees every
         reservation a step holds, even one whose step was cancelled meanwhile.
         """
-        with self._reserving:
+        with self._reserving_lock:
             if self._closing:
                 raise PollardError(
                     "the runtime is closed (its store is closing)",
@@ -180,7 +184,7 @@ class RuntimeCore:
                 self.keeper.add(admission.reservation_id)
             return admission
         finally:
-            with self._reserving:
+            with self._reserving_lock:
                 self._in_flight -= 1
                 if self._draining:
                     self._reserving.notify_all()

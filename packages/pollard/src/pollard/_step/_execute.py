@@ -68,7 +68,7 @@ def execute(
             duration = time.perf_counter() - started
         meta["duration_s"] = round(duration, 6)
         usage = result.get("usage")
-        if isinstance(usage, Mapping):
+        if type(usage) is dict or isinstance(usage, Mapping):  # a dict: no ABC check
             meta["usage"] = usage
             invalid = unusable_counts(usage)
             if invalid:

@@ -148,14 +148,17 @@ def token_usage(result: Any) -> dict[str, int] | None:
     missing count; the runtime names such fields in ``node.meta["usage_invalid"]`` and marks a
     model call ``usage_missing``.
     """
-    if not isinstance(result, Mapping):
+    if type(result) is not dict and not isinstance(result, Mapping):  # a dict: no ABC check
         return None
     usage = result.get("usage")
-    if not isinstance(usage, Mapping):
+    if type(usage) is not dict and not isinstance(usage, Mapping):
         return None
     fields: dict[str, int] = {}
     for key in TOKEN_FIELDS:
-        count = usable_count(usage.get(key))
+        value = usage.get(key)
+        if value is None:  # absent (most fields of most answers): no call
+            continue
+        count = usable_count(value)
         if count is not None:
             fields[key] = count
     return fields
@@ -233,7 +236,9 @@ def output_cap(payload: Any) -> int | None:
     ``max_completion_tokens``: the Anthropic, OpenAI Responses and Chat Completions names) or
     from ``payload["requirements"]["max_tokens"]`` (the pollux bridge's identity payload).
     """
-    if not isinstance(payload, Mapping):
+    # ``type(...) is dict`` first: a plain dict (every payload the runtime records) skips the
+    # ABC's Python-level ``__instancecheck__``.
+    if type(payload) is not dict and not isinstance(payload, Mapping):
         return None
     places: list[Mapping[str, Any]] = [payload]
     nested = payload.get("requirements")

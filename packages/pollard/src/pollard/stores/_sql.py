@@ -67,6 +67,7 @@ from pollard.stores._common import (
 from pollard.stores._host import liveness
 
 __all__ = [
+    "KIND_CODES",
     "KNOWN_SCHEMA_VERSIONS",
     "SCHEMA_VERSION",
     "Dialect",
@@ -133,6 +134,8 @@ _KIND_CODE = {
     NodeKind.REFUSAL: 4,
 }
 _CODE_KIND = {code: kind for kind, code in _KIND_CODE.items()}
+KIND_CODES: Mapping[NodeKind, int] = _KIND_CODE
+"""How each node kind is stored (``pollard_nodes.kind``), for stores that encode rows themselves."""
 _PAYLOAD_INTERNED = 1
 _RESULT_INTERNED = 2
 _dumps = make_dumps()

@@ -33,7 +33,7 @@ from pollard._core._ledger import (
 )
 from pollard._core._node import Node
 from pollard.errors import IntegrityError, PollardError
-from pollard.stores._common import check_new_node, mark_unreachable
+from pollard.stores._common import check_new_node, mark_unreachable, meta_text
 from pollard.stores._legacy08 import LEGACY_PREFIX, LEGACY_TABLES, copy_legacy
 from pollard.stores._pgtext import (
     COMMIT_NAME,
@@ -44,6 +44,7 @@ from pollard.stores._pgtext import (
     text_params,
 )
 from pollard.stores._sql import (
+    KIND_CODES,
     LEDGER_HINT,
     SCHEMA_VERSION,
     Dialect,
@@ -73,6 +74,10 @@ _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 _SQLSTATE = ord("C")  # libpq's PG_DIAG_SQLSTATE field of an error result
 _ADMIT_TRIES = 10
 _MAX_TRACKED_HOLDS = 4096
+_MAX_ENCODED_CLAIMS = 256  # distinct claim sets whose reservation parameters are kept encoded
+_NO_ROWS = (b"{}", b"{}", b"{}")  # a commit's ledger arrays without charges
+_NO_EVENTS: list[bytes | None] = [b"{}", b"{}", b"{}"]  # its window arrays without events
+_KIND_TEXT = {kind: str(code).encode("ascii") for kind, code in KIND_CODES.items()}
 # The hot-path transactions are acknowledged before their WAL flush (see `PostgresStore`). A
 # durable store then forces the flush with a transaction of its own that holds no lock, so
 # concurrent writers share one disk flush instead of queueing on a row lock through each.
@@ -96,6 +101,23 @@ _forks = [0]
 
 def _forked() -> None:
     _forks[0] += 1
+    _random_ids.clear()  # the parent's: a child draws its own
+
+
+# Reservation ids read ahead from the OS's random source: one system call per 256 steps instead of
+# one per step (the same 128 random bits each, as unique as a uuid4). Emptied in a forked child.
+_random_ids: list[str] = []
+_IDS_AHEAD = 256
+
+
+def _random_id() -> str:
+    """32 hex digits of fresh OS randomness (`os.urandom`)."""
+    try:
+        return _random_ids.pop()
+    except IndexError:  # once per `_IDS_AHEAD` ids
+        text = os.urandom(16 * _IDS_AHEAD).hex()
+        _random_ids.extend([text[i : i + 32] for i in range(32, len(text), 32)])
+        return text[:32]
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -163,6 +185,23 @@ class _Queue:
         self.items.extend((sql, row) for row in rows)
 
 
+class _Encoded(list):  # type: ignore[type-arg]
+    """A lone step function's parameters already in text form (`text_params`), for `_batch`.
+
+    ``raw()`` gives the values themselves, for a batch that quotes them as literals instead (a
+    connection whose client encoding is not UTF-8).
+    """
+
+    __slots__ = ("raw",)
+    raw: Callable[[], Sequence[Any]]
+
+
+def _encoded(params: list[bytes | None], raw: Callable[[], Sequence[Any]]) -> _Encoded:
+    encoded = _Encoded(params)  # list's own constructor: no Python-level __init__
+    encoded.raw = raw
+    return encoded
+
+
 class _Wire:
     """One connection's batches sent and read below psycopg's cursor (the same libpq calls).
 
@@ -187,6 +226,9 @@ class _Wire:
         # them, as behind a pooling proxy).
         self.prepared: set[str] = set()
         self.utf8 = self._encoding == "utf-8"
+        # Reservation ids held on this session (see `PostgresStore._session_holds`).
+        self.holds: set[str] = set()
+        self.cursor: Any = None  # the store's `ClientCursor` for batches on this connection
 
     def run(self, text: str) -> list[list[Any] | None]:
         """Send ``text`` as one simple query; the rows of each statement (None: no rows).
@@ -236,8 +278,11 @@ class _Wire:
             if res.status not in self._empty:
                 raise self._error(res, encoding=self._encoding)
             return []
+        count = res.ntuples
+        if not count:  # an admitted reservation: no column loaders to set up
+            return []
         self._loader.set_pgresult(res)
-        rows: list[Any] = self._loader.load_rows(0, res.ntuples, tuple)
+        rows: list[Any] = self._loader.load_rows(0, count, tuple)
         return rows
 
 
@@ -355,6 +400,11 @@ class PostgresStore(SqlStore):
         self._functions = False  # whether the database holds the step functions (on open)
         # The 0.8 tables kept when this open migrated them ("pollard08_*"), else None.
         self.migration_backup: str | None = None
+        # Reservation parameters by claim set (see `_reserve_params`).
+        self._encoded_claims: dict[tuple[Any, ...], list[bytes | None]] = {}
+        # A commit's scope and meter arrays by (scopes, meters) (see `_ledger_arrays`).
+        self._ledger_keys: dict[tuple[Any, ...], tuple[bytes | None, bytes | None, int]] = {}
+        self._store_id_text = store_id.encode("utf-8")
         self._prepare_statements()
         try:
             self._init_schema()
@@ -538,6 +588,37 @@ class PostgresStore(SqlStore):
             self._local.quotes_for = conn
         return bool(self._local.quotes)
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PollardError(
+                f"the PostgreSQL store {self._store_id!r} is open read-only",
+                hint="open it without read_only=True to record",
+            )
+
+    def _wire(self) -> _Wire:
+        """This thread's current connection's `_Wire` (made with the connection's batch cursor)."""
+        conn = self._connection()
+        wire: _Wire | None = getattr(self._local, "wire", None)
+        if wire is None or wire._conn is not conn:  # one per connection, kept open
+            wire = self._local.wire = _Wire(self._psycopg, conn)
+            wire.cursor = self._psycopg.ClientCursor(conn)
+        return wire
+
+    def _call(self, wire: _Wire, sql: str, params: list[bytes | None]) -> list[Any]:
+        """A lone step function on ``wire``: one prepared extended-protocol call; its rows."""
+        try:
+            try:
+                return wire.call(*self._calls[sql], params)
+            except self._psycopg.errors.InvalidSqlStatementName:
+                wire.prepared.clear()  # the session lost it (a pooling proxy)
+                return wire.call(*self._calls[sql], params)
+        except self._psycopg.OperationalError:
+            self._discard()
+            raise
+        except BaseException:
+            wire.prepared.clear()
+            raise
+
     def _batch(self, queue: _Queue) -> list[list[Any] | None]:
         """Send queued statements as one simple query (one round trip); rows per statement.
 
@@ -546,35 +627,19 @@ class PostgresStore(SqlStore):
         one message. A failed statement aborts the rest; an open transaction is then rolled
         back.
         """
-        if self.read_only:
-            raise PollardError(
-                f"the PostgreSQL store {self._store_id!r} is open read-only",
-                hint="open it without read_only=True to record",
-            )
-        conn = self._connection()
-        cur = getattr(self._local, "batch_cursor", None)
-        if cur is None or cur.connection is not conn:  # one per connection, kept open
-            cur = self._local.batch_cursor = self._psycopg.ClientCursor(conn)
-            self._local.wire = _Wire(self._psycopg, conn)
-        wire: _Wire = self._local.wire
+        self._check_writable()
+        wire = self._wire()
+        conn, cur = wire._conn, wire.cursor
         errors = self._psycopg.errors
         if len(queue.items) == 1 and queue.items[0][0] in self._calls and wire.utf8:
             # A lone step function (no BEGIN/COMMIT): a prepared extended-protocol call.
             sql, values = queue.items[0]
-            params = text_params(values)
+            params = values if type(values) is _Encoded else text_params(values)
             if params is not None:
-                try:
-                    try:
-                        return [wire.call(*self._calls[sql], params)]
-                    except errors.InvalidSqlStatementName:
-                        wire.prepared.clear()  # the session lost it (a pooling proxy)
-                        return [wire.call(*self._calls[sql], params)]
-                except self._psycopg.OperationalError:
-                    self._discard()
-                    raise
-                except BaseException:
-                    wire.prepared.clear()
-                    raise
+                return [self._call(wire, sql, params)]
+        for i, (sql, values) in enumerate(queue.items):
+            if type(values) is _Encoded:
+                queue.items[i] = (sql, values.raw())
         try:
             try:
                 return wire.run(self._batch_text(conn, cur, queue))
@@ -713,7 +778,7 @@ class PostgresStore(SqlStore):
         """
         if not claims and not windows:
             return Admission(None, None)
-        rid = os.urandom(16).hex()  # as unique as a uuid4 (128 random bits), at a third the cost
+        rid = _random_id()  # as unique as a uuid4 (128 random bits), at a tenth the cost
         if owner is not None:  # whose hold it is, for release_gone
             rid = f"{owner}.{rid}"
         try:
@@ -765,13 +830,39 @@ class PostgresStore(SqlStore):
         rid: str,
     ) -> tuple[bool, list[Any]]:
         """One statement: the server-side reservation function (see `RESERVE_FUNCTION`)."""
+        queue = _Queue()
+        # Its own transaction: no BEGIN/COMMIT.
+        queue.execute(
+            self._reserve_call, self._reserve_params(claims, windows, lease_seconds, held, rid)
+        )
+        try:
+            rows = self._batch(queue)[-1] or []
+        except self._psycopg.errors.UndefinedFunction:
+            # Dropped behind the store (a restored dump, a hand-made schema): the batch path
+            # reads and writes the same rows.
+            self._functions = False
+            return self._admit_batch(claims, windows, lease_seconds, held, rid)
+        inserted = bool(held) and not rows
+        if inserted:
+            self._track_hold(rid, self._local.wire.holds)  # the session that took the hold
+        return inserted, rows
+
+    def _reserve_values(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> tuple[Any, ...]:
+        """The reservation function's arguments."""
         scopes = sorted({c.scope for c in claims})
         wk = [w.key for w in windows]
 
         def req(amount: Decimal | None) -> Decimal:
             return amount if amount is not None and amount > 0 else ZERO
 
-        params = (
+        return (
             self._store_id,
             self._clock() if self._now_param else None,
             self._lock_keys([*scopes, *wk]),
@@ -788,19 +879,65 @@ class PostgresStore(SqlStore):
             float(lease_seconds),
             dump_held(held) if held else None,
         )
-        queue = _Queue()
-        queue.execute(self._reserve_call, params)  # its own transaction: no BEGIN/COMMIT
-        try:
-            rows = self._batch(queue)[-1] or []
-        except self._psycopg.errors.UndefinedFunction:
-            # Dropped behind the store (a restored dump, a hand-made schema): the batch path
-            # reads and writes the same rows.
-            self._functions = False
-            return self._admit_batch(claims, windows, lease_seconds, held, rid)
-        inserted = bool(held) and not rows
-        if inserted:
-            self._track_hold(rid)
-        return inserted, rows
+
+    def _reserve_params(
+        self,
+        claims: Sequence[BudgetClaim],
+        windows: Sequence[WindowClaim],
+        lease_seconds: float,
+        held: Sequence[Any],
+        rid: str,
+    ) -> Sequence[Any]:
+        """The reservation's arguments as text parameters (`_Encoded`), or as values.
+
+        Values (`_reserve_values`) when one of them has no text form (`text_params`). A run's
+        claims are the same on every step (scopes, meters, limits, estimates), so all but the
+        reservation id are encoded once per distinct claim set, keyed on the texts and types
+        every encoded byte comes from (the lock keys, the arrays, the held JSON).
+        """
+        raw = functools.partial(self._reserve_values, claims, windows, lease_seconds, held, rid)
+        if self._now_param or "\x00" in rid:  # a test's clock per call; NUL: the driver refuses
+            values = raw()
+            params = text_params(values)
+            return values if params is None else _encoded(params, raw)
+        key = (
+            lease_seconds,
+            bool(held),
+            tuple(
+                [
+                    (c.scope, c.meter, type(c.limit), str(c.limit), type(c.amount), str(c.amount))
+                    for c in claims
+                ]
+            ),
+            tuple(
+                [
+                    (
+                        w.key,
+                        w.meter,
+                        type(w.limit),
+                        str(w.limit),
+                        type(w.window_seconds),
+                        str(w.window_seconds),
+                        type(w.amount),
+                        str(w.amount),
+                    )
+                    for w in windows
+                ]
+            ),
+        )
+        cached = self._encoded_claims.get(key)
+        if cached is None:
+            values = raw()
+            params = text_params(values)
+            if params is None:
+                return values
+            if len(self._encoded_claims) >= _MAX_ENCODED_CLAIMS:
+                self._encoded_claims.clear()
+            self._encoded_claims[key] = params
+            return _encoded(params, raw)
+        params = _encoded(cached, raw)
+        params[12] = rid.encode("utf-8")
+        return params
 
     def _admit_batch(
         self,
@@ -868,25 +1005,24 @@ class PostgresStore(SqlStore):
         )
 
     def _session_holds(self) -> set[str]:
-        """Reservation ids held on this thread's current session (reset with the session)."""
-        conn = self._connection()
-        holds: set[str] | None = getattr(self._local, "holds", None)
-        if holds is None or getattr(self._local, "holds_for", None) is not conn:
-            holds = set()
-            self._local.holds, self._local.holds_for = holds, conn
-        return holds
+        """Reservation ids held on this thread's current session (reset with the session).
 
-    def _track_hold(self, rid: str) -> None:
-        holds = self._session_holds()
+        Kept on the session's `_Wire`, which a new connection replaces.
+        """
+        return self._wire().holds
+
+    def _track_hold(self, rid: str, holds: set[str] | None = None) -> None:
+        if holds is None:
+            holds = self._session_holds()
         if len(holds) >= _MAX_TRACKED_HOLDS:
             holds.clear()  # released elsewhere; forgetting one only adds the guard's check
         holds.add(rid)
 
     def release(self, reservation_id: str) -> None:
         """Drop a reservation without charging (idempotent)."""
-        holds: set[str] | None = getattr(self._local, "holds", None)
-        if holds is not None:
-            holds.discard(reservation_id)
+        wire: _Wire | None = getattr(self._local, "wire", None)
+        if wire is not None:
+            wire.holds.discard(reservation_id)
         super().release(reservation_id)
 
     def _explain(
@@ -992,10 +1128,6 @@ class PostgresStore(SqlStore):
         windows: Sequence[WindowEvent],
         reservation_id: str | None,
     ) -> bool:
-        parent = None if node.parent is None else bytes.fromhex(node.parent)
-        unique = list(dict.fromkeys(scopes))
-        rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
-        events = [(e.key, e.meter, str(e.amount)) for e in windows]
         now = self._now()
         # The lost-hold guard: a hold taken on this very session cannot have been lost without
         # ending it (a server crash closes every session), and a commit after it is later in
@@ -1005,6 +1137,173 @@ class PostgresStore(SqlStore):
         guard = None
         if reservation_id is not None and reservation_id not in holds:
             guard = reservation_id
+        params = None
+        if self._functions and not self.durable:  # a lone call: its own transaction
+            params = self._commit_params(node, scopes, charges, windows, now, guard, reservation_id)
+        if params is not None:
+            queue = _Queue()
+            queue.execute(self._commit_call, params)
+            at = 0
+        else:
+            queue, at = self._commit_queue(
+                node, scopes, charges, windows, now, guard, reservation_id
+            )
+        try:
+            results = self._batch(queue)
+        except self._psycopg.errors.InvalidTextRepresentation as exc:
+            # The node's texts are bound as text and its ids as bytes the store made, so what
+            # fails to parse is a stored ledger total the commit adds its charge to.
+            raise self._damaged(exc) from None
+        except self._psycopg.errors.UndefinedFunction:
+            if not self._functions:
+                raise
+            self._functions = False  # dropped behind the store: the batch writes the same rows
+            return self._commit(node, scopes, charges, windows, reservation_id)
+        result = results[at - len(queue.items)]  # from the end: PREPAREs may lead the batch
+        row = result[0] if result else None
+        assert row is not None
+        if self._functions:
+            parent_ok, inserted, hold_ok = row
+        else:
+            parent_ok, inserted, hold_ok = row[0], row[1], row[5]
+        if reservation_id is not None:
+            holds.discard(reservation_id)
+        if not inserted and not parent_ok:
+            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
+        if not inserted and not hold_ok:
+            with self._cursor() as cur:
+                if self._exists(cur, node.id):
+                    return False
+            raise PollardError(
+                f"the reservation of step {node.id[:12]} in the PostgreSQL store "
+                f"{self._store_id!r} no longer exists, so the step is not recorded",
+                hint="the server crashed after the hold was acknowledged (or the lease ended "
+                "while the store was unreachable): the step ran but its charges are not "
+                "counted, so the budget cannot be overspent. Inspect the run (`pollard show`) "
+                "and retry the step",
+            )
+        return bool(inserted)
+
+    def _commit_params(
+        self,
+        node: Node,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent],
+        now: tuple[Any, ...],
+        guard: str | None,
+        reservation_id: str | None,
+    ) -> _Encoded | None:
+        """The commit function's arguments as text parameters, or None for `_commit_queue`.
+
+        The bytes `text_params` makes of `_commit_queue`'s values, without building them: for a
+        node this process built (`Node.content_checked`: its ids and digest are lowercase hex,
+        which is bytea's hex input as it is) with nothing to intern. A run's scopes and meters
+        are the same on every step, so their arrays are encoded once.
+        """
+        payload_text, result_text = node.payload_text, node.result_text
+        if (
+            not node.content_checked
+            or payload_text is None
+            or (result_text is None and node.result is not None)
+        ):
+            return None
+        payload = payload_text.encode("utf-8")
+        result = None if result_text is None else result_text.encode("utf-8")
+        meta = meta_text(node.meta).encode("utf-8")
+        if self.intern_payloads and (
+            len(payload) >= self.intern_threshold
+            or (result is not None and len(result) >= self.intern_threshold)
+        ):
+            return None  # `_encode` decides what to intern
+        if b"\x00" in payload or b"\x00" in meta or (result is not None and b"\x00" in result):
+            return None  # never in JSON text; the driver refuses it with its usual error
+        ids = [guard, reservation_id]
+        if now:
+            ids.append(now[0])
+        texts = text_params(ids)
+        if texts is None:
+            return None
+        ledger = self._ledger_arrays(scopes, charges)
+        if ledger is None:
+            return None
+        if windows:
+            events = text_params(
+                (
+                    [e.key for e in windows],
+                    [e.meter for e in windows],
+                    [str(e.amount) for e in windows],
+                )
+            )
+            if events is None:
+                return None
+        else:
+            events = _NO_EVENTS
+        digest = node.result_digest
+        params = [
+            self._store_id_text,
+            texts[2] if now else None,
+            texts[0],
+            b"\\x" + node.id.encode("ascii"),
+            None if node.parent is None else b"\\x" + node.parent.encode("ascii"),
+            _KIND_TEXT[node.kind],
+            str(node.attempt).encode("ascii"),
+            payload,
+            result,
+            None if digest is None else b"\\x" + digest.encode("ascii"),
+            meta,
+            b"0",
+            *ledger,
+            *events,
+            texts[1],
+        ]
+        raw = functools.partial(
+            self._commit_queue, node, scopes, charges, windows, now, guard, reservation_id
+        )
+        return _encoded(params, lambda: raw()[0].items[0][1])
+
+    def _ledger_arrays(
+        self, scopes: Sequence[str], charges: Mapping[str, Decimal]
+    ) -> tuple[bytes | None, ...] | None:
+        """The commit's ledger rows as three array parameters (scopes, meters, amounts).
+
+        One row per (scope, meter), scopes outer, as `_commit_queue` lists them; the scope and
+        meter arrays of a run repeat on every step, so they are encoded once.
+        """
+        if not charges:
+            return _NO_ROWS
+        key = (tuple(scopes), tuple(charges))
+        cached = self._ledger_keys.get(key)
+        if cached is None:
+            unique = list(dict.fromkeys(scopes))
+            arrays = text_params(
+                ([s for s in unique for _ in charges], [m for _ in unique for m in charges])
+            )
+            if arrays is None:
+                return None
+            if len(self._ledger_keys) >= _MAX_ENCODED_CLAIMS:
+                self._ledger_keys.clear()
+            cached = self._ledger_keys[key] = (arrays[0], arrays[1], len(unique))
+        amounts = text_params(([str(a) for a in charges.values()] * cached[2],))
+        if amounts is None:
+            return None
+        return cached[0], cached[1], amounts[0]
+
+    def _commit_queue(
+        self,
+        node: Node,
+        scopes: Sequence[str],
+        charges: Mapping[str, Decimal],
+        windows: Sequence[WindowEvent],
+        now: tuple[Any, ...],
+        guard: str | None,
+        reservation_id: str | None,
+    ) -> tuple[_Queue, int]:
+        """The commit's batch, and the index of its commit statement."""
+        parent = None if node.parent is None else bytes.fromhex(node.parent)
+        unique = list(dict.fromkeys(scopes))
+        rows = [(s, m, str(a)) for s in unique for m, a in charges.items()] if charges else []
+        events = [(e.key, e.meter, str(e.amount)) for e in windows]
         queue = _Queue()
         # No ledger lock: a reservation reads every figure in one statement (one snapshot), so
         # it sees this commit's node, charges and release all or not at all, which is the order
@@ -1061,41 +1360,7 @@ class PostgresStore(SqlStore):
             queue.execute("COMMIT")
         if self.durable:
             queue.execute(_FLUSH)  # its own transaction: a durable step waits for the disk here
-        try:
-            results = self._batch(queue)
-        except self._psycopg.errors.InvalidTextRepresentation as exc:
-            # The node's texts are bound as text and its ids as bytes the store made, so what
-            # fails to parse is a stored ledger total the commit adds its charge to.
-            raise self._damaged(exc) from None
-        except self._psycopg.errors.UndefinedFunction:
-            if not self._functions:
-                raise
-            self._functions = False  # dropped behind the store: the batch writes the same rows
-            return self._commit(node, scopes, charges, windows, reservation_id)
-        result = results[at - len(queue.items)]  # from the end: PREPAREs may lead the batch
-        row = result[0] if result else None
-        assert row is not None
-        if self._functions:
-            parent_ok, inserted, hold_ok = row
-        else:
-            parent_ok, inserted, hold_ok = row[0], row[1], row[5]
-        if reservation_id is not None:
-            holds.discard(reservation_id)
-        if not inserted and not parent_ok:
-            raise KeyError(f"parent {node.parent} of node {node.id} is not stored")
-        if not inserted and not hold_ok:
-            with self._cursor() as cur:
-                if self._exists(cur, node.id):
-                    return False
-            raise PollardError(
-                f"the reservation of step {node.id[:12]} in the PostgreSQL store "
-                f"{self._store_id!r} no longer exists, so the step is not recorded",
-                hint="the server crashed after the hold was acknowledged (or the lease ended "
-                "while the store was unreachable): the step ran but its charges are not "
-                "counted, so the budget cannot be overspent. Inspect the run (`pollard show`) "
-                "and retry the step",
-            )
-        return bool(inserted)
+        return queue, at
 
     # -- schema --------------------------------------------------------------------------------
 
