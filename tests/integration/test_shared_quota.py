@@ -200,7 +200,7 @@ async def test_an_unreachable_store_can_fall_back_to_a_bounded_local_share(
     quota = SharedQuota(
         str(tmp_path),
         requests_per_minute=8,
-        window_s=30,
+        window_s=2,  # short: the local share starts full for one window
         on_unreachable="local",
         workers=4,
     )
