@@ -20,7 +20,7 @@ import pytest
 import pollux
 from pollard import IntegrityError, MemoryStore, PollardError, PostgresStore, SQLiteStore
 from pollard.adapters.pollux import SharedQuota
-from pollard.adapters.pollux._quota_errors import store_unreachable
+from pollard.adapters.pollux._quota_errors import describe, store_unreachable
 from pollux import APIError, Config, ConfigurationError, RetryPolicy
 from pollux.quota import QuotaRequest
 from pollux.testing import Emulator
@@ -248,3 +248,16 @@ async def test_a_missing_driver_is_a_setting_to_fix(monkeypatch: pytest.MonkeyPa
     ):
         await quota.acquire(_request())
     assert caught.value.hint == 'pip install "pollard[pg]"' and quota._local is None
+
+
+def test_a_store_error_quoting_a_dsn_never_shows_its_password() -> None:
+    for text in (
+        "cannot reach postgresql://worker:s3cret-pw@db.internal/quota",
+        "bad conninfo: host=db password=s3cret-pw user=worker",
+        "bad conninfo: host=db password = 's3cret-pw with spaces' user=worker",
+        "bad conninfo: password='it''s s3cret-pw' user=worker",
+        "redis://db:6379/0?password=s3cret-pw&ssl=true",
+    ):
+        shown = describe(RuntimeError(text))
+        assert "s3cret" not in shown and "spaces" not in shown, shown
+        assert shown.startswith("RuntimeError: ") and "***" in shown

@@ -63,9 +63,10 @@ def store_unreachable(exc: BaseException) -> bool:
 
 # How much of a store error's own message an error or a log line quotes.
 _DETAIL_CHARS = 300
-# A URL's user and password (postgresql://user:secret@host), and a keyword DSN's password.
+# A URL's user and password (postgresql://user:secret@host), and a keyword DSN's password
+# (``password=secret``, ``password = 'it''s secret'``, ``?password=secret&...``).
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-_PASSWORD = re.compile(r"(?i)(?<=password=)[^\s&]+")
+_PASSWORD = re.compile(r"(?i)(password\s*=\s*)(?:'(?:[^'\\]|\\.|'')*'|[^\s&]+)")
 
 
 def describe(exc: BaseException) -> str:
@@ -78,7 +79,7 @@ def describe(exc: BaseException) -> str:
     package = kind.__module__.partition(".")[0]
     name = kind.__name__ if package == "builtins" else f"{package}.{kind.__name__}"
     text = exc.message if isinstance(exc, PollardError) else str(exc)
-    text = _PASSWORD.sub("***", _USERINFO.sub("***@", " ".join(text.split())))
+    text = _PASSWORD.sub(r"\1***", _USERINFO.sub("***@", " ".join(text.split())))
     if len(text) > _DETAIL_CHARS:
         text = text[: _DETAIL_CHARS - 3] + "..."
     return f"{name}: {text}" if text else name
