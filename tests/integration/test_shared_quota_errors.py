@@ -24,6 +24,7 @@ from pollard.adapters.pollux._quota_errors import describe, store_unreachable
 from pollux import APIError, Config, ConfigurationError, RetryPolicy
 from pollux.quota import QuotaRequest
 from pollux.testing import Emulator
+from tests.pollard._postgres import fresh_schema
 
 QUOTA_LOG = "pollard.adapters.pollux.quota"
 
@@ -261,3 +262,197 @@ def test_a_store_error_quoting_a_dsn_never_shows_its_password() -> None:
         shown = describe(RuntimeError(text))
         assert "s3cret" not in shown and "spaces" not in shown, shown
         assert shown.startswith("RuntimeError: ") and "***" in shown
+
+
+class _PasswordRefusingServer:
+    """A PostgreSQL server on loopback that asks for a password and refuses every one.
+
+    Speaks just enough of the protocol (SSL refused, cleartext password requested, then the
+    server's own FATAL 28P01), so a wrong password is tested without touching the real server's
+    authentication settings.
+    """
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.logins = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import struct
+
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    while True:
+                        size, code = struct.unpack("!ii", _read(conn, 8))
+                        if code == 80877103:  # SSLRequest
+                            conn.sendall(b"N")
+                            continue
+                        _read(conn, size - 8)  # the startup message's parameters
+                        break
+                    conn.sendall(b"R" + struct.pack("!ii", 8, 3))  # cleartext password, please
+                    kind = _read(conn, 1)
+                    if kind != b"p":
+                        continue  # libpq hung up: it has no password to send
+                    (size,) = struct.unpack("!i", _read(conn, 4))
+                    _read(conn, size - 4)
+                    self.logins += 1
+                    fields = b"".join(
+                        tag + text.encode() + b"\0"
+                        for tag, text in (
+                            (b"S", "FATAL"),
+                            (b"V", "FATAL"),
+                            (b"C", "28P01"),
+                            (b"M", 'password authentication failed for user "worker"'),
+                        )
+                    )
+                    body = fields + b"\0"
+                    conn.sendall(b"E" + struct.pack("!i", len(body) + 4) + body)
+                except (OSError, EOFError):
+                    continue
+
+    def dsn(self, password: str | None) -> str:
+        secret = f":{password}" if password is not None else ""
+        return (
+            f"postgresql://worker{secret}@127.0.0.1:{self.port}/quota"
+            "?sslmode=disable&connect_timeout=5&passfile=/nonexistent"
+        )
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _read(conn: Any, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("password", ["wrong-s3cret", None])
+async def test_a_refused_password_is_a_fault_not_an_outage(
+    password: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every worker of a fleet meets a wrong password again on every retry: waiting does not
+    # fix it, and running on the local share would hide it behind a warning.
+    server = _PasswordRefusingServer()
+    try:
+        with pytest.raises(PollardError) as opened:
+            PostgresStore(server.dsn(password))
+        assert getattr(opened.value, "login_refused", False)
+        assert not store_unreachable(opened.value)
+        assert "refused the login" in str(opened.value)
+        assert "password" in (opened.value.hint or "")
+        with (
+            caplog.at_level(logging.WARNING, logger=QUOTA_LOG),
+            _quota(f"{server.dsn(password)}#fleet", "local") as quota,
+            pytest.raises(APIError) as caught,
+        ):
+            await quota.acquire(_request())
+        assert caught.value.error_category == "quota_store_error"
+        assert not caught.value.retryable and quota._local is None
+        assert "refused the login" in str(caught.value)
+        shown = " ".join([str(caught.value), *(r.getMessage() for r in caplog.records)])
+        assert "wrong-s3cret" not in shown
+        assert server.logins == (2 if password else 0)
+    finally:
+        server.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("part", ["user", "database"])
+async def test_a_dsn_naming_an_unknown_user_or_database_is_a_fault(part: str, pg_dsn: str) -> None:
+    import psycopg
+
+    given = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    given["user" if part == "user" else "dbname"] = "pollard_no_such_" + part
+    dsn = psycopg.conninfo.make_conninfo(**given)
+    with pytest.raises(PollardError) as opened:
+        PostgresStore(dsn)
+    assert "does not exist" in str(opened.value) and not store_unreachable(opened.value)
+    with _quota(dsn, "local") as quota, pytest.raises(APIError) as caught:
+        await quota.acquire(_request())
+    assert caught.value.error_category == "quota_store_error" and quota._local is None
+
+
+@pytest.mark.postgres
+def test_a_login_refused_after_a_restart_keeps_the_step_and_is_no_outage(pg_dsn: str) -> None:
+    # A password rotated (here: the role barred from logging in) while a store was connected:
+    # the reconnect is refused. It is still a lost connection to the step machine (the commit
+    # is kept to retry), but not an outage to a shared quota.
+    import uuid
+
+    import psycopg
+
+    role = f"pollard_rotated_{uuid.uuid4().hex[:8]}"
+    with fresh_schema(pg_dsn) as schema_dsn, psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(schema_dsn)
+            given["user"] = role
+            store = PostgresStore(psycopg.conninfo.make_conninfo(**given))
+            try:
+                store.node_count()  # connected
+                admin.execute(f"ALTER ROLE {role} NOLOGIN")
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                    (role,),
+                )
+                refused: BaseException | None = None
+                for _ in range(3):  # the first call may meet the dead connection first
+                    with pytest.raises(PollardError) as lost:
+                        store.node_count()
+                    assert getattr(lost.value, "connection_lost", False)
+                    if getattr(lost.value, "login_refused", False):
+                        refused = lost.value
+                        break
+                assert refused is not None
+                assert "not permitted to log in" in str(refused)
+                assert not store_unreachable(refused)
+            finally:
+                store.close()
+        finally:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            admin.execute(f"DROP OWNED BY {role}")  # what it made in the fresh schema
+            admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_keyword_dsn_is_postgresql_never_a_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``host=db dbname=quota`` once opened a SQLite file of that name in the working folder:
+    # every host its own window, so N hosts sent N times the quota.
+    from pollard.adapters.pollux import _quota
+    from pollard.stores._spec import parse_store_spec
+
+    monkeypatch.chdir(tmp_path)
+    spec = parse_store_spec("host=127.0.0.1 port=1 dbname=quota connect_timeout=2#fleet")
+    assert (spec.kind, spec.store_id, spec.label) == ("postgres", "fleet", "postgresql#fleet")
+    assert spec.dsn() == "host=127.0.0.1 port=1 dbname=quota connect_timeout=2"
+    quoted = parse_store_spec("host=db password='a#b c'")  # a '#' inside a value is the value's
+    assert (quoted.store_id, quoted.dsn()) == ("default", "host=db password='a#b c'")
+    with pytest.raises(PollardError) as opened:
+        _quota._open("host=127.0.0.1 port=1 dbname=quota connect_timeout=2", spec)
+    assert store_unreachable(opened.value)  # nothing listens: an outage, not a file
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigurationError, match="unsupported store URL scheme 'mysql'"):
+        _quota_for("mysql://db/quota")
+
+
+def _quota_for(store: str) -> SharedQuota:
+    return SharedQuota(store, requests_per_minute=8, name="fleet")

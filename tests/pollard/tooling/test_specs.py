@@ -103,3 +103,42 @@ def test_runtime_and_cli_share_one_parser(text: str, message: str, tmp_path: Pat
         parse_store_spec(text)
     assert main(["runs", text]) == 2  # refused, never taken for a SQLite file name
     assert not Path("mysql:").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "store_id", "dsn"),
+    [
+        ("host=db user=alice password=hunter2 dbname=runs#team", "team", None),
+        ("host=db user=alice password=hunter2", "default", None),
+        ("  dbname=runs password='hash#in it'", "default", None),
+        ("service=fleet #team ", "team", "service=fleet "),
+    ],
+)
+def test_a_keyword_dsn_is_a_postgresql_store_never_a_file(
+    text: str, store_id: str, dsn: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once taken for a SQLite file named after the DSN: each host then had a store of its own.
+    monkeypatch.chdir(tmp_path)
+    spec = parse_store_spec(text)
+    assert (spec.kind, spec.store_id, spec.label) == (
+        "postgres",
+        store_id,
+        f"postgresql#{store_id}",
+    )
+    assert spec.dsn() == (dsn if dsn is not None else text.removesuffix(f"#{store_id}"))
+    assert "hunter2" not in repr(spec)
+
+
+@pytest.mark.postgres
+def test_runtime_opens_a_keyword_dsn_on_postgresql(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from pollard import PostgresStore, Runtime
+
+    monkeypatch.chdir(tmp_path)
+    keywords = psycopg.conninfo.make_conninfo(**psycopg.conninfo.conninfo_to_dict(pg_dsn))
+    with Runtime(keywords + "#keyword-dsn-spec") as runtime:
+        assert isinstance(runtime.store, PostgresStore)
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,8 @@ Accepted forms:
 * a path (``runs.db``, ``Path(...)``): a SQLite store file;
 * ``postgresql://user@host/db#store_id`` (also ``postgres://``): a PostgreSQL store; the part
   after the last ``#`` is the logical store id (``default`` when absent);
+* a libpq keyword DSN (``host=db dbname=runs user=worker``, optionally ``#store_id`` at the
+  end): a PostgreSQL store, as the URL form (never taken for a file name);
 * ``pg-env:VAR#store_id`` (``env=True`` only, the command line): a PostgreSQL store whose DSN is
   read from the environment variable ``VAR``, so it never appears in shell history;
 * any other ``scheme://`` text is refused (it is never taken for a file name).
@@ -25,6 +27,13 @@ __all__ = ["StoreSpec", "open_spec", "parse_store_spec"]
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PG_SCHEMES = ("postgresql", "postgres")
+# A libpq keyword DSN starts with one of its connection keywords (``host=db dbname=runs``).
+_KEYWORD_DSN = re.compile(
+    r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options"
+    r"|connect_timeout|application_name|target_session_attrs|sslrootcert|sslcert|sslkey)\s*="
+)
+# A keyword DSN's trailing store id: a bare word (a '#' inside a quoted value is the value's).
+_KEYWORD_STORE_ID = re.compile(r"#([^\s='\"#\\]+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -76,8 +85,8 @@ def parse_store_spec(value: str | os.PathLike[str], *, env: bool = False) -> Sto
     """Parse a store argument.
 
     Args:
-        value: A path, a ``postgresql://`` DSN (optionally ``#store_id``), or with ``env`` a
-            ``pg-env:VAR#store_id`` spec.
+        value: A path, a ``postgresql://`` DSN or a libpq keyword DSN (either optionally
+            ending in ``#store_id``), or with ``env`` a ``pg-env:VAR#store_id`` spec.
         env: Accept ``pg-env:`` specs (the command line does; ``Runtime`` takes a DSN).
 
     Returns:
@@ -97,6 +106,12 @@ def parse_store_spec(value: str | os.PathLike[str], *, env: bool = False) -> Sto
             raise ValueError(f"pg-env: needs an environment variable name, got {var!r}")
         return StoreSpec(
             kind="postgres", label=f"pg-env:{var}#{store_id}", store_id=store_id, env_var=var
+        )
+    if _KEYWORD_DSN.match(value):
+        found = _KEYWORD_STORE_ID.search(value)
+        dsn, store_id = (value[: found.start()], found.group(1)) if found else (value, "default")
+        return StoreSpec(
+            kind="postgres", label=f"postgresql#{store_id}", store_id=store_id, _dsn=dsn
         )
     if _URL.match(value):
         scheme = value.split(":", 1)[0].lower()

@@ -148,6 +148,28 @@ def _connect(psycopg: Any, conninfo: str) -> Any:
     return psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
 
 
+# The server's (or libpq's) words for a login it refused: a setting to fix, not an outage. libpq
+# gives no SQLSTATE for a failed connection, so the English texts are matched; a server with
+# translated messages is read as unreachable, as every failed connection was before.
+_LOGIN_REFUSED = re.compile(
+    r"authentication failed|(?:role|database) \".*\" does not exist|no pg_hba\.conf entry"
+    r"|pg_hba\.conf rejects|permission denied for database|is not permitted to log in"
+    r"|no password supplied"
+)
+
+
+def _login_refused(exc: BaseException) -> bool:
+    """Whether a failed connection is the server refusing the DSN's login or database.
+
+    A wrong password, user or database name answers the same on every retry, so a shared quota
+    must report it rather than wait or fall back to its local share as for a server that is down.
+    """
+    pgconn = getattr(exc, "pgconn", None)
+    if pgconn is not None and getattr(pgconn, "needs_password", False):
+        return True  # the server asked for a password and the DSN has none
+    return _LOGIN_REFUSED.search(str(exc)) is not None
+
+
 def _dsn_durable(psycopg: Any, conninfo: str) -> bool:
     """Durable unless the DSN (or ``PGOPTIONS``) sets ``synchronous_commit`` to ``off``."""
     try:
@@ -430,6 +452,8 @@ class PostgresStore(SqlStore):
             try:
                 conn = _connect(self._psycopg, self._conninfo)
             except self._psycopg.OperationalError as exc:
+                if _login_refused(exc):
+                    raise self._refused(exc) from None
                 if not self._ever_connected:
                     raise self._unreachable(exc) from None
                 raise self._lost(exc, "connect") from None
@@ -476,6 +500,23 @@ class PostgresStore(SqlStore):
                 "server is running; pollard never creates a database, so the one named must exist",
             )
         )
+
+    def _refused(self, exc: BaseException) -> PollardError:
+        """The error for a login the server refused (not marked unreachable: retrying fails too).
+
+        A refusal after a restart (a rotated password) is still a lost connection for the step
+        machine, which keeps the step's commit to retry once the DSN is fixed.
+        """
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        error = PollardError(
+            f"the PostgreSQL server refused the login for the store {self._store_id!r}: {detail}",
+            hint="fix the DSN's user, password or database name (or the server's pg_hba.conf); "
+            "retrying with the same DSN fails the same way, and pollard never creates a database",
+        )
+        if self._ever_connected:
+            error.connection_lost = True  # type: ignore[attr-defined]
+        error.login_refused = True  # type: ignore[attr-defined]
+        return error
 
     def _lost(self, exc: BaseException, during: str, hint: str = "") -> PollardError:
         """The pollard error for a failed connection (the driver's message, never the DSN)."""

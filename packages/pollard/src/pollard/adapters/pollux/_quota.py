@@ -56,9 +56,11 @@ import os
 import random
 import time
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pollard import PollardError, WindowClaim
+from pollard.stores._spec import StoreSpec, parse_store_spec
 from pollux import APIError, ConfigurationError, LocalQuota, RateLimitError
 from pollux.quota import (
     DEFAULT_OUTPUT_TOKENS,
@@ -93,34 +95,54 @@ _GATE = Decimal(10) ** 12
 _GATE_ROOM = Decimal(10) ** 24
 
 Scope = Literal["model", "provider", "key"]
+_STORE_HINT = (
+    "Pass a SQLite path, a postgresql://...#store_id DSN, a redis:// URL or a pollard Store."
+)
 
 
-def _open(store: Store | str | os.PathLike[str]) -> tuple[Store, bool]:
+def _spec(store: Store | str | os.PathLike[str]) -> StoreSpec | None:
+    """The parsed store argument (None for a `Store` object or a Redis URL).
+
+    Raises:
+        ConfigurationError: An object that is not a store, or a text that names none (a URL of
+            another scheme).
+    """
     if not isinstance(store, (str, os.PathLike)):
         for method in ("reserve", "release"):
             if not callable(getattr(store, method, None)):
                 raise ConfigurationError(
                     f"SharedQuota needs a pollard Store, got {type(store).__name__}",
-                    hint="Pass a SQLite path, a postgresql://...#store_id DSN or a Store.",
+                    hint=_STORE_HINT,
                 )
-        return store, False
-    text = os.fspath(store)
-    if text.startswith(("postgresql://", "postgres://")):
+        return None
+    if isinstance(store, str) and is_redis_url(store):
+        return None
+    try:
+        # The one parser of ``Runtime(...)`` and the command line: a ``postgresql://`` URL or a
+        # libpq keyword DSN is PostgreSQL (never a SQLite file named after the DSN).
+        return parse_store_spec(store)
+    except ValueError as exc:
+        raise ConfigurationError(f"SharedQuota store: {exc}", hint=_STORE_HINT) from None
+
+
+def _open(store: Store | str | os.PathLike[str], spec: StoreSpec | None) -> tuple[Store, bool]:
+    if spec is None:
+        return cast("Store", store), False
+    if spec.kind == "sqlite":
+        from pollard import SQLiteStore
+
+        # Not `open_spec`: a file that cannot be opened stays sqlite3's error, which the quota
+        # reads as an outage (a lost mount), where `open_spec` would make it a fault.
+        return SQLiteStore(cast(Path, spec.path)), True
+    try:
         from pollard import PostgresStore
 
-        dsn, sep, store_id = text.rpartition("#")
-        if not sep:
-            dsn, store_id = text, "default"
-        try:
-            return PostgresStore(dsn, store_id=store_id or "default"), True
-        except ImportError as exc:  # a setting to fix, as for Redis: neither outage nor fault
-            raise ConfigurationError(
-                f"a postgresql:// quota store needs psycopg ({exc})",
-                hint='pip install "pollard[pg]"',
-            ) from None
-    from pollard import SQLiteStore
-
-    return SQLiteStore(text), True
+        return PostgresStore(spec.dsn(), store_id=spec.store_id), True
+    except ImportError as exc:  # a setting to fix, as for Redis: neither outage nor fault
+        raise ConfigurationError(
+            f"a PostgreSQL quota store needs psycopg ({exc})",
+            hint='pip install "pollard[pg]"',
+        ) from None
 
 
 class _Queues(Protocol):
@@ -203,7 +225,8 @@ class SharedQuota:
     leaves it when its ticket's lease (``queue_lease_s``) ends.
 
     Args:
-        store: The store the window lives in: a ``postgresql://...#store_id`` DSN (many hosts), a
+        store: The store the window lives in: a ``postgresql://...#store_id`` DSN or a libpq
+            keyword DSN (``host=db dbname=quota#store_id``) for many hosts, a
             ``redis://host:6379/0`` URL (many hosts, where a Redis server or cluster is already
             run; needs ``pollard[redis]``), a SQLite path (one machine), or a `pollard.Store`. A
             store opened from a string is closed by :meth:`close`.
@@ -302,6 +325,7 @@ class SharedQuota:
         self.poll_s = check_window(poll_s)
         self.queue_lease_s = check_window(queue_lease_s)
         self._store_arg = store
+        self._spec = _spec(store)
         self._store: Store | None = None
         self._owned = False
         self._redis = (
@@ -335,7 +359,7 @@ class SharedQuota:
 
     def _open_store(self) -> Store:
         if self._store is None:
-            self._store, self._owned = _open(self._store_arg)
+            self._store, self._owned = _open(self._store_arg, self._spec)
         return self._store
 
     def _window_keys(self, request: QuotaRequest) -> tuple[str, str, str, str]:

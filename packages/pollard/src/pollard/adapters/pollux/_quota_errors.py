@@ -34,8 +34,9 @@ def store_unreachable(exc: BaseException) -> bool:
     fault that waiting does not fix. Unreachable means:
 
     * an error a store marked so: `PostgresStore`'s lost connection (``connection_lost``) and
-      its first connection failing (``store_unreachable``; the driver does not tell a server
-      that is down from a wrong DSN);
+      its first connection failing (``store_unreachable``), except a login the server refused
+      (``login_refused``: a wrong password, user or database name, which every retry meets
+      again);
     * `OSError`, which covers `ConnectionError` and `TimeoutError` (the contract for a
       `pollard.Store` of one's own), except `PermissionError` (a setting to fix);
     * `sqlite3.OperationalError` for a file that cannot be opened, is locked or busy, or a
@@ -43,6 +44,8 @@ def store_unreachable(exc: BaseException) -> bool:
     * redis-py's ``ConnectionError`` and ``TimeoutError`` (the Redis quota backend), except a
       refused login or permission.
     """
+    if getattr(exc, "login_refused", False):
+        return False
     if getattr(exc, "store_unreachable", False) or getattr(exc, "connection_lost", False):
         return True
     if isinstance(exc, OSError):
