@@ -132,6 +132,51 @@ async def test_batch_price_is_the_discounted_standard_price() -> None:
     assert batch_price("openai", "no-such-model-xyz", usage) is None
 
 
+@pytest.mark.parametrize(
+    ("provider", "price_id"),
+    [
+        ("openai", "openai"),
+        ("anthropic", "anthropic"),
+        ("gemini", "google"),
+        ("azure_openai", "azure"),
+    ],
+)
+def test_pollux_and_the_ledger_price_a_batch_answer_alike(provider: str, price_id: str) -> None:
+    # pollux discounted a model without a batch price variant only on Azure, the ledger on every
+    # batch API: a batch answer of claude-opus-4-1 or gemini-2.0-flash cost twice as much in
+    # Output.metrics.cost_usd as in the ledger. Both now read one table (BATCH_DISCOUNT).
+    from genai_prices.data_snapshot import get_snapshot
+
+    from pollux._pricing import call_cost
+    from pollux.interaction.output import Usage
+
+    usage = Usage(
+        input_tokens=300_000,
+        output_tokens=50_000,
+        total_tokens=350_000,
+        cached_tokens=100_000,
+        cache_write_tokens=20_000,
+    )
+    recorded = {
+        "input_tokens": 300_000,
+        "output_tokens": 50_000,
+        "cache_read_tokens": 100_000,
+        "cache_write_tokens": 20_000,
+    }
+    (table,) = [found for found in get_snapshot().providers if found.id == price_id]
+    models = [model.id for model in table.models]
+    assert len(models) > 10
+    priced = 0
+    for model in models:
+        by_pollux, _ = call_cost(provider, model, usage, batch=True)
+        assert by_pollux == batch_price(provider, model, recorded), model
+        standard, _ = call_cost(provider, model, usage)
+        if by_pollux is not None and standard:
+            assert by_pollux <= standard, model  # never above the standard tier
+            priced += by_pollux < standard
+    assert priced > 10
+
+
 _COLLECT = """
 import asyncio, json, sys
 from pollard import AsyncRuntime

@@ -353,7 +353,7 @@ async def test_a_refused_password_is_a_fault_not_an_outage(
             PostgresStore(server.dsn(password))
         assert getattr(opened.value, "login_refused", False)
         assert not store_unreachable(opened.value)
-        assert "refused the login" in str(opened.value)
+        assert "rejected the DSN" in str(opened.value)
         assert "password" in (opened.value.hint or "")
         with (
             caplog.at_level(logging.WARNING, logger=QUOTA_LOG),
@@ -363,7 +363,7 @@ async def test_a_refused_password_is_a_fault_not_an_outage(
             await quota.acquire(_request())
         assert caught.value.error_category == "quota_store_error"
         assert not caught.value.retryable and quota._local is None
-        assert "refused the login" in str(caught.value)
+        assert "rejected the DSN" in str(caught.value)
         shown = " ".join([str(caught.value), *(r.getMessage() for r in caplog.records)])
         assert "wrong-s3cret" not in shown
         assert server.logins == (2 if password else 0)

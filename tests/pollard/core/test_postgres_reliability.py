@@ -645,7 +645,7 @@ def test_a_database_that_does_not_exist_is_named_not_called_a_restart(pg_dsn: st
     import psycopg
 
     missing = psycopg.conninfo.make_conninfo(pg_dsn, dbname="pollard_no_such_db")
-    with pytest.raises(PollardError, match="cannot connect") as info:
+    with pytest.raises(PollardError, match="rejected the DSN") as info:
         PostgresStore(missing, store_id="x")
     assert "pollard_no_such_db" in str(info.value)  # the server's own words name it
     assert "restarted" not in str(info.value) + (info.value.hint or "")

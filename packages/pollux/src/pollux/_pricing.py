@@ -27,6 +27,7 @@ from typing import Any
 from pollux.interaction.output import Usage
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "DEPLOYMENT_PROVIDERS",
     "PRICE_PROVIDERS",
     "call_cost",
@@ -69,10 +70,20 @@ def priced_model(
 
 
 _BATCH = {"processing": "batch"}
-# The batch discount where genai-prices applies no batch price: it prices a model borrowed
-# from another provider's table (Azure's, for most OpenAI models) at its standard price, while
-# Azure's global batch costs half of the Global Standard price.
-_BATCH_DISCOUNT = {"azure": Decimal("0.5")}
+BATCH_DISCOUNT: dict[str, Decimal] = {
+    "openai": Decimal("0.5"),
+    "anthropic": Decimal("0.5"),
+    "gemini": Decimal("0.5"),
+    # Azure OpenAI's global batch: 50% of the Global Standard price.
+    "azure_openai": Decimal("0.5"),
+}
+"""Batch price as a fraction of the standard price, by pollux provider, for models whose
+genai-prices entry has no batch price variant (``processing=batch``; a model that has one is
+priced by it): genai-prices lists none for older models (``claude-opus-4-1``,
+``gemini-2.0-flash``) and none for a model borrowed from another provider's table (Azure's, for
+most OpenAI models), while every batch API here bills half. Providers missing here are priced
+at the standard tier (never below it). pollard's ledger (``pollard.adapters.pollux``) prices a
+batch answer by this same table, so the two bills agree."""
 _MISSING = object()
 _module: Any = None
 
@@ -127,7 +138,8 @@ def list_price(
     write = (usage.cache_write_tokens or 0) if cached else 0
     long = min(usage.cache_write_1h_tokens or 0, write) if cached else 0
     uncached = max(total - read - write, 0)
-    amount = Decimal(rates.get("_factor", 1)) * (
+    factor = BATCH_DISCOUNT.get(provider, _ONE) if batch and not rates["_batched"] else _ONE
+    amount = factor * (
         uncached * rate("input_mtok")
         + read * rate("cache_read_mtok", "input_mtok")
         + (write - long) * rate("cache_write_5m_mtok", "cache_write_mtok", "input_mtok")
@@ -138,6 +150,7 @@ def list_price(
 
 
 _MILLION = Decimal(1_000_000)
+_ONE = Decimal(1)
 _RATE_KEYS = (
     "input_mtok",
     "output_mtok",
@@ -183,10 +196,8 @@ def _rates(provider_id: str, model: str, batch: bool) -> dict[str, Any] | None:
         if calc is not None:
             found = {k: getattr(calc.model_price, k, None) for k in _RATE_KEYS}
             rates = {k: v for k, v in found.items() if v is not None}
-            factor = Decimal(1)
-            if batch and not _batch_priced(calc):
-                factor = _BATCH_DISCOUNT.get(provider_id, factor)
-            rates["_factor"] = factor
+            # Whether the rates are already the batch tier's (else `BATCH_DISCOUNT` applies).
+            rates["_batched"] = batch and _batch_priced(calc)
     if len(_resolved) > 1024:
         _resolved.clear()
     _resolved[key] = (now, rates)

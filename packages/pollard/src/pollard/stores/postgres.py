@@ -509,7 +509,7 @@ class PostgresStore(SqlStore):
         """
         detail = " ".join(str(exc).split()) or type(exc).__name__
         error = PollardError(
-            f"the PostgreSQL server refused the login for the store {self._store_id!r}: {detail}",
+            f"the PostgreSQL server rejected the DSN of the store {self._store_id!r}: {detail}",
             hint="fix the DSN's user, password or database name (or the server's pg_hba.conf); "
             "retrying with the same DSN fails the same way, and pollard never creates a database",
         )

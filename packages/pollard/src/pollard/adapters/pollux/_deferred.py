@@ -28,6 +28,7 @@ from pollux import (
     OutputCollection,
     Source,
 )
+from pollux._pricing import BATCH_DISCOUNT  # one table for both bills (see its docstring)
 from pollux.interaction import DeferredSettings, describe_call, generation_keywords
 
 from ._calls import check_config, check_run
@@ -49,17 +50,6 @@ __all__ = [
     "governed_defer",
     "governed_inspect",
 ]
-
-BATCH_DISCOUNT: dict[str, Decimal] = {
-    "openai": Decimal("0.5"),
-    "anthropic": Decimal("0.5"),
-    "gemini": Decimal("0.5"),
-    # Azure OpenAI's global batch: 50% of the Global Standard price.
-    "azure_openai": Decimal("0.5"),
-}
-"""Batch price as a fraction of the standard price, by pollux provider, for models whose
-genai-prices entry has no batch price variant (``processing=batch``; a model that has one is
-priced by it). Providers missing here are priced at the standard tier (never below it)."""
 
 _JOB_VERSION = 1
 
