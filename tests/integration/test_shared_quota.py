@@ -173,8 +173,9 @@ async def test_a_429_told_to_one_worker_slows_every_worker(tmp_path: Path) -> No
 
 async def test_an_unreachable_store_fails_closed_by_default(tmp_path: Path) -> None:
     with Emulator() as emu:
-        # A store that cannot be opened (a folder) stands for a server that is down.
-        quota = SharedQuota(str(tmp_path), requests_per_minute=10)
+        # A store that cannot be opened (its folder is missing, as on a mount that is down)
+        # stands for a server that is down.
+        quota = SharedQuota(str(tmp_path / "down" / "quota.db"), requests_per_minute=10)
         config = Config(
             provider="openai",
             model="gpt-5-nano",
@@ -198,7 +199,7 @@ async def test_an_unreachable_store_can_fall_back_to_a_bounded_local_share(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     quota = SharedQuota(
-        str(tmp_path),
+        str(tmp_path / "down" / "quota.db"),
         requests_per_minute=8,
         window_s=2,  # short: the local share starts full for one window
         on_unreachable="local",

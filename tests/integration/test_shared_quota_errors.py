@@ -456,3 +456,40 @@ def test_a_keyword_dsn_is_postgresql_never_a_sqlite_file(
 
 def _quota_for(store: str) -> SharedQuota:
     return SharedQuota(store, requests_per_minute=8, name="fleet")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("window_s", 1e300),
+        ("window_s", 86_401),
+        ("poll_s", float("nan")),
+        ("poll_s", 0),
+        ("queue_lease_s", -1),
+        ("queue_lease_s", True),
+    ],
+)
+def test_a_bad_duration_is_named_by_its_own_parameter(option: str, value: object) -> None:
+    # poll_s=nan was reported as "window_s must be ...", naming a parameter the user never set.
+    with pytest.raises(ConfigurationError) as caught:
+        SharedQuota(":memory:", requests_per_minute=8, **{option: value})  # type: ignore[arg-type]
+    assert str(caught.value).startswith(f"{option} must be a number of seconds > 0")
+    assert option in (caught.value.hint or "")
+
+
+@pytest.mark.parametrize("kind", ["folder", "device", "fifo", "blank"])
+def test_a_store_path_that_can_never_be_a_file_is_refused_at_once(
+    kind: str, tmp_path: Path
+) -> None:
+    # Once accepted, then reported at every call as an outage (retryable, or the local share).
+    import os
+
+    target = {"folder": str(tmp_path), "device": "/dev/null", "blank": "   "}.get(kind)
+    if target is None:
+        target = str(tmp_path / "quota.fifo")
+        os.mkfifo(target)
+    with pytest.raises(ConfigurationError) as caught:
+        SharedQuota(target, requests_per_minute=8, on_unreachable="local", workers=2)
+    assert caught.value.hint
+    expected = {"folder": "is a folder", "blank": "empty store spec"}.get(kind, "not a regular")
+    assert expected in str(caught.value)

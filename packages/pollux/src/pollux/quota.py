@@ -141,17 +141,31 @@ def check_limit(name: str, value: object, *, owner: str = "") -> int | None:
     return value
 
 
-def check_window(value: object) -> float:
-    """The window length in seconds (a finite number > 0), or a ConfigurationError."""
+# The longest window, pause or lease a quota takes: a day (requests per day is the longest
+# limit providers publish). Longer is a unit mistake (milliseconds for seconds), and would
+# also overflow a Redis key's expiry.
+MAX_SECONDS = 86_400.0
+
+
+def check_window(value: object, name: str = "window_s") -> float:
+    """A duration in seconds (a finite number > 0, at most a day), or a ConfigurationError.
+
+    Args:
+        value: The duration given.
+        name: The parameter's name, for the message (``window_s``, ``poll_s``, ...).
+    """
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not math.isfinite(value)
         or value <= 0
+        or value > MAX_SECONDS
     ):
+        example = "window_s=60.0 for per-minute limits" if name == "window_s" else f"{name}=5.0"
         raise ConfigurationError(
-            f"window_s must be a number of seconds > 0, got {describe(value)}",
-            hint="Pass window_s=60.0 for per-minute limits.",
+            f"{name} must be a number of seconds > 0 and at most a day (86400), "
+            f"got {describe(value)}",
+            hint=f"Pass {example}.",
         )
     return float(value)
 

@@ -98,7 +98,7 @@ def parse_store_spec(value: str | os.PathLike[str], *, env: bool = False) -> Sto
     """
     if not isinstance(value, str):
         return StoreSpec(kind="sqlite", label=os.fspath(value), path=Path(value))
-    if not value:
+    if not value.strip():
         raise ValueError("empty store spec")
     if env and value.startswith("pg-env:"):
         var, store_id = _split_store_id(value[len("pg-env:") :], "a pg-env: store spec")

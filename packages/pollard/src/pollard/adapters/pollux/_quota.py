@@ -120,9 +120,19 @@ def _spec(store: Store | str | os.PathLike[str]) -> StoreSpec | None:
     try:
         # The one parser of ``Runtime(...)`` and the command line: a ``postgresql://`` URL or a
         # libpq keyword DSN is PostgreSQL (never a SQLite file named after the DSN).
-        return parse_store_spec(store)
+        spec = parse_store_spec(store)
     except ValueError as exc:
         raise ConfigurationError(f"SharedQuota store: {exc}", hint=_STORE_HINT) from None
+    path = spec.path
+    if path is not None and path.exists() and not path.is_file():
+        # A folder, device or FIFO never becomes a SQLite file: a setting to fix now, not an
+        # outage to wait out at the first call (and a FIFO must never be opened).
+        kind = "a folder" if path.is_dir() else "not a regular file"
+        raise ConfigurationError(
+            f"SharedQuota store {spec.label!r} is {kind}",
+            hint="Pass the path of a SQLite file (created when missing) in an existing folder.",
+        )
+    return spec
 
 
 def _open(store: Store | str | os.PathLike[str], spec: StoreSpec | None) -> tuple[Store, bool]:
@@ -322,8 +332,8 @@ class SharedQuota:
         self.window_s = check_window(window_s)
         self.default_output_tokens = check_output_tokens(default_output_tokens)
         self.on_unreachable = on_unreachable
-        self.poll_s = check_window(poll_s)
-        self.queue_lease_s = check_window(queue_lease_s)
+        self.poll_s = check_window(poll_s, "poll_s")
+        self.queue_lease_s = check_window(queue_lease_s, "queue_lease_s")
         self._store_arg = store
         self._spec = _spec(store)
         self._store: Store | None = None
