@@ -160,6 +160,7 @@ async def test_a_postgresql_server_that_is_down_is_unreachable(
         await quota.acquire(_request())
     assert caught.value.error_category == "quota_unavailable" and caught.value.retryable
     assert "'down'" in str(caught.value)
+    assert "is the PostgreSQL server up?" in (caught.value.hint or "")
     with (
         caplog.at_level(logging.WARNING, logger=QUOTA_LOG),
         _quota(f"{dsn}#down", "local", window_s=0.2, workers=1) as local,
@@ -173,6 +174,7 @@ async def test_a_redis_server_that_is_down_is_unreachable_and_its_refusals_are_f
     with _quota("redis://127.0.0.1:1/0", "fail") as quota, pytest.raises(APIError) as caught:
         await quota.acquire(_request())
     assert caught.value.error_category == "quota_unavailable"
+    assert "is the Redis server up?" in (caught.value.hint or "")  # not "is PostgreSQL up?"
     with _quota("redis://127.0.0.1:1/0", "local") as quota:
         assert quota._redis is not None
 

@@ -57,6 +57,9 @@ def test_many_paced_by_a_quota_draws_no_429(emu: Emulator, tmp_path: Path, share
         (["--quota-store", "q.db"], "--quota-store needs --quota-rpm or --quota-tpm"),
         (["--quota-rpm", "5", "--quota-workers", "2"], "need --quota-store"),
         (["--quota-rpm", "5", "--quota-window", "0"], "--quota-window needs seconds > 0"),
+        # Refused by SharedQuota itself: once a traceback (and before that, a SQLite file).
+        (["--quota-rpm", "5", "--quota-store", "mysql://db/q"], "unsupported store URL scheme"),
+        (["--quota-rpm", "5", "--quota-store", "   "], "empty store spec"),
     ],
 )
 def test_malformed_quota_flags_are_one_line_and_exit_2(
@@ -133,3 +136,32 @@ def test_a_long_quota_wait_is_told_in_the_plain_progress(emu: Emulator, tmp_path
     assert told is not None and float(told.group(1)) >= 2.0
     # Told while it waited: before the prompt that waited finished.
     assert result.stderr.index(told.group(0)) < result.stderr.index("[2/2] prompt")
+
+
+@pytest.mark.postgres
+def test_a_keyword_dsn_is_shown_by_its_store_id_never_its_password(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    # ``--ledger "host=... password=..."`` was printed whole in the cost line (after opening a
+    # SQLite file named after it); a keyword DSN is now PostgreSQL, shown as postgresql#id.
+    import psycopg
+
+    given = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    given["password"] = "hunter2-never-shown"  # trust auth ignores it
+    dsn = psycopg.conninfo.make_conninfo(**given)
+    result = pollux(
+        "ask",
+        "Hi?",
+        "--mock",
+        "--ledger",
+        f"{dsn}#cli-keyword-dsn",
+        "--quota-rpm",
+        "50",
+        "--quota-store",
+        f"{dsn}#cli-keyword-dsn",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.stderr
+    assert "postgresql#cli-keyword-dsn" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []  # no SQLite file named after the DSN

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from pollux.errors import ConfigurationError
+
 from .errors import CLIError
 from .inputs import decimal_option, regular_file
 
@@ -119,7 +121,7 @@ def _store_target(text: str) -> tuple[str, str]:
                 f"--ledger {text}: environment variable {var or '?'} is not set",
                 hint="export the PostgreSQL DSN (postgresql://...) in that variable",
             )
-        if not dsn.startswith(_PG_SCHEMES):
+        if not dsn.startswith(_PG_SCHEMES) and _keyword_dsn_label(dsn) is None:
             raise CLIError(
                 f"--ledger {text}: {var} does not hold a postgresql:// DSN",
                 hint="write the DSN as postgresql://user@host/db",
@@ -128,7 +130,25 @@ def _store_target(text: str) -> tuple[str, str]:
     if text.startswith(_PG_SCHEMES):
         _, sep, store_id = text.rpartition("#")
         return text, f"postgresql#{store_id if sep and store_id else 'default'}"
+    keyword = _keyword_dsn_label(text)
+    if keyword is not None:
+        return text, keyword  # ``host=db password=...``: shown by its store id, never its text
     return text, text
+
+
+def _keyword_dsn_label(text: str) -> str | None:
+    """``postgresql#store_id`` for a libpq keyword DSN (pollard's reading of it), else None."""
+    if "=" not in text or "://" in text:
+        return None
+    try:
+        from pollard.stores._spec import parse_store_spec
+    except ImportError:  # no pollard: the store cannot open either, and says so
+        return "postgresql#?"
+    try:
+        spec = parse_store_spec(text)
+    except ValueError:
+        return None
+    return spec.label if spec.kind == "postgres" else None
 
 
 def _count(value: str | None, option: str) -> int | None:
@@ -190,7 +210,7 @@ def quota_from(args: argparse.Namespace) -> CallQuota | None:
         from pollux.quota import LocalQuota
 
         return LocalQuota(rpm, tpm, window_s=window)
-    target, _display = _store_target(store)
+    target, display = _store_target(store)
     if "://" not in target:  # a SQLite file: a FIFO or device would block or write beside it
         regular_file(target, "--quota-store", missing_ok=True, hint="pass a SQLite file")
     try:
@@ -199,12 +219,18 @@ def quota_from(args: argparse.Namespace) -> CallQuota | None:
         raise CLIError(
             "--quota-store needs pollard", hint='pip install "pollux-ai[cli]" (it brings pollard)'
         ) from None
-    return shared_quota(
-        target,
-        requests_per_minute=rpm,
-        tokens_per_minute=tpm,
-        name=name or "default",
-        window_s=window,
-        on_unreachable="local" if workers is not None else "fail",
-        workers=workers,
-    )
+    try:
+        return shared_quota(
+            target,
+            requests_per_minute=rpm,
+            tokens_per_minute=tpm,
+            name=name or "default",
+            window_s=window,
+            on_unreachable="local" if workers is not None else "fail",
+            workers=workers,
+        )
+    except ConfigurationError as exc:  # the store named cannot be one (never a traceback)
+        raise CLIError(
+            f"--quota-store {display}: {exc.message.replace(target, display)}",
+            hint=exc.hint or "pass --quota-store quota.db (or postgresql://...#id)",
+        ) from None

@@ -659,11 +659,21 @@ class SharedQuota:
         return APIError(
             f"quota {self.name!r}: the shared quota store cannot be reached ({reason}), so the "
             "call was not sent (on_unreachable='fail')",
-            hint="Check the store (is PostgreSQL up?), or pass on_unreachable='local' with "
-            "workers=N to run on each worker's share while it is down.",
+            hint=f"Check the store ({self._outage_check()}), or pass on_unreachable='local' "
+            "with workers=N to run on each worker's share while it is down.",
             retryable=True,
             error_category="quota_unavailable",
         )
+
+    def _outage_check(self) -> str:
+        """What to check when the quota's store cannot be reached, by the kind of store."""
+        if self._redis is not None:
+            return "is the Redis server up?"
+        if self._spec is None:
+            return "is the store's server up?"
+        if self._spec.kind == "sqlite":
+            return "is the SQLite file's folder there, and the file not locked?"
+        return "is the PostgreSQL server up?"
 
     def _store_error(self, exc: BaseException) -> APIError:
         """The error for a store failure that is not an outage (the local share never applies).
