@@ -138,6 +138,7 @@ async def test_batch_price_is_the_discounted_standard_price() -> None:
         ("openai", "openai"),
         ("anthropic", "anthropic"),
         ("gemini", "google"),
+        ("vertex", "google"),
         ("azure_openai", "azure"),
     ],
 )

@@ -8,6 +8,7 @@ cluster of their own (skipped where the PostgreSQL binaries are not installed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ import pytest
 
 from pollard import MemoryStore, PollardError, WindowClaim
 from pollard.adapters.pollux import SharedQuota
+from pollard.adapters.pollux._quota_redis import RedisWindows
 from pollux import APIError, RateLimitError
 from pollux.quota import QuotaRequest
 from stress._pgcluster import PrivateCluster, binaries
@@ -162,6 +164,39 @@ async def test_fail_closed_names_the_store_and_reconnects_after_its_connections_
             await permit.settle(10)
     finally:
         drop_store(pg_dsn, store_id)
+
+
+async def test_a_redis_quota_reconnects_after_its_connections_die(redis_url: str) -> None:
+    # As on PostgreSQL: a Redis restart (here, its connections killed) needs no worker restart,
+    # and the window keeps what was held before the cut.
+    import redis
+
+    client_name = f"pollard-quota-test-{uuid.uuid4().hex[:8]}"
+    separator = "&" if "?" in redis_url else "?"
+    name = f"cut-{uuid.uuid4().hex}"
+    quota = SharedQuota(
+        f"{redis_url}{separator}client_name={client_name}",
+        requests_per_minute=2,
+        window_s=30,
+        name=name,
+    )
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        await (await quota.acquire(_request())).settle(10)
+        killed = admin.client_kill_filter(_type="normal", skipme=True, client_name=client_name)
+        assert killed >= 1
+        await (await quota.acquire(_request())).settle(10)  # reconnected: the second of two
+        third = asyncio.ensure_future(quota.acquire(_request()))
+        await asyncio.sleep(0.3)
+        assert not third.done()  # the two held before and after the cut fill the window
+        third.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await third
+    finally:
+        scope = quota._window_keys(_request())[2]
+        quota.close()
+        admin.delete(*RedisWindows._keys(scope))  # this test's window only; keep Redis tidy
+        admin.close()
 
 
 @pytest.mark.skipif(binaries() is None, reason="no PostgreSQL binaries (initdb) installed")

@@ -165,3 +165,12 @@ def test_a_keyword_dsn_is_shown_by_its_store_id_never_its_password(
     assert "postgresql#cli-keyword-dsn" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr
     assert list(tmp_path.iterdir()) == []  # no SQLite file named after the DSN
+
+
+def test_a_store_url_is_shown_without_its_password() -> None:
+    from pollux._cli.options import _store_target
+
+    for text in ("redis://:s3cret@db:6379/0", "rediss://worker:s3cret@db/1"):
+        target, shown = _store_target(text)
+        assert target == text and "s3cret" not in shown and "***@db" in shown
+    assert _store_target("quota.db") == ("quota.db", "quota.db")

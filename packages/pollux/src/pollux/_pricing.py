@@ -24,10 +24,10 @@ import time
 from decimal import Decimal
 from typing import Any
 
+from pollux.interaction.deferred import BATCH_DISCOUNT
 from pollux.interaction.output import Usage
 
 __all__ = [
-    "BATCH_DISCOUNT",
     "DEPLOYMENT_PROVIDERS",
     "PRICE_PROVIDERS",
     "call_cost",
@@ -70,20 +70,6 @@ def priced_model(
 
 
 _BATCH = {"processing": "batch"}
-BATCH_DISCOUNT: dict[str, Decimal] = {
-    "openai": Decimal("0.5"),
-    "anthropic": Decimal("0.5"),
-    "gemini": Decimal("0.5"),
-    # Azure OpenAI's global batch: 50% of the Global Standard price.
-    "azure_openai": Decimal("0.5"),
-}
-"""Batch price as a fraction of the standard price, by pollux provider, for models whose
-genai-prices entry has no batch price variant (``processing=batch``; a model that has one is
-priced by it): genai-prices lists none for older models (``claude-opus-4-1``,
-``gemini-2.0-flash``) and none for a model borrowed from another provider's table (Azure's, for
-most OpenAI models), while every batch API here bills half. Providers missing here are priced
-at the standard tier (never below it). pollard's ledger (``pollard.adapters.pollux``) prices a
-batch answer by this same table, so the two bills agree."""
 _MISSING = object()
 _module: Any = None
 

@@ -37,6 +37,7 @@ from pollard.adapters.pollux import (
     governed_run,
 )
 from pollard.meters import CostMeter, StepMeter, TokenMeter
+from pollard.stores import parse_store_spec
 from pollux import Config, Environment, Output, OutputCollection, PolluxError, Source
 from pollux._pricing import PRICE_PROVIDERS
 
@@ -503,6 +504,15 @@ def _cost_meter(config: Config, *, hard: bool) -> Any:
     except (ImportError, ValueError):
         return None
     return meter
+
+
+def keyword_dsn_label(text: str) -> str | None:
+    """``postgresql#store_id`` when pollard reads ``text`` as a libpq keyword DSN, else None."""
+    try:
+        spec = parse_store_spec(text)
+    except ValueError:
+        return None
+    return spec.label if spec.kind == "postgres" else None
 
 
 def shared_quota(target: str, **options: Any) -> SharedQuota:

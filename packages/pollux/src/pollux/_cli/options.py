@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -133,7 +134,8 @@ def _store_target(text: str) -> tuple[str, str]:
     keyword = _keyword_dsn_label(text)
     if keyword is not None:
         return text, keyword  # ``host=db password=...``: shown by its store id, never its text
-    return text, text
+    # A URL's user and password (``redis://:secret@host/0``) are never shown.
+    return text, re.sub(r"(?<=://)[^/@\s]+@", "***@", text)
 
 
 def _keyword_dsn_label(text: str) -> str | None:
@@ -141,14 +143,10 @@ def _keyword_dsn_label(text: str) -> str | None:
     if "=" not in text or "://" in text:
         return None
     try:
-        from pollard.stores._spec import parse_store_spec
+        from .ledger import keyword_dsn_label
     except ImportError:  # no pollard: the store cannot open either, and says so
         return "postgresql#?"
-    try:
-        spec = parse_store_spec(text)
-    except ValueError:
-        return None
-    return spec.label if spec.kind == "postgres" else None
+    return keyword_dsn_label(text)
 
 
 def _count(value: str | None, option: str) -> int | None:

@@ -14,6 +14,7 @@ from .call import CallDescription as CallDescription
 from .call import describe_call as describe_call
 from .call import requirements_from as requirements_from
 from .continuation import Continuation as Continuation
+from .deferred import BATCH_DISCOUNT as BATCH_DISCOUNT
 from .deferred import DeferredHandle as DeferredHandle
 from .deferred import DeferredSnapshot as DeferredSnapshot
 from .deferred import DeferredStatus as DeferredStatus
@@ -51,6 +52,7 @@ from .tools import ToolDeclaration as ToolDeclaration
 from .tools import ToolResult as ToolResult
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "CacheEvent",
     "CacheEventKind",
     "CacheMode",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pollux.errors import ConfigurationError
@@ -22,6 +24,7 @@ from ._json import (
 )
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "DEFERRED_STATUSES",
     "TERMINAL_STATUSES",
     "DeferredHandle",
@@ -47,6 +50,26 @@ DEFERRED_STATUSES: tuple[str, ...] = (
 TERMINAL_STATUSES: frozenset[str] = frozenset(
     {"completed", "partial", "failed", "cancelled", "expired"}
 )
+
+
+BATCH_DISCOUNT: Mapping[str, Decimal] = MappingProxyType(
+    {
+        "openai": Decimal("0.5"),
+        "anthropic": Decimal("0.5"),
+        "gemini": Decimal("0.5"),
+        "vertex": Decimal("0.5"),  # Vertex AI batch inference for Gemini
+        # Azure OpenAI's global batch: 50% of the Global Standard price.
+        "azure_openai": Decimal("0.5"),
+    }
+)
+"""Batch price as a fraction of the standard price, by pollux provider, for models whose
+genai-prices entry has no batch price variant (``processing=batch``; a model that has one is
+priced by it): genai-prices lists none for older models (``claude-opus-4-1``,
+``gemini-2.0-flash``) and none for a model borrowed from another provider's table (Azure's, for
+most OpenAI models), while every batch API here bills half. Providers missing here are priced
+at the standard tier (never below it). pollard's ledger (``pollard.adapters.pollux``) prices a
+batch answer by this same table, so the two bills agree. Read-only: a bill is not changed by
+editing it."""
 
 
 def _require_non_empty(value: str, name: str, what: str) -> None:

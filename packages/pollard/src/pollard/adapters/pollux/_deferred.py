@@ -28,8 +28,12 @@ from pollux import (
     OutputCollection,
     Source,
 )
-from pollux._pricing import BATCH_DISCOUNT  # one table for both bills (see its docstring)
-from pollux.interaction import DeferredSettings, describe_call, generation_keywords
+from pollux.interaction import (
+    BATCH_DISCOUNT,  # one table for pollux's figure and the ledger's charge
+    DeferredSettings,
+    describe_call,
+    generation_keywords,
+)
 
 from ._calls import check_config, check_run
 from ._estimator import PolluxTokenEstimator

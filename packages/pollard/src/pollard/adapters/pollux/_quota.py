@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pollard import PollardError, WindowClaim
-from pollard.stores._spec import StoreSpec, parse_store_spec
+from pollard.stores import StoreSpec, parse_store_spec
 from pollux import APIError, ConfigurationError, LocalQuota, RateLimitError
 from pollux.quota import (
     DEFAULT_OUTPUT_TOKENS,
