@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,6 +200,102 @@ async def test_a_redis_quota_reconnects_after_its_connections_die(redis_url: str
         scope = quota._window_keys(_request())[2]
         quota.close()
         admin.delete(*RedisWindows._keys(scope))  # this test's window only; keep Redis tidy
+        admin.close()
+
+
+def _redis_quota(redis_url: str, window_s: float) -> SharedQuota:
+    return SharedQuota(
+        redis_url, requests_per_minute=3, window_s=window_s, name=f"lost-{uuid.uuid4().hex}"
+    )
+
+
+async def test_a_lost_redis_window_is_held_full_for_one_window(redis_url: str) -> None:
+    # A Redis restarted without persistence forgets what the fleet drew in the window: the
+    # first worker that remembers the window finds it gone and holds it full for one window,
+    # for every worker (a fresh one included), instead of admitting a second window's worth.
+    import redis
+
+    first, fresh = _redis_quota(redis_url, 1.5), None
+    admin = redis.Redis.from_url(redis_url)
+    keys = RedisWindows._keys(first._window_keys(_request())[2])
+    try:
+        await (await first.acquire(_request())).settle(10)
+        assert admin.delete(*keys) >= 3  # the window is lost (holds, amounts, epoch)
+        again = asyncio.ensure_future(first.acquire(_request()))
+        await asyncio.sleep(0.4)
+        assert not again.done()  # held full: the window it drew from may still count
+        assert any(m.startswith(b"rebuild:") for m in admin.zrange(keys[0], 0, -1))
+        fresh = SharedQuota(
+            redis_url, requests_per_minute=3, window_s=1.5, name=first.name
+        )  # a worker that never saw the window waits too
+        newcomer = asyncio.ensure_future(fresh.acquire(_request()))
+        await asyncio.sleep(0.2)
+        assert not newcomer.done()
+        for waiting in (again, newcomer):  # both admitted once the window has passed
+            await (await asyncio.wait_for(waiting, 15)).settle(10)
+    finally:
+        first.close()
+        if fresh is not None:
+            fresh.close()
+        admin.delete(*keys)
+        admin.close()
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server installed")
+async def test_a_quota_rides_out_its_redis_restarting_without_persistence(tmp_path: Path) -> None:
+    # A real restart of a private server that keeps nothing: the same worker goes on without a
+    # restart of its own, and the window it drew from is held full instead of forgotten.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
+    command += ["--appendonly", "no", "--dir", str(tmp_path)]
+
+    def start() -> subprocess.Popen[bytes]:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+                return server
+            time.sleep(0.05)
+        server.kill()
+        raise AssertionError("redis-server did not start")
+
+    server = start()
+    quota = _redis_quota(f"redis://127.0.0.1:{port}/0", 1.5)
+    try:
+        await (await quota.acquire(_request())).settle(10)
+        server.terminate()
+        server.wait(10)
+        server = start()  # empty: nothing was persisted
+        again = asyncio.ensure_future(quota.acquire(_request()))
+        await asyncio.sleep(0.4)
+        assert not again.done()
+        await (await asyncio.wait_for(again, 15)).settle(10)
+    finally:
+        quota.close()
+        server.terminate()
+        server.wait(10)
+
+
+async def test_an_idle_redis_window_that_expires_is_not_taken_for_lost(redis_url: str) -> None:
+    import redis
+
+    quota = _redis_quota(redis_url, 0.3)
+    admin = redis.Redis.from_url(redis_url)
+    keys = RedisWindows._keys(quota._window_keys(_request())[2])
+    try:
+        await (await quota.acquire(_request())).settle(10)
+        for _ in range(100):  # every key ends with the window's last hold
+            if not admin.exists(*keys):
+                break
+            await asyncio.sleep(0.1)
+        assert not admin.exists(*keys)
+        permit = await asyncio.wait_for(quota.acquire(_request()), 1.0)  # not held full
+        await permit.settle(10)
+        assert not any(m.startswith(b"rebuild:") for m in admin.zrange(keys[0], 0, -1))
+    finally:
+        quota.close()
+        admin.delete(*keys)
         admin.close()
 
 

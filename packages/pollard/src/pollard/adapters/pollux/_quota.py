@@ -339,7 +339,9 @@ class SharedQuota:
         self._store: Store | None = None
         self._owned = False
         self._redis = (
-            RedisWindows(store) if isinstance(store, str) and is_redis_url(store) else None
+            RedisWindows(store, self.window_s)
+            if isinstance(store, str) and is_redis_url(store)
+            else None
         )
         # One thread owns the store's connection; store calls never block the event loop.
         self._executor = concurrent.futures.ThreadPoolExecutor(

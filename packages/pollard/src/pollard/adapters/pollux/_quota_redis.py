@@ -7,6 +7,14 @@ window's running totals. Every decision (admit against the limits, hold uncondit
 first drops the expired holds, so a crashed worker's holds end with their lease, exactly as they
 do in a pollard store.
 
+A sixth key, the window's epoch, tells a lost window from an idle one. It is created with the
+window and expires no sooner than the window's last hold (its expiry only ever moves later), and
+each worker remembers the epoch and that expiry. A worker that asks while its memory says the
+window must still exist, and finds no epoch, knows the window was lost (a Redis restarted without
+persistence, a flush, an eviction): what the fleet drew in the last window is forgotten, so the
+script holds the window full for one window, as a worker's local share starts full after an
+outage, instead of admitting a second window's worth.
+
 Waiters queue in three more keys under the same tag: a sorted set of tickets scored by their
 arrival number (from a counter), and one of the same tickets scored by their lease's end. A first
 attempt is refused while anyone waits and is then queued at the back in the same script; only
@@ -16,81 +24,119 @@ the ticket at the head is admitted; a ticket whose lease ends (its waiter gone) 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 __all__ = ["RedisWindows", "is_redis_url"]
 
 # KEYS: holds (zset id -> expiry ms), amounts (hash id -> "requests tokens", plus "=r", "=t"),
-# queue (zset ticket -> arrival number), leases (zset ticket -> expiry ms), the arrival counter.
+# queue (zset ticket -> arrival number), leases (zset ticket -> expiry ms), the arrival counter,
+# the epoch (a string).
 # ARGV: hold id, lease ms, requests, tokens, requests limit, tokens limit ("" = no limit),
 # mode ("": a hold the queue never stops; "new": a first attempt, queued as ARGV[8] unless
-# admitted; "wait": ticket ARGV[8] asks again), ticket lease ms.
+# admitted; "wait": ticket ARGV[8] asks again), ticket lease ms, the epoch the caller remembers
+# as still alive ("" = none), the window ms (how long a lost window is held full).
 # A queued attempt with n waiters ahead is admitted only when the window also has room for
 # them (n more requests, and n times its tokens): nobody ahead waits longer because of it.
-# Returns {1, 0} when held; {0, n} when refused, the ticket then having n waiters ahead (-1: no
-# ticket: its lease ended, or mode "").
+# Returns {held, ahead, epoch, epoch expiry ms, now ms}: held 1 and ahead 0 when held; held 0
+# and ahead n when refused, the ticket then having n waiters ahead (-1: no ticket: its lease
+# ended, or mode "").
 _ADMIT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms)
-for _, id in ipairs(expired) do
-  local held = redis.call('HGET', KEYS[2], id)
-  if held then
-    local r, t = string.match(held, '(%S+) (%S+)')
-    redis.call('HINCRBYFLOAT', KEYS[2], '=r', -tonumber(r))
-    redis.call('HINCRBYFLOAT', KEYS[2], '=t', -tonumber(t))
-    redis.call('HDEL', KEYS[2], id)
+local function decide()
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+  for _, id in ipairs(expired) do
+    local held = redis.call('HGET', KEYS[2], id)
+    if held then
+      local r, t = string.match(held, '(%S+) (%S+)')
+      redis.call('HINCRBYFLOAT', KEYS[2], '=r', -tonumber(r))
+      redis.call('HINCRBYFLOAT', KEYS[2], '=t', -tonumber(t))
+      redis.call('HDEL', KEYS[2], id)
+    end
   end
-end
-if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms) end
-local mode = ARGV[7]
-local ticket = ARGV[8]
-local ahead = 0
-local queued = false
-if mode ~= '' then
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
-  for _, id in ipairs(gone) do redis.call('ZREM', KEYS[3], id) end
-  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms) end
-  if mode == 'new' then
-    ahead = redis.call('ZCARD', KEYS[3])
-    if ahead > 0 then
-      redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket)
+  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms) end
+  local mode = ARGV[7]
+  local ticket = ARGV[8]
+  local ahead = 0
+  local queued = false
+  if mode ~= '' then
+    local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+    for _, id in ipairs(gone) do redis.call('ZREM', KEYS[3], id) end
+    if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms) end
+    if mode == 'new' then
+      ahead = redis.call('ZCARD', KEYS[3])
+      if ahead > 0 then
+        redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket)
+        queued = true
+      end
+    else
+      local rank = redis.call('ZRANK', KEYS[3], ticket)
+      if not rank then return {0, -1} end
+      ahead = rank
       queued = true
     end
-  else
-    local rank = redis.call('ZRANK', KEYS[3], ticket)
-    if not rank then return {0, -1} end
-    ahead = rank
-    queued = true
+  end
+  local r = tonumber(ARGV[3])
+  local t = tonumber(ARGV[4])
+  local held_r = tonumber(redis.call('HGET', KEYS[2], '=r') or '0')
+  local held_t = tonumber(redis.call('HGET', KEYS[2], '=t') or '0')
+  local fits = true
+  if ARGV[5] ~= '' and held_r + r * (ahead + 1) > tonumber(ARGV[5]) then fits = false end
+  if ARGV[6] ~= '' and held_t + t * (ahead + 1) > tonumber(ARGV[6]) then fits = false end
+  if not fits then
+    if mode == '' then return {0, -1} end
+    if not queued then redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket) end
+    redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[9]), ticket)
+    local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+    for i = 3, 5 do redis.call('PEXPIREAT', KEYS[i], tonumber(last[2]) + 1000) end
+    return {0, ahead}
+  end
+  if queued then
+    redis.call('ZREM', KEYS[3], ticket)
+    redis.call('ZREM', KEYS[4], ticket)
+  end
+  redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. ' ' .. ARGV[4])
+  redis.call('HINCRBYFLOAT', KEYS[2], '=r', r)
+  redis.call('HINCRBYFLOAT', KEYS[2], '=t', t)
+  local longest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[1], tonumber(longest[2]) + 1000)
+  redis.call('PEXPIREAT', KEYS[2], tonumber(longest[2]) + 1000)
+  return {1, 0}
+end
+-- The epoch: missing while the caller remembers one that must still exist means the window was
+-- lost; it is then held full for one window (ARGV[11] ms) before anything else is decided.
+local epoch = redis.call('GET', KEYS[6])
+if not epoch then
+  epoch = now_ms .. '-' .. ARGV[1]
+  redis.call('SET', KEYS[6], epoch)
+  if ARGV[10] ~= '' then
+    local full = '1000000000000000'
+    local id = 'rebuild:' .. epoch
+    redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[11]), id)
+    redis.call('HSET', KEYS[2], id, full .. ' ' .. full)
+    redis.call('HINCRBYFLOAT', KEYS[2], '=r', full)
+    redis.call('HINCRBYFLOAT', KEYS[2], '=t', full)
+    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]) + 1000)
+    redis.call('PEXPIREAT', KEYS[2], tonumber(last[2]) + 1000)
   end
 end
-local r = tonumber(ARGV[3])
-local t = tonumber(ARGV[4])
-local held_r = tonumber(redis.call('HGET', KEYS[2], '=r') or '0')
-local held_t = tonumber(redis.call('HGET', KEYS[2], '=t') or '0')
-local fits = true
-if ARGV[5] ~= '' and held_r + r * (ahead + 1) > tonumber(ARGV[5]) then fits = false end
-if ARGV[6] ~= '' and held_t + t * (ahead + 1) > tonumber(ARGV[6]) then fits = false end
-if not fits then
-  if mode == '' then return {0, -1} end
-  if not queued then redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ticket) end
-  redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[9]), ticket)
-  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  for i = 3, 5 do redis.call('PEXPIREAT', KEYS[i], tonumber(last[2]) + 1000) end
-  return {0, ahead}
-end
-if queued then
-  redis.call('ZREM', KEYS[3], ticket)
-  redis.call('ZREM', KEYS[4], ticket)
-end
-redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. ' ' .. ARGV[4])
-redis.call('HINCRBYFLOAT', KEYS[2], '=r', r)
-redis.call('HINCRBYFLOAT', KEYS[2], '=t', t)
+local result = decide()
+-- The epoch outlives the window's last hold, and its expiry never moves earlier (a release
+-- does not shorten it), so a worker's memory of it is never wrong about an idle window.
+local want = now_ms + 1000
 local longest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], tonumber(longest[2]) + 1000)
-redis.call('PEXPIREAT', KEYS[2], tonumber(longest[2]) + 1000)
-return {1, 0}
+if #longest > 0 then want = math.max(want, tonumber(longest[2]) + 1000) end
+local pttl = redis.call('PTTL', KEYS[6])
+local current = 0
+if pttl > 0 then current = now_ms + pttl end
+if want > current then
+  redis.call('PEXPIREAT', KEYS[6], want)
+  current = want
+end
+return {result[1], result[2], epoch, current, now_ms}
 """
 
 _RELEASE = """
@@ -107,6 +153,13 @@ return 1
 """
 
 
+# How long before the epoch's expiry a worker stops counting on it (the two clocks' reading
+# of one interval may differ by a scheduling delay).
+_EPOCH_MARGIN_S = 0.25
+# Windows whose epoch a worker remembers (the oldest is forgotten first).
+_MAX_EPOCHS = 4096
+
+
 def is_redis_url(store: object) -> bool:
     """Whether a `SharedQuota` store argument names a Redis server."""
     return isinstance(store, str) and store.startswith(("redis://", "rediss://", "unix://"))
@@ -115,11 +168,14 @@ def is_redis_url(store: object) -> bool:
 class RedisWindows:
     """Quota windows on one Redis server or cluster (used from the quota's own thread)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, window_s: float = 60.0) -> None:
         self._url = url
+        self._window_ms = max(1, round(window_s * 1000))
         self._client: Any = None
         self._admit: Any = None
         self._release: Any = None
+        # Per window: the epoch last seen, and until when (time.monotonic()) it must still exist.
+        self._epochs: dict[str, tuple[str, float]] = {}
 
     def _connect(self) -> None:
         if self._client is not None:
@@ -138,7 +194,7 @@ class RedisWindows:
         self._release = self._client.register_script(_RELEASE)
 
     #: The keys of one window, in the scripts' KEYS order.
-    PARTS = ("holds", "amounts", "queue", "leases", "arrivals")
+    PARTS = ("holds", "amounts", "queue", "leases", "arrivals", "epoch")
 
     @staticmethod
     def _keys(scope: str) -> list[str]:
@@ -183,9 +239,25 @@ class RedisWindows:
             mode,
             ticket or "",
             max(1, round(ticket_lease_s * 1000)),
+            self._expected_epoch(scope),
+            self._window_ms,
         ]
-        held, ahead = self._admit(keys=self._keys(scope), args=args)
+        sent = time.monotonic()
+        held, ahead, epoch, expiry_ms, now_ms = self._admit(keys=self._keys(scope), args=args)
+        # Measured from before the call: the memory ends no later than the key can.
+        alive_until = sent + (int(expiry_ms) - int(now_ms)) / 1000
+        epoch_text = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        self._epochs[scope] = (epoch_text, alive_until)
+        if len(self._epochs) > _MAX_EPOCHS:
+            self._epochs.pop(next(iter(self._epochs)))
         return (hold if int(held) == 1 else None), int(ahead)
+
+    def _expected_epoch(self, scope: str) -> str:
+        """The window's epoch this worker saw, while that window must still exist, else ""."""
+        memo = self._epochs.get(scope)
+        if memo is None or time.monotonic() >= memo[1] - _EPOCH_MARGIN_S:
+            return ""
+        return memo[0]
 
     def hold(self, scope: str, requests: int, tokens: int, lease_s: float) -> str:
         """Hold the amounts whatever the limits (what was used, or a provider's pause)."""
