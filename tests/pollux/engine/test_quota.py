@@ -184,12 +184,28 @@ def test_a_quota_without_its_methods_is_refused_with_a_hint() -> None:
         {"requests_per_minute": True},
         {"window_s": 0},
         {"window_s": float("inf")},
+        {"window_s": 86_401},  # a day at most: a window in milliseconds is a unit mistake
         {"default_output_tokens": 0},
     ],
 )
 def test_bad_quota_settings_are_configuration_errors(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError) as caught:
         LocalQuota(**kwargs)
+    assert caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("quota", "message"),
+    [
+        ("60/min", "must be an EmulatorQuota, a mapping or None, got str"),
+        ({"requests": 5, "rpm": 5}, "unknown keys: rpm"),
+    ],
+)
+def test_the_emulator_refuses_a_quota_it_cannot_read(quota: Any, message: str) -> None:
+    from pollux.testing import EmulatorError
+
+    with pytest.raises(EmulatorError, match=message) as caught:
+        Emulator(quotas={"openai": quota})
     assert caught.value.hint
 
 

@@ -382,6 +382,18 @@ class Emulator:
         if self._process and self._origin:
             self._require_in_process("set_quota on a running emulator")
         if quota is not None and not isinstance(quota, EmulatorQuota):
+            if not isinstance(quota, Mapping):
+                raise EmulatorError(
+                    f"the quota of {wire!r} must be an EmulatorQuota, a mapping or None, "
+                    f"got {type(quota).__name__}",
+                    hint="pass EmulatorQuota(requests=60, tokens=100_000)",
+                )
+            unknown = sorted(set(quota) - {"requests", "tokens", "window_s"})
+            if unknown:
+                raise EmulatorError(
+                    f"the quota of {wire!r} has unknown keys: {', '.join(map(str, unknown))}",
+                    hint="a quota mapping takes requests, tokens and window_s",
+                )
             quota = EmulatorQuota(**dict(quota))
         if quota is None:
             self._core.quotas.pop(wire, None)
