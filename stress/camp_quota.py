@@ -16,7 +16,10 @@ the provider's headers. The campaign counts what a user of many hosts cares abou
   mid-run (``pg_ctl stop -m fast``, and ``-m immediate``, a crash) and started again, once
   failing closed and once on the bounded local share: errors surfaced, the most admitted in any
   window, whether every worker resumes pacing through the store without a restart of its own,
-  and the holds left behind (see `stress.camp_quota_restart`).
+  and the holds left behind (see `stress.camp_quota_restart`);
+* on a private Redis server of its own that keeps nothing on disk, the server restarted mid-run:
+  the window it forgot is held full for one window, so the fleet stays within the quota (see
+  `stress.camp_quota_redis`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_left
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +102,16 @@ def _peak(stamps: list[tuple[float, int]], window: float) -> tuple[int, int]:
 
 
 def _round(
-    store: str, limits: dict[str, int], outcome: Outcome, *, cut: bool = False
+    store: str,
+    limits: dict[str, int],
+    outcome: Outcome,
+    *,
+    cut: bool = False,
+    event: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
+    """One fleet run. ``cut`` ends the quota's PostgreSQL connections one and a half windows
+    in; ``event`` runs on a thread of its own from the start, given the emulator (to restart a
+    server once enough has reached the provider, say)."""
     from pollux.testing import Emulator, EmulatorQuota
 
     emulator_quota = EmulatorQuota(
@@ -123,6 +135,8 @@ def _round(
         start = time.monotonic()
         if cut:
             threading.Timer(WINDOW_S * 1.5, _cut_quota_connections).start()
+        if event is not None:
+            threading.Thread(target=event, args=(emu,), daemon=True).start()
         results = []
         for proc in procs:
             out, err = proc.communicate(timeout=600)
@@ -260,7 +274,8 @@ def run(scale: float) -> list[Outcome]:
         skipped = Outcome("quota postgres", "PostgreSQL at 127.0.0.1:5432")
         skipped.skipped = "no server"
         outcomes.append(skipped)
-    from stress import camp_quota_restart  # it reads this module's settings
+    from stress import camp_quota_redis, camp_quota_restart  # they read this module's settings
 
     outcomes += camp_quota_restart.run(scale)
+    outcomes.append(camp_quota_redis.run(scale))
     return outcomes

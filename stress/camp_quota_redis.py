@@ -1,0 +1,110 @@
+"""A shared quota on Redis whose server restarts empty mid-run (no persistence).
+
+Eight worker processes pace governed fan-outs through one Redis window (the fleet of
+`stress.camp_quota`). Just after the second window's worth reaches the provider, the campaign's
+own `redis-server` (never the machine's shared one) is stopped and started again with nothing
+on disk, so the window forgets
+what the fleet drew from it, which the emulator (the provider) still counts. The figures: 429s
+(the goal is 0), the most requests that reached the provider inside any window (never above
+the quota by more than one request), every prompt answered, no traceback. Before a window had
+an epoch, the fleet was admitted a second window's worth right after the restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from stress import camp_quota
+from stress._report import Deadline, Outcome
+
+
+class _PrivateRedis:
+    """A `redis-server` on a free loopback port that persists nothing."""
+
+    def __init__(self, folder: str) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._command = [
+            "redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
+            "--save", "", "--appendonly", "no", "--dir", folder,
+        ]  # fmt: skip
+        self._server: subprocess.Popen[bytes] | None = None
+        self.restarted_at: float | None = None
+
+    def start(self) -> None:
+        self._server = subprocess.Popen(self._command, stdout=subprocess.DEVNULL)
+        for _ in range(200):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.1),
+            ):
+                return
+            time.sleep(0.02)
+        raise RuntimeError("the campaign's redis-server did not start")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.terminate()
+            self._server.wait(10)
+            self._server = None
+
+    def restart_when_warm(self, emu: Any) -> None:
+        """Restart (empty) just after the fleet's second window's worth reached the provider.
+
+        The fleet draws a window's worth in a burst as the window frees: restarting right
+        after a burst leaves the provider's window full and the forgotten one empty, the case
+        where a second window's worth would slip through.
+        """
+        warm = 2 * camp_quota.REQUESTS
+        give_up = time.monotonic() + 120
+        while len(emu.quota_log("openai")) < warm and time.monotonic() < give_up:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        self.stop()
+        self.start()  # empty: nothing was written to disk
+        self.restarted_at = time.monotonic()
+
+
+def run(scale: float) -> Outcome:
+    """The campaign (skipped without a `redis-server` binary)."""
+    outcome = Outcome(
+        "quota redis restart",
+        f"{camp_quota.WORKERS} processes on one Redis quota whose server restarts empty: "
+        "0 429s, never above the quota",
+        cap=max(1, int(2 * scale)),
+    )
+    if shutil.which("redis-server") is None:
+        outcome.skipped = "no redis-server"
+        return outcome
+    started = time.monotonic()
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        deadline = Deadline(240 * scale, outcome.cap)
+        while deadline.more():
+            server = _PrivateRedis(folder)
+            server.start()
+            try:
+                limits = {"requests": camp_quota.REQUESTS}
+                figures = camp_quota._round(
+                    server.url, limits, outcome, event=server.restart_when_warm
+                )
+            finally:
+                server.stop()
+            if server.restarted_at is None:
+                outcome.fail("the run ended before the server was restarted")
+            outcome.trials += 1
+    if figures:
+        outcome.figure = (
+            f"{camp_quota._describe(figures, {'requests': camp_quota.REQUESTS})}; the server "
+            f"restarted empty just after the {2 * camp_quota.REQUESTS}th request"
+        )
+    outcome.seconds = time.monotonic() - started
+    return outcome
