@@ -174,3 +174,13 @@ def test_a_store_url_is_shown_without_its_password() -> None:
         target, shown = _store_target(text)
         assert target == text and "s3cret" not in shown and "***@db" in shown
     assert _store_target("quota.db") == ("quota.db", "quota.db")
+
+
+def test_pg_env_may_hold_a_keyword_dsn(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pollux._cli.options import _store_target
+
+    monkeypatch.setenv("FLEET_DSN", "host=db dbname=quotas password=s3cret")
+    target, shown = _store_target("pg-env:FLEET_DSN#fleet")
+    assert target == "host=db dbname=quotas password=s3cret#fleet"
+    assert shown == "pg-env:FLEET_DSN#fleet"
+    assert _store_target("host=db password=s3cret#fleet")[1] == "postgresql#fleet"
