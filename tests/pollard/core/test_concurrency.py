@@ -104,7 +104,9 @@ def test_abandoned_reservation_frees_capacity_after_its_lease(tmp_path: Path) ->
 
     clock = FakeClock()
     store = SQLiteStore(tmp_path / "lease.db", clock=clock)
-    run = Runtime(store, reservation_lease_seconds=5).run("t", budget=Budget(steps=1))
+    # The step waits up to twice its own lease for the held unit, in real time (the fake clock
+    # does not move meanwhile): a short lease keeps that wait, and this test, short.
+    run = Runtime(store, reservation_lease_seconds=0.25).run("t", budget=Budget(steps=1))
     held = store.reserve(
         [BudgetClaim(run.root_id, "steps", Decimal(1), Decimal(1))], lease_seconds=5
     )
