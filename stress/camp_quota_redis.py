@@ -3,11 +3,11 @@
 Eight worker processes pace governed fan-outs through one Redis window (the fleet of
 `stress.camp_quota`). Just after the second window's worth reaches the provider, the campaign's
 own `redis-server` (never the machine's shared one) is stopped and started again with nothing
-on disk, so the window forgets
-what the fleet drew from it, which the emulator (the provider) still counts. The figures: 429s
-(the goal is 0), the most requests that reached the provider inside any window (never above
-the quota by more than one request), every prompt answered, no traceback. Before a window had
-an epoch, the fleet was admitted a second window's worth right after the restart.
+on disk, so the window forgets what the fleet drew from it, which the emulator (the provider)
+still counts. The figures: 429s (the goal is 0), the most requests that reached the provider
+inside any window (never above the quota by more than one request), every prompt answered, no
+traceback. Before a window had an epoch, the fleet was admitted a second window's worth right
+after the restart.
 """
 
 from __future__ import annotations
