@@ -141,3 +141,40 @@ def test_running_steps_have_their_leases_renewed() -> None:
 
     assert run.model_call({"model": "m"}, fn=long_call).result == {"text": "done"}
     rt.close()
+
+
+OPEN_AT_ONCE = r"""
+import sqlite3, sys, time
+from pollard import SQLiteStore
+start = float(sys.argv[2])
+while time.time() < start:  # every process opens the new file in the same instant
+    pass
+try:
+    SQLiteStore(sys.argv[1]).close()
+    print("ok")
+except sqlite3.OperationalError as exc:
+    print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+def test_processes_creating_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # Two workers starting at once on a new quota or ledger file: one switching the file to WAL
+    # made the other's open fail with "database is locked" at once, busy timeout or not (about
+    # one race in fifteen here), and a shared quota then failed its first call closed. Racing
+    # 40 opens caught the old code in three runs of four.
+    import time
+
+    outcomes: list[str] = []
+    for round_ in range(5):
+        path = tmp_path / f"new-{round_}.db"
+        start = time.time() + 0.7  # after every interpreter has started
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN_AT_ONCE, str(path), str(start)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(8)
+        ]
+        outcomes += [proc.communicate(timeout=60)[0].strip() for proc in procs]
+    assert outcomes == ["ok"] * len(outcomes)

@@ -132,6 +132,8 @@ def _refuse_special(path: Path) -> None:
 
 # SQLite's result codes for the errors pollard raises in its stead (``sqlite3.SQLITE_*`` from
 # Python 3.11): a file it cannot open, and one it cannot write.
+# How long a first open retries SQLITE_BUSY returned without a wait (see `_init_schema_racing`).
+_OPEN_RACE_S = 30.0
 _CANTOPEN = (14, "SQLITE_CANTOPEN")
 _READONLY = (8, "SQLITE_READONLY")
 
@@ -352,12 +354,35 @@ class SQLiteStore(SqlStore):
             _refuse_unwritable(self.path)
             if legacy:
                 self.migration_backup = self._migrate_in_place()
-            self._init_schema()
+            self._init_schema_racing()
         else:
             if legacy:
                 self._open_migrated_copy()
             with self._use():
                 pass
+
+    def _init_schema_racing(self) -> None:
+        """Create the schema, retrying while another process creates the same new file.
+
+        Two processes opening a new file at once (two workers starting on one quota file) can
+        meet ``SQLITE_BUSY`` with no wait at all: one switches the file to WAL, which takes an
+        exclusive lock, and SQLite answers the other at once rather than risk a deadlock, so
+        the busy timeout never applies. Waiting a moment and trying again is all it takes;
+        any other error is raised at once.
+        """
+        deadline = time.monotonic() + _OPEN_RACE_S
+        pause = 0.002
+        while True:
+            try:
+                self._init_schema()
+                return
+            except sqlite3.OperationalError as exc:
+                code = getattr(exc, "sqlite_errorcode", None)
+                busy = code & 0xFF == 5 if isinstance(code, int) else "locked" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
     def _migrate_in_place(self) -> Path | None:
         """Migrate a pollard 0.8 file to this layout in one transaction, after a backup copy.
@@ -443,9 +468,14 @@ class SQLiteStore(SqlStore):
             )
         else:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=30000")
+        try:
+            conn.execute("PRAGMA busy_timeout=30000")
+            if not self.read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            conn.close()  # not kept anywhere yet: closed here, not leaked
+            raise
         return conn
 
     def _closed_error(self) -> PollardError:
