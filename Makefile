@@ -27,8 +27,12 @@ demo: $(STAMP)  ## Run the main job offline (no keys, no network), in Python and
 	@echo
 	$(BIN)/python examples/cli_fanout.py
 
+# The suite spreads over the machine's cores, at most four (its PostgreSQL, Redis and subprocess
+# tests share one server each); `make test TEST_JOBS=0` runs it in one process.
+TEST_JOBS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+
 test: $(STAMP)  ## Run the whole test suite.
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 check: $(STAMP)  ## Formatting, lint and strict typing over both packages, bench/ and stress/.
 	$(BIN)/ruff format --check .
