@@ -178,6 +178,50 @@ def test_pollux_and_the_ledger_price_a_batch_answer_alike(provider: str, price_i
     assert priced > 10
 
 
+@pytest.mark.parametrize(
+    ("provider", "model", "reads_discounted"),
+    [
+        ("gemini", "gemini-2.0-flash", False),
+        ("vertex", "gemini-2.0-flash", False),
+        ("anthropic", "claude-opus-4-1", True),
+    ],
+)
+def test_a_batch_discount_covers_cache_reads_only_where_the_provider_stacks_them(
+    provider: str, model: str, reads_discounted: bool
+) -> None:
+    # Google's batch and cache discounts do not stack (a batch answer's cache hits cost the
+    # cache-read rate); both bills halved them for a Gemini model without a batch price variant.
+    from pollux._pricing import call_cost
+    from pollux.interaction.output import Usage
+
+    def bills(input_tokens: int, reads: int) -> tuple[Decimal, Decimal]:
+        usage = Usage(
+            input_tokens=input_tokens,
+            output_tokens=1_000,
+            total_tokens=input_tokens + 1_000,
+            cached_tokens=reads,
+        )
+        batch, _ = call_cost(provider, model, usage, batch=True)
+        standard, _ = call_cost(provider, model, usage)
+        recorded = {
+            "input_tokens": input_tokens,
+            "output_tokens": 1_000,
+            "cache_read_tokens": reads,
+        }
+        assert batch is not None and standard is not None
+        assert batch == batch_price(provider, model, recorded)  # the two bills agree
+        return batch, standard
+
+    fresh_batch, fresh_standard = bills(10_000, 0)
+    assert fresh_batch == fresh_standard / 2  # no batch variant: the table's half
+    output_batch, output_standard = bills(0, 0)
+    cached_batch, cached_standard = bills(10_000, 10_000)  # the whole prompt read from cache
+    reads_standard = cached_standard - output_standard
+    reads_batch = cached_batch - output_batch
+    assert 0 < reads_standard < fresh_standard - output_standard
+    assert reads_batch == (reads_standard / 2 if reads_discounted else reads_standard)
+
+
 _COLLECT = """
 import asyncio, json, sys
 from pollard import AsyncRuntime

@@ -24,7 +24,7 @@ import time
 from decimal import Decimal
 from typing import Any
 
-from pollux.interaction.deferred import BATCH_DISCOUNT
+from pollux.interaction.deferred import BATCH_DISCOUNT, BATCH_FULL_PRICE_CACHE_READS
 from pollux.interaction.output import Usage
 
 __all__ = [
@@ -125,13 +125,13 @@ def list_price(
     long = min(usage.cache_write_1h_tokens or 0, write) if cached else 0
     uncached = max(total - read - write, 0)
     factor = BATCH_DISCOUNT.get(provider, _ONE) if batch and not rates["_batched"] else _ONE
+    read_factor = _ONE if provider in BATCH_FULL_PRICE_CACHE_READS else factor
     amount = factor * (
         uncached * rate("input_mtok")
-        + read * rate("cache_read_mtok", "input_mtok")
         + (write - long) * rate("cache_write_5m_mtok", "cache_write_mtok", "input_mtok")
         + long * rate("cache_write_1h_mtok", "cache_write_mtok", "input_mtok")
         + usage.output_tokens * rate("output_mtok")
-    )
+    ) + read_factor * read * rate("cache_read_mtok", "input_mtok")
     return amount / _MILLION
 
 

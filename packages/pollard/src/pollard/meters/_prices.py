@@ -80,15 +80,19 @@ def genai_price(
     provider_id: str | None,
     batch: bool = False,
     cached: bool = True,
+    batch_discount: Decimal | None = None,
+    discount_cache_reads: bool = True,
 ) -> tuple[Decimal, bool]:
-    """Price ``usage`` with genai-prices: ``(dollars, batch tier applied)``.
+    """Price ``usage`` with genai-prices: ``(dollars, the model's batch variant applied)``.
 
     Every priced field has its rate: uncached input, cache reads, cache writes by TTL class
     (``cache_write_1h_tokens`` at the 1-hour rate, the rest at the 5-minute one), output, and the
     long-context tier genai-prices picks from the whole prompt. ``batch`` asks for the model's
-    ``processing=batch`` price variant; the second value says whether the model has one (when it
-    does not, the caller applies its own discount). ``cached=False`` prices the no-cache
-    counterfactual: every prompt token at the input rate.
+    ``processing=batch`` price variant; the second value says whether the model has one. When it
+    does not, ``batch_discount`` (a fraction of the standard price) is applied instead, to the
+    cache reads too unless ``discount_cache_reads`` is False (Google's batch and cache discounts
+    do not stack). ``cached=False`` prices the no-cache counterfactual: every prompt token at the
+    input rate.
 
     Raises:
         LookupError: genai-prices has no price for the model.
@@ -122,7 +126,35 @@ def genai_price(
     batched = (
         context is not None and own and any(getattr(v, "when", None) == _BATCH for v in variants)
     )
-    return Decimal(str(calc.total_price)), batched
+    price = Decimal(str(calc.total_price))
+    if batch and not batched and batch_discount is not None:
+        kept = Decimal(0)
+        if not discount_cache_reads and cached and read:
+            model_price = calc.model_price
+            rate = getattr(model_price, "cache_read_mtok", None)
+            if rate is None:  # genai-prices' own fallback: a cache read at the input rate
+                rate = getattr(model_price, "input_mtok", None)
+            kept = _tiered(rate, uncached + read + write) * read / _MILLION
+        price = batch_discount * (price - kept) + kept
+    return price, batched
+
+
+_MILLION = Decimal(1_000_000)
+
+
+def _tiered(rate: Any, prompt_tokens: int) -> Decimal:
+    """A genai-prices rate per million tokens at the tier the whole prompt falls in."""
+    if rate is None:
+        return Decimal(0)
+    tiers = getattr(rate, "tiers", None)
+    if tiers is None:
+        return Decimal(str(rate))
+    chosen = rate.base
+    for tier in sorted(tiers, key=lambda t: t.start, reverse=True):
+        if prompt_tokens > tier.start:
+            chosen = tier.price
+            break
+    return Decimal(str(chosen))
 
 
 def _takes_context(prices: Any) -> bool:

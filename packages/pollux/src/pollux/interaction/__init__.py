@@ -15,6 +15,7 @@ from .call import describe_call as describe_call
 from .call import requirements_from as requirements_from
 from .continuation import Continuation as Continuation
 from .deferred import BATCH_DISCOUNT as BATCH_DISCOUNT
+from .deferred import BATCH_FULL_PRICE_CACHE_READS as BATCH_FULL_PRICE_CACHE_READS
 from .deferred import DeferredHandle as DeferredHandle
 from .deferred import DeferredSnapshot as DeferredSnapshot
 from .deferred import DeferredStatus as DeferredStatus
@@ -53,6 +54,7 @@ from .tools import ToolResult as ToolResult
 
 __all__ = [
     "BATCH_DISCOUNT",
+    "BATCH_FULL_PRICE_CACHE_READS",
     "CacheEvent",
     "CacheEventKind",
     "CacheMode",

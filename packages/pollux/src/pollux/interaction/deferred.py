@@ -25,6 +25,7 @@ from ._json import (
 
 __all__ = [
     "BATCH_DISCOUNT",
+    "BATCH_FULL_PRICE_CACHE_READS",
     "DEFERRED_STATUSES",
     "TERMINAL_STATUSES",
     "DeferredHandle",
@@ -70,6 +71,14 @@ most OpenAI models), while every batch API here bills half. Providers missing he
 at the standard tier (never below it). pollard's ledger (``pollard.adapters.pollux``) prices a
 batch answer by this same table, so the two bills agree. Read-only: a bill is not changed by
 editing it."""
+
+BATCH_FULL_PRICE_CACHE_READS: frozenset[str] = frozenset({"gemini", "vertex"})
+"""Providers whose `BATCH_DISCOUNT` leaves cache reads at their standard rate.
+
+Google's batch and cache discounts do not stack: a batch answer's cache hits cost the cache-read
+rate, its other tokens half price (genai-prices' batch variants of Gemini models keep the
+cache-read rate for the same reason). OpenAI's, Anthropic's and Azure's batch discounts apply to
+cache reads too. Both bills (pollux's figure and pollard's ledger) read this set."""
 
 
 def _require_non_empty(value: str, name: str, what: str) -> None:

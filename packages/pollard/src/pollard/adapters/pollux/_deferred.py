@@ -30,6 +30,7 @@ from pollux import (
 )
 from pollux.interaction import (
     BATCH_DISCOUNT,  # one table for pollux's figure and the ledger's charge
+    BATCH_FULL_PRICE_CACHE_READS,
     DeferredSettings,
     describe_call,
     generation_keywords,
@@ -65,8 +66,10 @@ def batch_price(
 
     Every priced field has its batch rate (cache reads and writes by TTL class included, and the
     long-context tier), from genai-prices' batch variant of the model, else the standard price
-    times `BATCH_DISCOUNT`. The provider's own price of an answer (``provider_cost_usd``) is not
-    read here: a batch answer's usage has none.
+    times `BATCH_DISCOUNT`, except cache reads on the providers of
+    ``pollux.interaction.BATCH_FULL_PRICE_CACHE_READS`` (Gemini, Vertex AI: Google's batch and
+    cache discounts do not stack). The provider's own price of an answer
+    (``provider_cost_usd``) is not read here: a batch answer's usage has none.
 
     Args:
         provider: The pollux provider name.
@@ -83,12 +86,18 @@ def batch_price(
         return None
     for name in (model,) if isinstance(model, str) else model:
         try:
-            price, batched = genai_price(
-                genai_prices, name, usage, provider_id=PRICE_PROVIDERS.get(provider), batch=True
+            price, _ = genai_price(
+                genai_prices,
+                name,
+                usage,
+                provider_id=PRICE_PROVIDERS.get(provider),
+                batch=True,
+                batch_discount=BATCH_DISCOUNT.get(provider),
+                discount_cache_reads=provider not in BATCH_FULL_PRICE_CACHE_READS,
             )
         except LookupError:
             continue
-        return price if batched else price * BATCH_DISCOUNT.get(provider, Decimal(1))
+        return price
     return None
 
 
