@@ -199,6 +199,9 @@ def test_bad_quota_settings_are_configuration_errors(kwargs: dict[str, Any]) -> 
     [
         ("60/min", "must be an EmulatorQuota, a mapping or None, got str"),
         ({"requests": 5, "rpm": 5}, "unknown keys: rpm"),
+        # A reset date that far away cannot be written: the Anthropic 429 failed to build.
+        ({"requests": 5, "window_s": 1e300}, "at most a day"),
+        ({"requests": 0}, "must be >= 1"),
     ],
 )
 def test_the_emulator_refuses_a_quota_it_cannot_read(quota: Any, message: str) -> None:

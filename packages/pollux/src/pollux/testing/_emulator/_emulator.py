@@ -394,7 +394,14 @@ class Emulator:
                     f"the quota of {wire!r} has unknown keys: {', '.join(map(str, unknown))}",
                     hint="a quota mapping takes requests, tokens and window_s",
                 )
-            quota = EmulatorQuota(**dict(quota))
+            try:
+                quota = EmulatorQuota(**dict(quota))
+            except ValueError as exc:  # a value it cannot enforce: as a mapping's other faults
+                raise EmulatorError(
+                    f"the quota of {wire!r} cannot be enforced: {exc}",
+                    hint="requests and tokens are whole numbers >= 1 (or None); window_s is "
+                    "seconds, above 0 and at most 86400",
+                ) from None
         if quota is None:
             self._core.quotas.pop(wire, None)
             self._options["quotas"].pop(wire, None)

@@ -28,6 +28,8 @@ from ._core import ApiError
 
 __all__ = ["EmulatorQuota", "QuotaMeter", "rate_limit_error", "reported_tokens", "request_tokens"]
 
+_MAX_WINDOW_S = 86_400.0  # as `pollux.quota.MAX_SECONDS`: no provider's window is longer
+
 
 @dataclass(frozen=True, slots=True)
 class EmulatorQuota:
@@ -36,7 +38,7 @@ class EmulatorQuota:
     Args:
         requests: The most requests inside any window (None: no limit).
         tokens: The most tokens inside any window (None: no limit).
-        window_s: The window length in seconds.
+        window_s: The window length in seconds (at most a day).
 
     Example:
         >>> EmulatorQuota(requests=60, tokens=100_000).window_s
@@ -59,6 +61,10 @@ class EmulatorQuota:
             raise ValueError("EmulatorQuota.window_s must be a number of seconds")
         if not (math.isfinite(window) and window > 0):
             raise ValueError(f"EmulatorQuota.window_s must be > 0, got {window!r}")
+        if window > _MAX_WINDOW_S:  # a reset time past year 9999 cannot be written as a date
+            raise ValueError(
+                f"EmulatorQuota.window_s must be at most a day (86400), got {window!r}"
+            )
         object.__setattr__(self, "window_s", float(window))
 
     def to_dict(self) -> dict[str, Any]:
