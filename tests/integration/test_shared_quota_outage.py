@@ -241,6 +241,34 @@ async def test_a_lost_redis_window_is_held_full_for_one_window(redis_url: str) -
         admin.close()
 
 
+def test_a_redis_admission_sent_twice_holds_once(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py resends a command whose reply was lost (a timeout, a dropped connection), so the
+    # admission script can run twice with one hold id: it counted the amounts twice and released
+    # them once, leaving the window short of one request for as long as traffic kept it alive.
+    import redis
+
+    from pollard.adapters.pollux import _quota_redis
+
+    monkeypatch.setattr(_quota_redis.os, "urandom", lambda n: b"\x07" * n)
+    windows, admin = RedisWindows(redis_url, 60), redis.Redis.from_url(redis_url)
+    scope = f"twice-{uuid.uuid4().hex}"
+    keys = RedisWindows._keys(scope)
+    try:
+        first, _ = windows.admit(scope, 1, 10, (2, None), 30)
+        again, _ = windows.admit(scope, 1, 10, (2, None), 30)  # the resent command
+        assert first is not None and again == first
+        assert float(admin.hget(keys[1], "=r") or 0) == 1
+        assert float(admin.hget(keys[1], "=t") or 0) == 10
+        windows.release(scope, first)
+        assert float(admin.hget(keys[1], "=r") or 0) == 0  # nothing left behind
+    finally:
+        windows.close()
+        admin.delete(*keys)
+        admin.close()
+
+
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server installed")
 async def test_a_quota_rides_out_its_redis_restarting_without_persistence(tmp_path: Path) -> None:
     # A real restart of a private server that keeps nothing: the same worker goes on without a

@@ -56,6 +56,8 @@ local function decide()
     end
   end
   if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms) end
+  -- The same hold asked again (redis-py resends a command whose reply was lost): held once.
+  if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {1, 0} end
   local mode = ARGV[7]
   local ticket = ARGV[8]
   local ahead = 0
