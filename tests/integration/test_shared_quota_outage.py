@@ -343,3 +343,30 @@ async def test_a_quota_rides_out_its_postgresql_server_crashing_and_restarting()
             permit = await quota.acquire(_request())
             assert type(permit).__name__ == "_SharedPermit"
             await permit.settle(10)
+
+
+@pytest.mark.skipif(binaries() is None, reason="no PostgreSQL binaries (initdb) installed")
+async def test_holds_taken_just_before_a_postgresql_crash_still_count_after_it() -> None:
+    # A hold was acknowledged before its WAL flush: an immediate shutdown right after a burst
+    # of 20 admissions lost 10 of them, so the restarted window admitted 20 more calls where
+    # the quota of 30 had room for 10 (a third of the quota over, across the fleet).
+    with PrivateCluster(binaries()) as cluster:  # type: ignore[arg-type]
+        cluster.start()
+        with SharedQuota(f"{cluster.dsn}#burst", requests_per_minute=30, window_s=60) as quota:
+            permits = [await quota.acquire(_request()) for _ in range(20)]  # calls in flight
+            cluster.stop("immediate")
+            cluster.start()
+            admitted = 0
+            while True:
+                try:
+                    await quota.acquire(_request(time.monotonic() + 0.3))
+                except RateLimitError:
+                    break  # the window is full
+                except APIError as error:
+                    assert error.error_category == "quota_unavailable"  # the lost connection
+                    continue
+                admitted += 1
+                assert admitted <= 10
+            assert admitted == 10
+            for permit in permits:
+                await permit.settle(10)
