@@ -452,8 +452,10 @@ def test_a_keyword_dsn_is_postgresql_never_a_sqlite_file(
         _quota._open("host=127.0.0.1 port=1 dbname=quota connect_timeout=2", spec)
     assert store_unreachable(opened.value)  # nothing listens: an outage, not a file
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(ConfigurationError, match="unsupported store URL scheme 'mysql'"):
+    with pytest.raises(ConfigurationError, match="unsupported URL scheme 'mysql'") as refused:
         _quota_for("mysql://db/quota")
+    # The advice is the quota's (a Redis URL included), not the runtime's store parser's.
+    assert "redis://" in refused.value.hint and "MemoryStore" not in str(refused.value)
 
 
 def _quota_for(store: str) -> SharedQuota:

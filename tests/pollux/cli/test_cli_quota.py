@@ -58,7 +58,12 @@ def test_many_paced_by_a_quota_draws_no_429(emu: Emulator, tmp_path: Path, share
         (["--quota-rpm", "5", "--quota-workers", "2"], "need --quota-store"),
         (["--quota-rpm", "5", "--quota-window", "0"], "--quota-window needs seconds > 0"),
         # Refused by SharedQuota itself: once a traceback (and before that, a SQLite file).
-        (["--quota-rpm", "5", "--quota-store", "mysql://db/q"], "unsupported store URL scheme"),
+        (["--quota-rpm", "5", "--quota-store", "mysql://db/q"], "unsupported URL scheme"),
+        # Every refused count reads the same (-5 once said "needs a number >= 0").
+        (["--quota-rpm", "-5"], "--quota-rpm needs a whole number >= 1"),
+        (["--quota-tpm", "nan"], "--quota-tpm needs a whole number >= 1"),
+        (["--quota-rpm", "5", "--quota-window", "inf"], "--quota-window needs seconds > 0"),
+        (["--quota-rpm", "5", "--quota-window", "-1"], "--quota-window needs seconds > 0"),
         (["--quota-rpm", "5", "--quota-store", "   "], "empty store spec"),
     ],
 )

@@ -6,7 +6,7 @@ import argparse
 import os
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from pollux.errors import ConfigurationError
@@ -149,13 +149,22 @@ def _keyword_dsn_label(text: str) -> str | None:
     return keyword_dsn_label(text)
 
 
+# What each count option is usually given: the hint of a value it refuses.
+_COUNT_EXAMPLES = {"--quota-rpm": "500", "--quota-tpm": "200000", "--quota-workers": "8"}
+
+
 def _count(value: str | None, option: str) -> int | None:
     if value is None:
         return None
-    number = decimal_option(value, option)
-    if number != number.to_integral_value() or number < 1:
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        number = Decimal(0)
+    # One message for every refused value (-5 once read "needs a number >= 0", 0 ">= 1").
+    if not number.is_finite() or number != number.to_integral_value() or number < 1:
         raise CLIError(
-            f"{option} needs a whole number >= 1, got {value!r}", hint=f"pass {option} 60"
+            f"{option} needs a whole number >= 1, got {value!r}",
+            hint=f"pass {option} {_COUNT_EXAMPLES.get(option, '60')}",
         )
     return int(number)
 
@@ -175,8 +184,11 @@ def quota_from(args: argparse.Namespace) -> CallQuota | None:
     window_text = getattr(args, "quota_window", None)
     window = 60.0
     if window_text is not None:
-        value = decimal_option(window_text, "--quota-window")
-        if value <= 0 or value > 86_400:
+        try:
+            value = Decimal(window_text)
+        except InvalidOperation:
+            value = Decimal(0)
+        if not value.is_finite() or value <= 0 or value > 86_400:
             raise CLIError(
                 f"--quota-window needs seconds > 0 and at most a day, got {window_text!r}",
                 hint="pass --quota-window 60 for per-minute limits",

@@ -54,6 +54,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -117,6 +118,12 @@ def _spec(store: Store | str | os.PathLike[str]) -> StoreSpec | None:
         return None
     if isinstance(store, str) and is_redis_url(store):
         return None
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", store) if isinstance(store, str) else None
+    if scheme is not None and scheme.group(1).lower() not in ("postgresql", "postgres"):
+        # Said here: the store parser's own advice is the runtime's, which takes no Redis URL.
+        raise ConfigurationError(
+            f"SharedQuota store: unsupported URL scheme {scheme.group(1)!r}", hint=_STORE_HINT
+        )
     try:
         # The one parser of ``Runtime(...)`` and the command line: a ``postgresql://`` URL or a
         # libpq keyword DSN is PostgreSQL (never a SQLite file named after the DSN).
