@@ -99,6 +99,27 @@ def test_cli_hints_name_flags_and_commands_not_library_calls(tmp_path: Path) -> 
     assert "pollard report STORE LABEL" in refused.stderr
 
 
+def test_quota_hints_name_the_quota_flags(tmp_path: Path) -> None:
+    # The quota's hints named SharedQuota's keywords (on_unreachable='local' with workers=N,
+    # max_tokens on the call), which a shell user cannot pass.
+    from pollux._cli.errors import shell_hint
+    from pollux.quota import past_deadline
+
+    cases = [
+        (("--quota-rpm", "5", "--quota-store", "redis://127.0.0.1:1"), "--quota-workers N"),
+        (("--quota-tpm", "1"), "a smaller --max-output-tokens, or raise --quota-tpm"),
+    ]
+    for flags, named in cases:
+        failed = pollux("ask", "Hi?", "--mock", *flags, cwd=tmp_path)
+        assert failed.code == 1
+        hint = failed.stderr.split("hint: ", 1)[1]
+        assert named in hint
+        assert not any(word in hint for word in ("on_unreachable", "workers=", "max_tokens"))
+    waited = shell_hint(past_deadline(None).hint or "")
+    assert waited.startswith("Lower --concurrency, or run fewer workers")
+    assert "RetryPolicy" not in waited and "request_concurrency" not in waited
+
+
 def test_max_usd_says_when_the_price_package_is_missing(tmp_path: Path) -> None:
     # pollux-ai without its cli extra's prices: genai-prices cannot be imported.
     code = (

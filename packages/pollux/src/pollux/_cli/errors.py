@@ -66,6 +66,15 @@ _SHELL_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"Config\.request_concurrency", "--concurrency"),
         (r"inspect run\.report\(\)", "run 'pollard report STORE LABEL'"),
         (r"run\.report\(\)", "'pollard report STORE LABEL'"),
+        # The quota's (``--quota-*``): SharedQuota's and the pacing's keywords.
+        (r"pass on_unreachable='local' with workers=N", "pass --quota-workers N"),
+        (r"a smaller max_tokens on the call", "a smaller --max-output-tokens"),
+        (r"the quota's tokens limit", "--quota-tpm"),
+        (
+            r"Raise RetryPolicy\.max_elapsed_s \(None waits as long as the quota needs\), "
+            r"lower request_concurrency,",
+            "Lower --concurrency,",
+        ),
     )
 )
 
