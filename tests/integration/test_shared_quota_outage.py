@@ -241,6 +241,49 @@ async def test_a_lost_redis_window_is_held_full_for_one_window(redis_url: str) -
         admin.close()
 
 
+async def test_a_redis_window_remade_by_a_newcomer_is_held_full_when_a_veteran_asks(
+    redis_url: str,
+) -> None:
+    # After a restart without persistence, a worker that never saw the window (a newcomer)
+    # asking first made a new epoch and was admitted on the empty window; the workers that
+    # remembered the old epoch then found one, and the fleet drew a second window's worth. A
+    # veteran now takes another epoch for a lost window too: the window is held full once.
+    import redis
+
+    first_veteran = _redis_quota(redis_url, 1.5)
+    name = first_veteran.name
+    veterans = [
+        first_veteran,
+        SharedQuota(redis_url, requests_per_minute=3, window_s=1.5, name=name),
+    ]
+    newcomer: SharedQuota | None = None
+    admin = redis.Redis.from_url(redis_url)
+    keys = RedisWindows._keys(veterans[0]._window_keys(_request())[2])
+    try:
+        for veteran in veterans:
+            await (await veteran.acquire(_request())).settle(10)
+        assert admin.delete(*keys) >= 3  # the window is lost
+        newcomer = SharedQuota(redis_url, requests_per_minute=3, window_s=1.5, name=name)
+        await (await asyncio.wait_for(newcomer.acquire(_request()), 1.0)).settle(10)
+        first = asyncio.ensure_future(veterans[0].acquire(_request()))
+        await asyncio.sleep(0.4)
+        assert not first.done()  # held full: the lost window may still count at the provider
+        second = asyncio.ensure_future(veterans[1].acquire(_request()))
+        again = asyncio.ensure_future(newcomer.acquire(_request()))
+        await asyncio.sleep(0.2)
+        assert not second.done() and not again.done()
+        rebuilt = [m for m in admin.zrange(keys[0], 0, -1) if m.startswith(b"rebuild:")]
+        assert len(rebuilt) == 1  # the second veteran found the window held already
+        for waiting in (first, second, again):  # all admitted once the window has passed
+            await (await asyncio.wait_for(waiting, 15)).settle(10)
+    finally:
+        for quota in (*veterans, newcomer):
+            if quota is not None:
+                quota.close()
+        admin.delete(*keys)
+        admin.close()
+
+
 def test_a_redis_admission_sent_twice_holds_once(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

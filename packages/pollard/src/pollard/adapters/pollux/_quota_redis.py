@@ -13,7 +13,10 @@ each worker remembers the epoch and that expiry. A worker that asks while its me
 window must still exist, and finds no epoch, knows the window was lost (a Redis restarted without
 persistence, a flush, an eviction): what the fleet drew in the last window is forgotten, so the
 script holds the window full for one window, as a worker's local share starts full after an
-outage, instead of admitting a second window's worth.
+outage, instead of admitting a second window's worth. A worker that finds another epoch than
+the one it remembers knows the same: a worker that never saw the window (one started after the
+restart) asked first and made a new one; the window is then held full from that moment, so the
+newcomers' admissions before it are all the loss lets through.
 
 Waiters queue in three more keys under the same tag: a sorted set of tickets scored by their
 arrival number (from a counter), and one of the same tickets scored by their lease's end. A first
@@ -107,23 +110,33 @@ local function decide()
   redis.call('PEXPIREAT', KEYS[2], tonumber(longest[2]) + 1000)
   return {1, 0}
 end
--- The epoch: missing while the caller remembers one that must still exist means the window was
--- lost; it is then held full for one window (ARGV[11] ms) before anything else is decided.
+-- The epoch: missing, or another one, while the caller remembers one that must still exist
+-- means the window was lost (another epoch: a worker that never saw the window made a new one);
+-- it is then held full for one window (ARGV[11] ms) before anything else is decided. An epoch
+-- ending in '+' has been held full already: a worker remembering the lost one acts once.
 local epoch = redis.call('GET', KEYS[6])
+local lost = false
 if not epoch then
   epoch = now_ms .. '-' .. ARGV[1]
+  lost = ARGV[10] ~= ''
+  if not lost then redis.call('SET', KEYS[6], epoch) end
+elseif ARGV[10] ~= '' and epoch ~= ARGV[10] and string.sub(epoch, -1) ~= '+' then
+  lost = true
+end
+if lost then
+  epoch = epoch .. '+'
+  local ttl = redis.call('PTTL', KEYS[6])
   redis.call('SET', KEYS[6], epoch)
-  if ARGV[10] ~= '' then
-    local full = '1000000000000000'
-    local id = 'rebuild:' .. epoch
-    redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[11]), id)
-    redis.call('HSET', KEYS[2], id, full .. ' ' .. full)
-    redis.call('HINCRBYFLOAT', KEYS[2], '=r', full)
-    redis.call('HINCRBYFLOAT', KEYS[2], '=t', full)
-    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]) + 1000)
-    redis.call('PEXPIREAT', KEYS[2], tonumber(last[2]) + 1000)
-  end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[6], ttl) end  -- its expiry never moves earlier
+  local full = '1000000000000000'
+  local id = 'rebuild:' .. epoch
+  redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[11]), id)
+  redis.call('HSET', KEYS[2], id, full .. ' ' .. full)
+  redis.call('HINCRBYFLOAT', KEYS[2], '=r', full)
+  redis.call('HINCRBYFLOAT', KEYS[2], '=t', full)
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]) + 1000)
+  redis.call('PEXPIREAT', KEYS[2], tonumber(last[2]) + 1000)
 end
 local result = decide()
 -- The epoch outlives the window's last hold, and its expiry never moves earlier (a release
