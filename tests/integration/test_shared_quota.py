@@ -8,6 +8,7 @@ provider's limit.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import subprocess
@@ -268,3 +269,23 @@ def test_the_emulator_enforces_a_quota_in_a_child_process_too() -> None:
             return [(o.diagnostics.error or {}).get("error_category") for o in out.outputs]
 
         assert sorted(asyncio.run(two()), key=str) == [None, "rate_limit"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_a_shared_quota_holds_its_window_for_a_call_only_media_put_above_it(
+    backend: str, tmp_path: Path, redis_url: str
+) -> None:
+    # As LocalQuota: a worst case that only media bytes put above the token limit holds the
+    # whole window (it was refused as "never admitted"); one above it without them is refused.
+    store = str(tmp_path / "q.db") if backend == "sqlite" else redis_url
+    name = f"media-{os.getpid()}-{time.monotonic_ns()}"
+    with SharedQuota(store, tokens_per_minute=20_000, window_s=30, name=name) as quota:
+        image = QuotaRequest("openai", "gpt-5-nano", None, 30_000, None, media_tokens=25_000)
+        permit = await quota.acquire(image)
+        assert permit.tokens_held == 20_000  # type: ignore[attr-defined]
+        with pytest.raises(RateLimitError):  # the window is full until the answer settles it
+            await quota.acquire(dataclasses.replace(image, deadline=time.monotonic() + 0.2))
+        await permit.settle(900)
+        prompt = QuotaRequest("openai", "gpt-5-nano", None, 30_000, None, media_tokens=5_000)
+        with pytest.raises(pollux.APIError, match="25,000 tokens besides its media"):
+            await quota.acquire(prompt)

@@ -154,6 +154,31 @@ async def test_a_call_that_can_never_fit_is_refused_without_waiting(
     assert emu.requests == []
 
 
+async def test_an_image_its_bytes_put_above_the_token_limit_holds_the_window_not_refused(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 120 KB image is 30,000 tokens by its bytes (four per token) and a few thousand at most
+    # to a provider: under a 20,000-token quota it was "never admitted". It now holds the whole
+    # window and goes alone; the same bytes as text are still refused.
+    image = pollux.Source.from_bytes(b"\x89PNG" + bytes(120_000), mime_type="image/png")
+    text = pollux.Source.from_text("x" * 120_000)
+    quota = LocalQuota(tokens_per_minute=20_000, window_s=WINDOW_S)
+    config = config_for(emu, "openai", monkeypatch, quota=quota)
+    outputs = await pollux.run_many(["One?", "Two?"], sources=[image], config=config, max_tokens=64)
+    quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
+    assert all(output.diagnostics.error is None for output in outputs.outputs)
+    assert [q["tokens_held"] for q in quotas] == [20_000, 20_000]  # the window, not 30,000+
+    assert sum(q["waited_s"] > 0 for q in quotas) == 1  # one at a time: the other waited
+    refused = await pollux.run_many(["Three?"], sources=[text], config=config, max_tokens=64)
+    error = refused.outputs[0].diagnostics.error
+    assert error is not None and error["error_category"] == "quota"
+    assert "30,0" in error["message"] and "besides its media" not in error["message"]
+    capped = await pollux.run_many(["Four?"], sources=[image], config=config, max_tokens=25_000)
+    error = capped.outputs[0].diagnostics.error  # its output cap alone is above the limit
+    assert error is not None and "besides its media" in error["message"]
+    assert len([r for r in emu.requests if "files" not in r.route]) == 2  # the two answered
+
+
 async def test_a_cancelled_call_leaves_nothing_in_flight(
     emu: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import hashlib
 import math
 import time
@@ -77,6 +78,12 @@ class QuotaRequest:
             the output cap (``max_tokens``, or the quota's default cap).
         deadline: The ``time.monotonic()`` instant by which the attempt must be dispatched
             (the call's ``RetryPolicy.max_elapsed_s``), or None to wait as long as needed.
+        media_tokens: The part of ``tokens`` estimated from the bytes of images, PDFs, audio
+            and video, which providers count far lower than four bytes per token (a 300 KB
+            image is about 79,000 tokens by its bytes, at most a few thousand to a provider). A
+            quota whose token limit is below ``tokens`` but not below ``tokens -
+            media_tokens`` holds its whole limit instead of refusing the call: the attempt
+            waits for an empty window and goes alone (see `fit_to_limit`).
     """
 
     provider: str
@@ -84,6 +91,7 @@ class QuotaRequest:
     key_id: str | None
     tokens: int
     deadline: float | None = None
+    media_tokens: int = 0
 
 
 class QuotaPermit(Protocol):
@@ -182,14 +190,34 @@ def check_output_tokens(value: object) -> int:
 
 def too_large(request: QuotaRequest, limit: int, window_s: float) -> APIError:
     """The error of a call whose worst case alone exceeds the token limit (it can never fit)."""
+    media = max(0, request.media_tokens)
+    besides = " besides its media" if media else ""
     return APIError(
-        f"quota: this call may use {request.tokens:,} tokens, more than the quota's "
-        f"{limit:,} tokens per {window_s:g} s window, so it can never be admitted",
+        f"quota: this call may use {request.tokens - media:,} tokens{besides}, more than the "
+        f"quota's {limit:,} tokens per {window_s:g} s window, so it can never be admitted",
         hint="Set a smaller max_tokens on the call, or raise the quota's tokens limit to the "
         "provider's real one.",
         retryable=False,
         error_category="quota",
     )
+
+
+def fit_to_limit(request: QuotaRequest, limit: int | None, window_s: float) -> QuotaRequest:
+    """``request`` as a quota with token limit ``limit`` holds it.
+
+    A worst case above the limit that only media bytes put there (``media_tokens``) holds the
+    whole limit: the call waits for an empty window and goes alone, and its answer settles the
+    hold to what the provider counted. One above the limit without them can never be admitted.
+
+    Raises:
+        APIError: The worst case less its media estimate exceeds ``limit`` (`too_large`).
+    """
+    if limit is None or request.tokens <= limit:
+        return request
+    media = max(0, request.media_tokens)
+    if request.tokens - media > limit:
+        raise too_large(request, limit, window_s)
+    return dataclasses.replace(request, tokens=limit, media_tokens=media - (request.tokens - limit))
 
 
 def past_deadline(wait_s: float | None) -> APIError:
@@ -259,11 +287,12 @@ class _Window:
 
 
 class _LocalPermit:
-    __slots__ = ("_quota", "_tokens", "waited_s")
+    __slots__ = ("_quota", "_tokens", "tokens_held", "waited_s")
 
     def __init__(self, quota: LocalQuota, tokens: int, waited_s: float) -> None:
         self._quota = quota
         self._tokens: int | None = tokens
+        self.tokens_held = tokens  # after `fit_to_limit`: what the window counts for it
         self.waited_s = waited_s
 
     async def settle(self, tokens: int | None) -> None:
@@ -331,8 +360,8 @@ class LocalQuota:
 
     async def acquire(self, request: QuotaRequest) -> QuotaPermit:
         """Wait for room, then hold one request and ``request.tokens`` (see `CallQuota`)."""
-        if self._tokens is not None and request.tokens > self._tokens.limit:
-            raise too_large(request, self._tokens.limit, self.window_s)
+        if self._tokens is not None:
+            request = fit_to_limit(request, self._tokens.limit, self.window_s)
         cond = self._condition()
         start = self._clock()
         waited = False

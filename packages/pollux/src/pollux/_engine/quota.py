@@ -35,17 +35,37 @@ _CHARS_PER_TOKEN = 4.0
 _FRAMING_TOKENS = 16
 
 
-def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> int:
-    """The attempt's worst case: its input estimate plus its output cap.
+# Binary sources whose bytes say little of what a provider counts (an image is a few thousand
+# tokens at most, whatever its size): their estimate is `media_tokens` (see `QuotaRequest`).
+_TEXT_TYPES = frozenset(
+    {"application/json", "application/xml", "application/yaml", "application/x-yaml",
+     "application/x-ndjson", "application/javascript", "application/csv"}
+)  # fmt: skip
+
+
+def _is_text(mime_type: str) -> bool:
+    mime = mime_type.split(";", 1)[0].strip().lower()
+    return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
+
+
+def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> tuple[int, int]:
+    """The attempt's worst case (its input estimate plus its output cap), and its media part.
 
     The input (instructions, prompt, history, tool results, tool declarations, the output schema
     and source bytes) is counted at four characters per token, the common rule of thumb for
     English text, plus a few tokens of message framing; the answer settles the hold to the
-    tokens the provider reported.
+    tokens the provider reported. The second figure is the part from media sources (images,
+    PDFs, audio, video: any non-text type), whose bytes overstate what providers count, so a
+    quota may hold its whole window for them instead of refusing the call.
     """
     chars = len(request.instructions or "") + len(request.input.content or "")
+    media_bytes = 0
     for source in request.sources.sources:
-        chars += max(0, source.size_bytes)
+        size = max(0, source.size_bytes)
+        if _is_text(source.mime_type):
+            chars += size
+        else:
+            media_bytes += size
     turn = request.input
     if turn.history:
         chars += sum(len(message.content or "") for message in turn.history)
@@ -57,7 +77,8 @@ def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> int
     if schema is not None:
         chars += len(json.dumps(schema))
     cap = request.requirements.max_tokens or default_output_tokens
-    return math.ceil(chars / _CHARS_PER_TOKEN) + _FRAMING_TOKENS + cap
+    media = math.ceil(media_bytes / _CHARS_PER_TOKEN)
+    return math.ceil(chars / _CHARS_PER_TOKEN) + _FRAMING_TOKENS + cap + media, media
 
 
 def _reported(usage: Usage | None) -> int | None:
@@ -69,12 +90,12 @@ def _reported(usage: Usage | None) -> int | None:
 class QuotaGate:
     """One call's use of its config's quota, across its attempts."""
 
-    __slots__ = ("_deadline", "_permit", "_quota", "_request", "waited_s")
+    __slots__ = ("_deadline", "_permit", "_quota", "_request", "tokens_held", "waited_s")
 
     def __init__(self, quota: CallQuota, config: Config, request: ProviderRequest) -> None:
         self._quota = quota
         limit = config.retry.max_elapsed_s
-        tokens = estimate_tokens(
+        tokens, media = estimate_tokens(
             request, getattr(quota, "default_output_tokens", DEFAULT_OUTPUT_TOKENS)
         )
         self._request = QuotaRequest(
@@ -83,7 +104,9 @@ class QuotaGate:
             key_id=key_id(config.api_key),
             tokens=tokens,
             deadline=None if limit is None else time.monotonic() + limit,
+            media_tokens=media,
         )
+        self.tokens_held = tokens
         self._permit: QuotaPermit | None = None
         self.waited_s = 0.0
 
@@ -97,6 +120,9 @@ class QuotaGate:
         """Wait until the quota has room for this attempt, then hold its worst case."""
         permit = await self._quota.acquire(self._request)
         self._permit = permit
+        held = getattr(permit, "tokens_held", None)  # a quota may hold less (`fit_to_limit`)
+        if isinstance(held, int) and not isinstance(held, bool):
+            self.tokens_held = held
         waited = getattr(permit, "waited_s", 0.0)
         seconds = 0.0
         if isinstance(waited, (int, float)) and math.isfinite(waited) and waited > 0:
@@ -135,4 +161,4 @@ class QuotaGate:
 
     def diagnostic(self) -> dict[str, float]:
         """What goes in ``Output.diagnostics.raw["quota"]``."""
-        return {"waited_s": round(self.waited_s, 6), "tokens_held": self._request.tokens}
+        return {"waited_s": round(self.waited_s, 6), "tokens_held": self.tokens_held}

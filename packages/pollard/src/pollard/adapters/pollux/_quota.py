@@ -70,8 +70,8 @@ from pollux.quota import (
     check_limit,
     check_output_tokens,
     check_window,
+    fit_to_limit,
     past_deadline,
-    too_large,
 )
 
 from ._quota_errors import describe, store_unreachable
@@ -184,7 +184,7 @@ class _Ticket:
 
 
 class _SharedPermit:
-    __slots__ = ("_quota", "_request", "_reservation", "waited_s")
+    __slots__ = ("_quota", "_request", "_reservation", "tokens_held", "waited_s")
 
     def __init__(
         self, quota: SharedQuota, request: QuotaRequest, reservation: str | None, waited_s: float
@@ -192,6 +192,7 @@ class _SharedPermit:
         self._quota = quota
         self._request = request
         self._reservation = reservation
+        self.tokens_held = request.tokens  # after `fit_to_limit`: what the window counts
         self.waited_s = waited_s
 
     async def settle(self, tokens: int | None) -> None:
@@ -716,10 +717,6 @@ class SharedQuota:
             error_category="quota_store_error",
         )
 
-    def _too_large(self, request: QuotaRequest) -> None:
-        if self.tokens_per_minute is not None and request.tokens > self.tokens_per_minute:
-            raise too_large(request, self.tokens_per_minute, self.window_s)
-
     async def acquire(self, request: QuotaRequest) -> QuotaPermit:
         """Wait in line until the shared window has room, then hold the attempt.
 
@@ -735,7 +732,8 @@ class SharedQuota:
                 is not an outage (``"quota_store_error"``, not retryable, whatever
                 ``on_unreachable`` says).
         """
-        self._too_large(request)
+        # A worst case that only media bytes put above the limit holds the whole window.
+        request = fit_to_limit(request, self.tokens_per_minute, self.window_s)
         start = time.monotonic()
         if self._fifo:
             return await self._admit(request, start)
