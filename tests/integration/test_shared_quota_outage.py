@@ -413,3 +413,31 @@ async def test_holds_taken_just_before_a_postgresql_crash_still_count_after_it()
             assert admitted == 10
             for permit in permits:
                 await permit.settle(10)
+
+
+@pytest.mark.skipif(binaries() is None, reason="no PostgreSQL binaries (initdb) installed")
+def test_a_refused_window_reservation_costs_no_disk_flush() -> None:
+    # The flush of a durable window hold is sent with the reservation, before its answer is
+    # known: it wrote WAL and waited for the disk on every refusal too, so each poll of a
+    # waiting quota cost a flush (300 refusals: 608 WAL records, 302 syncs). It now writes
+    # only for a hold that was written. A private cluster: no other test's WAL in its counters.
+    import psycopg
+
+    from pollard.stores.postgres import PostgresStore
+
+    with PrivateCluster(binaries()) as cluster:  # type: ignore[arg-type]
+        cluster.start()
+        count = "SELECT wal_records FROM pg_stat_wal"
+        with psycopg.connect(cluster.dsn, autocommit=True) as admin:
+            window = [WindowClaim("w", "requests", Decimal(1), 60.0, Decimal(1))]
+            with PostgresStore(cluster.dsn, durable=True) as store:  # the schema, the hold
+                assert store.reserve((), window, lease_seconds=30).reservation_id is not None
+            time.sleep(0.5)  # a backend reports its WAL counters as it exits
+            (before,) = admin.execute(count).fetchone() or (0,)
+            with PostgresStore(cluster.dsn, durable=True) as store:
+                for _ in range(100):
+                    refused = store.reserve((), window, lease_seconds=30)
+                    assert refused.reservation_id is None
+            time.sleep(0.5)
+            (after,) = admin.execute(count).fetchone() or (0,)
+        assert after - before < 50  # two per refusal before (the message and its commit)

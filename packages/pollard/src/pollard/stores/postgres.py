@@ -719,6 +719,12 @@ class PostgresStore(SqlStore):
             # Everything the admission rule reads, in one statement (one snapshot).
             # Skipped (one-time filter) when this batch wrote its hold: only a refusal or an
             # unheld admission needs the figures.
+            # A durable window hold's flush (`_flushes_hold`), sent after the reservation in the
+            # same round trip: it writes (and waits for the disk) only when the hold was
+            # written, so a refused attempt (a waiting quota's poll) costs no disk flush.
+            "flush_hold": f"{_FLUSH_ON}, CASE WHEN EXISTS (SELECT 1 FROM {t['reservations']} "
+            f"WHERE store_id = {lit} AND id = %s) "
+            "THEN pg_logical_emit_message(true, 'pollard', 'flush') END",
             "state": f"WITH n AS (SELECT {now} AS now), "
             f"go AS (SELECT NOT EXISTS (SELECT 1 FROM {t['reservations']} WHERE "
             f"store_id = {lit} AND id = %s) AS go) "
@@ -879,7 +885,7 @@ class PostgresStore(SqlStore):
             self._reserve_call, self._reserve_params(claims, windows, lease_seconds, held, rid)
         )
         if self._flushes_hold(windows, held):
-            queue.execute(_FLUSH)
+            queue.execute(self._pg["flush_hold"], (rid,))
         try:
             rows = self._batch(queue)[0] or []
         except self._psycopg.errors.UndefinedFunction:
@@ -1036,7 +1042,7 @@ class PostgresStore(SqlStore):
         queue.execute("COMMIT")
         flushed = self._flushes_hold(windows, held)
         if flushed:
-            queue.execute(_FLUSH)
+            queue.execute(self._pg["flush_hold"], (rid,))
         results = self._batch(queue)
         end = len(results) - flushed  # the COMMIT's place + 1
         inserted = bool(held and results[end - 3])
@@ -1051,7 +1057,8 @@ class PostgresStore(SqlStore):
         but a window counts calls that already left: a hold a server crash loses would let
         every worker admit that call again inside the window (10 of 20 holds taken in a burst
         were gone after an immediate shutdown). The flush is its own transaction, sent in the
-        same round trip, so the hold's locks are not held across it.
+        same round trip, so the hold's locks are not held across it, and it writes only when
+        the hold was written: a refusal costs no disk flush.
         """
         return self.durable and bool(windows) and bool(held)
 
