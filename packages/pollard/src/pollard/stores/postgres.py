@@ -716,15 +716,15 @@ class PostgresStore(SqlStore):
             "trim": f"DELETE FROM {t['window_events']} e USING unnest(%s::text[], %s::text[], "
             f"%s::float8[]) AS x(k, m, s) WHERE e.store_id = {lit} AND e.wkey = x.k AND "
             f"e.meter = x.m AND e.at <= {now} - x.s",
-            # Everything the admission rule reads, in one statement (one snapshot).
-            # Skipped (one-time filter) when this batch wrote its hold: only a refusal or an
-            # unheld admission needs the figures.
             # A durable window hold's flush (`_flushes_hold`), sent after the reservation in the
             # same round trip: it writes (and waits for the disk) only when the hold was
             # written, so a refused attempt (a waiting quota's poll) costs no disk flush.
             "flush_hold": f"{_FLUSH_ON}, CASE WHEN EXISTS (SELECT 1 FROM {t['reservations']} "
             f"WHERE store_id = {lit} AND id = %s) "
             "THEN pg_logical_emit_message(true, 'pollard', 'flush') END",
+            # Everything the admission rule reads, in one statement (one snapshot).
+            # Skipped (one-time filter) when this batch wrote its hold: only a refusal or an
+            # unheld admission needs the figures.
             "state": f"WITH n AS (SELECT {now} AS now), "
             f"go AS (SELECT NOT EXISTS (SELECT 1 FROM {t['reservations']} WHERE "
             f"store_id = {lit} AND id = %s) AS go) "
