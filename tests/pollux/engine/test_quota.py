@@ -72,9 +72,12 @@ async def test_a_burst_is_paced_to_the_quota_and_draws_no_429(
 async def test_a_stream_waits_for_the_quota_and_reports_the_wait(
     emu: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    quota = LocalQuota(requests_per_minute=1, window_s=WINDOW_S)
+    # A window longer than any scheduling delay between the two calls: with WINDOW_S (0.3 s)
+    # a busy machine (the suite on every core) could start the stream after the window ended.
+    window_s = 2.0
+    quota = LocalQuota(requests_per_minute=1, window_s=window_s)
     config = config_for(emu, "openai", monkeypatch, quota=quota)
-    emu.set_quota("openai", EmulatorQuota(requests=1, window_s=WINDOW_S))
+    emu.set_quota("openai", EmulatorQuota(requests=1, window_s=window_s))
     await pollux.run("first?", config=config)
     done = None
     async for event in pollux.stream(None, pollux.Input("second?"), config=config):
