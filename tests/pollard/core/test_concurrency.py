@@ -157,6 +157,49 @@ except sqlite3.OperationalError as exc:
 """
 
 
+@pytest.mark.parametrize("vanishes", ["before its stat", "while it is linked"])
+def test_a_wal_that_vanishes_while_a_store_opens_is_read_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vanishes: str
+) -> None:
+    # Seen once in CI under the race above: a process opening the store found a -wal without
+    # its -shm (another process between its files), took the pair for a copy to snapshot, and
+    # the -wal was gone when it read it: FileNotFoundError out of SQLiteStore(...).
+    import os
+    import tempfile
+
+    from pollard.stores import sqlite as sqlite_store
+
+    path = tmp_path / "runs.db"
+    SQLiteStore(path).close()
+    wal = Path(f"{path}-wal")
+    wal.write_bytes(b"")  # a -wal without -shm: what a snapshot is taken for
+    if vanishes == "before its stat":
+        real_stat = Path.stat
+        seen = [0]
+
+        def stat(self: Path, **kwargs: Any) -> Any:
+            if self == wal:
+                seen[0] += 1
+                if seen[0] == 2:  # after the exists() check, at the snapshot's own stat
+                    wal.unlink()
+            return real_stat(self, **kwargs)
+
+        monkeypatch.setattr(Path, "stat", stat)
+    else:
+        real_link = os.link
+
+        def link(source: Any, target: Any) -> None:
+            if Path(source) == wal:
+                wal.unlink()
+            real_link(source, target)
+
+        monkeypatch.setattr(sqlite_store.os, "link", link)
+    before = set(Path(tempfile.gettempdir()).glob("pollard-read-*"))
+    SQLiteStore(path).close()  # opened, not a FileNotFoundError
+    assert not wal.exists()
+    assert set(Path(tempfile.gettempdir()).glob("pollard-read-*")) <= before  # none left
+
+
 def test_processes_creating_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
     # Two workers starting at once on a new quota or ledger file: one switching the file to WAL
     # made the other's open fail with "database is locked" at once, busy timeout or not (about

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -51,7 +52,11 @@ def read_only_uri(path: Path) -> str:
     base = path.resolve()
     wal, shm = Path(f"{base}-wal"), Path(f"{base}-shm")
     if wal.exists() and not shm.exists():
-        base = _snapshot(base, wal)
+        # A file gone meanwhile means not a copy but a live writer between its files: one
+        # opening (its -wal made, its -shm not yet) or closing (SQLite deletes the -wal as the
+        # last connection ends). Its files are SQLite's to manage: read the store itself.
+        with contextlib.suppress(FileNotFoundError):
+            base = _snapshot(base, wal)
     uri = f"{base.as_uri()}?mode=ro"
     if not any(Path(f"{base}{suffix}").exists() for suffix in ("-wal", "-journal")):
         uri += "&immutable=1"
@@ -79,11 +84,15 @@ def _snapshot(base: Path, wal: Path) -> Path:
         if not _snapshots:
             atexit.register(_remove_snapshots)
         target = folder / base.name
-        for source, copy in ((base, target), (wal, Path(f"{target}-wal"))):
-            try:
-                os.link(source, copy)
-            except OSError:
-                shutil.copyfile(source, copy)
+        try:
+            for source, copy in ((base, target), (wal, Path(f"{target}-wal"))):
+                try:
+                    os.link(source, copy)
+                except OSError:
+                    shutil.copyfile(source, copy)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # a file gone meanwhile: no snapshot
+            raise
         _snapshots[key] = target
         return target
 
