@@ -12,65 +12,33 @@ after the restart.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import shutil
-import socket
-import subprocess
 import tempfile
 import time
 from typing import Any
 
 from stress import camp_quota
+from stress._redisserver import PrivateRedis
 from stress._report import Deadline, Outcome
 
 
-class _PrivateRedis:
-    """A `redis-server` on a free loopback port that persists nothing."""
+def _restart_when_warm(server: PrivateRedis, restarted: list[float], emu: Any) -> None:
+    """Restart ``server`` (empty) just after the fleet's second window's worth reached the
+    provider, and note when in ``restarted``.
 
-    def __init__(self, folder: str) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._command = [
-            "redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
-            "--save", "", "--appendonly", "no", "--dir", folder,
-        ]  # fmt: skip
-        self._server: subprocess.Popen[bytes] | None = None
-        self.restarted_at: float | None = None
-
-    def start(self) -> None:
-        self._server = subprocess.Popen(self._command, stdout=subprocess.DEVNULL)
-        for _ in range(200):
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.1),
-            ):
-                return
-            time.sleep(0.02)
-        raise RuntimeError("the campaign's redis-server did not start")
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.terminate()
-            self._server.wait(10)
-            self._server = None
-
-    def restart_when_warm(self, emu: Any) -> None:
-        """Restart (empty) just after the fleet's second window's worth reached the provider.
-
-        The fleet draws a window's worth in a burst as the window frees: restarting right
-        after a burst leaves the provider's window full and the forgotten one empty, the case
-        where a second window's worth would slip through.
-        """
-        warm = 2 * camp_quota.REQUESTS
-        give_up = time.monotonic() + 120
-        while len(emu.quota_log("openai")) < warm and time.monotonic() < give_up:
-            time.sleep(0.01)
-        time.sleep(0.2)
-        self.stop()
-        self.start()  # empty: nothing was written to disk
-        self.restarted_at = time.monotonic()
+    The fleet draws a window's worth in a burst as the window frees: restarting right after a
+    burst leaves the provider's window full and the forgotten one empty, the case where a second
+    window's worth would slip through.
+    """
+    warm = 2 * camp_quota.REQUESTS
+    give_up = time.monotonic() + 120
+    while len(emu.quota_log("openai")) < warm and time.monotonic() < give_up:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    server.stop()
+    server.start()  # empty: nothing was written to disk
+    restarted.append(time.monotonic())
 
 
 def run(scale: float) -> Outcome:
@@ -89,16 +57,16 @@ def run(scale: float) -> Outcome:
     with tempfile.TemporaryDirectory() as folder:
         deadline = Deadline(240 * scale, outcome.cap)
         while deadline.more():
-            server = _PrivateRedis(folder)
+            server = PrivateRedis(folder)
             server.start()
+            restarted: list[float] = []
             try:
                 limits = {"requests": camp_quota.REQUESTS}
-                figures = camp_quota._round(
-                    server.url, limits, outcome, event=server.restart_when_warm
-                )
+                event = functools.partial(_restart_when_warm, server, restarted)
+                figures = camp_quota._round(server.url, limits, outcome, event=event)
             finally:
                 server.stop()
-            if server.restarted_at is None:
+            if not restarted:
                 outcome.fail("the run ended before the server was restarted")
             outcome.trials += 1
     if figures:

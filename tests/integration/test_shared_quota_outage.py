@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,6 +25,7 @@ from pollard.adapters.pollux._quota_redis import RedisWindows
 from pollux import APIError, RateLimitError
 from pollux.quota import QuotaRequest
 from stress._pgcluster import PrivateCluster, binaries
+from stress._redisserver import PrivateRedis
 from tests.pollard._postgres import drop_store, fresh_store_id
 
 
@@ -318,36 +317,20 @@ def test_a_redis_admission_sent_twice_holds_once(
 async def test_a_quota_rides_out_its_redis_restarting_without_persistence(tmp_path: Path) -> None:
     # A real restart of a private server that keeps nothing: the same worker goes on without a
     # restart of its own, and the window it drew from is held full instead of forgotten.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
-    command += ["--appendonly", "no", "--dir", str(tmp_path)]
-
-    def start() -> subprocess.Popen[bytes]:
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        for _ in range(100):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
-                return server
-            time.sleep(0.05)
-        server.kill()
-        raise AssertionError("redis-server did not start")
-
-    server = start()
-    quota = _redis_quota(f"redis://127.0.0.1:{port}/0", 1.5)
+    server = PrivateRedis(tmp_path)
+    server.start()
+    quota = _redis_quota(server.url, 1.5)
     try:
         await (await quota.acquire(_request())).settle(10)
-        server.terminate()
-        server.wait(10)
-        server = start()  # empty: nothing was persisted
+        server.stop()
+        server.start()  # empty: nothing was persisted
         again = asyncio.ensure_future(quota.acquire(_request()))
         await asyncio.sleep(0.4)
         assert not again.done()
         await (await asyncio.wait_for(again, 15)).settle(10)
     finally:
         quota.close()
-        server.terminate()
-        server.wait(10)
+        server.stop()
 
 
 async def test_an_idle_redis_window_that_expires_is_not_taken_for_lost(redis_url: str) -> None:
