@@ -139,10 +139,10 @@ def _refuse_special(path: Path) -> None:
         raise _sqlite_error(f"{path} is not a regular file ({kind})", _CANTOPEN)
 
 
-# SQLite's result codes for the errors pollard raises in its stead (``sqlite3.SQLITE_*`` from
-# Python 3.11): a file it cannot open, and one it cannot write.
 # How long a first open retries SQLITE_BUSY returned without a wait (see `_init_schema_racing`).
 _OPEN_RACE_S = 30.0
+# SQLite's result codes for the errors pollard raises in its stead (``sqlite3.SQLITE_*`` from
+# Python 3.11): a file it cannot open, and one it cannot write.
 _CANTOPEN = (14, "SQLITE_CANTOPEN")
 _READONLY = (8, "SQLITE_READONLY")
 

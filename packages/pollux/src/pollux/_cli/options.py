@@ -153,13 +153,18 @@ def _keyword_dsn_label(text: str) -> str | None:
 _COUNT_EXAMPLES = {"--quota-rpm": "500", "--quota-tpm": "200000", "--quota-workers": "8"}
 
 
+def _number(text: str) -> Decimal:
+    """``text`` as a Decimal; NaN when it is not a number (refused with the option's message)."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return Decimal("NaN")
+
+
 def _count(value: str | None, option: str) -> int | None:
     if value is None:
         return None
-    try:
-        number = Decimal(value)
-    except InvalidOperation:
-        number = Decimal(0)
+    number = _number(value)
     # One message for every refused value (-5 once read "needs a number >= 0", 0 ">= 1").
     if not number.is_finite() or number != number.to_integral_value() or number < 1:
         raise CLIError(
@@ -184,10 +189,7 @@ def quota_from(args: argparse.Namespace) -> CallQuota | None:
     window_text = getattr(args, "quota_window", None)
     window = 60.0
     if window_text is not None:
-        try:
-            value = Decimal(window_text)
-        except InvalidOperation:
-            value = Decimal(0)
+        value = _number(window_text)
         if not value.is_finite() or value <= 0 or value > 86_400:
             raise CLIError(
                 f"--quota-window needs seconds > 0 and at most a day, got {window_text!r}",
