@@ -6,7 +6,8 @@ it, including lazily inside functions and for typing):
 
 0. leaves: ``pollux.errors``, ``pollux._scrub``, ``pollux._version``.
 1. pure value types: ``pollux.config``, ``pollux.quota``, ``pollux.retry``, ``pollux.source``,
-   ``pollux.interaction`` (no I/O).
+   ``pollux.interaction`` (no I/O), and ``pollux.image_tokens`` (estimates from an image's
+   size; it reads a local source's header, as ``pollux.source`` reads a file to hash it).
 2. providers: ``pollux.providers``, the Session-owned transport ``pollux.transport`` and its
    HTTP client ``pollux._transport``, the call spans of ``pollux._telemetry`` and the prices of
    ``pollux._pricing``.
@@ -35,7 +36,14 @@ PKG = Path(__file__).resolve().parents[1] / "packages" / "pollux" / "src" / "pol
 
 LAYERS: list[tuple[str, ...]] = [
     ("pollux.errors", "pollux._scrub", "pollux._version"),
-    ("pollux.config", "pollux.quota", "pollux.retry", "pollux.source", "pollux.interaction"),
+    (
+        "pollux.config",
+        "pollux.quota",
+        "pollux.retry",
+        "pollux.source",
+        "pollux.interaction",
+        "pollux.image_tokens",
+    ),
     (
         "pollux.providers",
         "pollux.transport",

@@ -18,7 +18,8 @@ from pollard import AsyncRuntime, Budget, Store
 from pollard._core._ledger import BudgetClaim
 from pollard.adapters.pollux import PolluxTokenEstimator, governed_run_many
 from pollard.meters import CostMeter, StepMeter, TokenMeter
-from pollux import Config
+from pollux import Config, Source
+from pollux.image_tokens import image_tokens
 
 CONFIG = Config(provider="openai", model="gpt-5-nano", use_mock=True, request_concurrency=8)
 # The mock answers a prompt of 100 characters with 25 input and 27 output tokens (52 in all);
@@ -166,3 +167,42 @@ def test_a_genai_prices_worst_case_is_priced_at_the_dearest_input_rate() -> None
     )
     assert soft.precheck_estimate("model_call", payload) is None
     assert "estimated=True" in repr(soft)
+
+
+def test_a_hard_token_budget_admits_images_by_their_pixels_and_never_overspends(
+    tmp_path: Path,
+) -> None:
+    # A 1023 x 767 PNG padded to 300 KB was estimated at its bytes (75,000 tokens), so a
+    # 20,000-token hard budget refused every prompt about it. It is now held at the most one
+    # image costs on gpt-5-nano (3,779 tokens) and settles at what the mock charges for its
+    # 768 patches (1,890), so the budget answers as many prompts as fit and no more.
+    png = (Path(__file__).resolve().parent.parent / "pollux" / "images" / "wide.png").read_bytes()
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(png + bytes(300_000))
+    source = Source.from_file(photo)
+    estimator = PolluxTokenEstimator()
+
+    async def main() -> tuple[list[str], dict[str, Any], int]:
+        meters = [StepMeter(), TokenMeter(estimator)]
+        async with AsyncRuntime(str(tmp_path / "caps.db"), meters=meters) as rt:
+            run = rt.run("images", budget=Budget(tokens=20_000))
+            prompts = [f"Describe part {i}." for i in range(16)]
+            answers = await governed_run_many(
+                run, prompts, sources=[source], config=CONFIG, max_tokens=50
+            )
+            statuses = [o.metrics.completion_status for o in answers.outputs]
+            calls = [n for n in rt.store.walk(run.root_id) if n.kind.value == "model_call"]
+            return (
+                statuses,
+                run.report()["total"],
+                estimator.estimate_input_tokens(calls[0].payload),
+            )
+
+    statuses, total, estimate = asyncio.run(main())
+    assert estimate == image_tokens("openai", "gpt-5-nano") + 4 == 3_783  # the image + the prompt
+    answered = statuses.count("clean")
+    assert statuses == ["clean"] * answered + ["error"] * (16 - answered)
+    # Each answer: the image's 1,890 tokens, the prompt's 4 and the mock's 15 of output.
+    per_answer = image_tokens("openai", "gpt-5-nano", (1023, 767)) + 4 + 15
+    assert total["tokens"] == per_answer * answered == 1_909 * 9
+    assert 20_000 - total["tokens"] < estimate + 50  # refused only once the next could not fit

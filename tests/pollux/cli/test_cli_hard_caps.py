@@ -75,3 +75,19 @@ def test_a_bad_output_cap_is_one_line(tmp_path: Path) -> None:
     result = pollux("ask", "Hi?", "--mock", "--max-output-tokens", "0", cwd=tmp_path)
     assert result.code == 2 and "--max-output-tokens" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_hard_token_budget_answers_about_a_photo_its_bytes_would_have_refused(
+    tmp_path: Path,
+) -> None:
+    # A 1023 x 767 PNG padded to 300 KB: by its bytes a 75,000-token call, refused under
+    # --max-tokens 20000 before any provider call; by its pixels about 1,900 tokens.
+    png = (Path(__file__).resolve().parents[1] / "images" / "wide.png").read_bytes()
+    (tmp_path / "photo.png").write_bytes(png + bytes(300_000))
+    asked = pollux(
+        "ask", "Describe it.", "--source", "photo.png", "--mock", "--ledger", "runs.db",
+        "--max-tokens", "20000", "--max-output-tokens", "256", cwd=tmp_path,
+    )  # fmt: skip
+    assert asked.code == 0, asked.stderr
+    assert "Mock answer" in asked.stdout
+    assert 1_890 < _spent(tmp_path / "runs.db") < 2_000  # what gpt-5-nano counts for its patches

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import pollux
 from pollux import Config, ConfigurationError, LocalQuota, RetryPolicy
+from pollux.image_tokens import image_tokens
 from pollux.quota import QuotaRequest
 from pollux.testing import Emulator, EmulatorQuota, ErrorResponse, Latency
 
@@ -33,6 +36,7 @@ BASE_URL_VARS = {
     "openrouter": "OPENROUTER_BASE_URL",
 }
 WINDOW_S = 0.3
+IMAGES = Path(__file__).resolve().parent.parent / "images"
 
 
 @pytest.fixture
@@ -157,17 +161,17 @@ async def test_a_call_that_can_never_fit_is_refused_without_waiting(
     assert emu.requests == []
 
 
-async def test_an_image_its_bytes_put_above_the_token_limit_holds_the_window_not_refused(
+async def test_media_its_bytes_put_above_the_token_limit_holds_the_window_not_refused(
     emu: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A 120 KB image is 30,000 tokens by its bytes (four per token) and a few thousand at most
-    # to a provider: under a 20,000-token quota it was "never admitted". It now holds the whole
-    # window and goes alone; the same bytes as text are still refused.
-    image = pollux.Source.from_bytes(b"\x89PNG" + bytes(120_000), mime_type="image/png")
+    # A 120 KB PDF is 30,000 tokens by its bytes (four per token), which may well overstate
+    # what a provider counts: under a 20,000-token quota it was "never admitted". It now holds
+    # the whole window and goes alone; the same bytes as text are still refused.
+    pdf = pollux.Source.from_bytes(b"%PDF-1.7\n" + bytes(120_000), mime_type="application/pdf")
     text = pollux.Source.from_text("x" * 120_000)
     quota = LocalQuota(tokens_per_minute=20_000, window_s=WINDOW_S)
     config = config_for(emu, "openai", monkeypatch, quota=quota)
-    outputs = await pollux.run_many(["One?", "Two?"], sources=[image], config=config, max_tokens=64)
+    outputs = await pollux.run_many(["One?", "Two?"], sources=[pdf], config=config, max_tokens=64)
     quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
     assert all(output.diagnostics.error is None for output in outputs.outputs)
     assert [q["tokens_held"] for q in quotas] == [20_000, 20_000]  # the window, not 30,000+
@@ -176,10 +180,34 @@ async def test_an_image_its_bytes_put_above_the_token_limit_holds_the_window_not
     error = refused.outputs[0].diagnostics.error
     assert error is not None and error["error_category"] == "quota"
     assert "30,0" in error["message"] and "besides its media" not in error["message"]
-    capped = await pollux.run_many(["Four?"], sources=[image], config=config, max_tokens=25_000)
+    capped = await pollux.run_many(["Four?"], sources=[pdf], config=config, max_tokens=25_000)
     error = capped.outputs[0].diagnostics.error  # its output cap alone is above the limit
     assert error is not None and "besides its media" in error["message"]
     assert len([r for r in emu.requests if "files" not in r.route]) == 2  # the two answered
+
+
+async def test_an_image_holds_what_the_provider_charges_for_its_pixels_not_its_bytes(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 1023 x 767 PNG padded to 300 KB was held as 75,000 tokens (its bytes at four per token)
+    # and refused under a 20,000-token quota; gpt-5-nano counts it as 768 patches of 32 px.
+    png = (IMAGES / "wide.png").read_bytes()
+    photo = pollux.Source.from_bytes(png + bytes(300_000), mime_type="image/png")
+    unread = pollux.Source.from_bytes(b"\x89PNG" + bytes(300_000), mime_type="image/png")
+    remote = pollux.Source.from_uri("https://example.com/cat.png", mime_type="image/png")
+    quota = LocalQuota(tokens_per_minute=20_000, window_s=WINDOW_S)
+    config = config_for(emu, "openai", monkeypatch, quota=quota)
+    held = []
+    for source in (photo, unread, remote):
+        output = await pollux.run_many(["Q?"], sources=[source], config=config, max_tokens=64)
+        quota_seen = output.outputs[0].diagnostics.raw["quota"]
+        held.append(quota_seen["tokens_held"])
+    framing = held[0] - image_tokens("openai", "gpt-5-nano", (1023, 767))
+    assert 64 < framing < 100  # the prompt, the framing and the output cap of 64
+    assert image_tokens("openai", "gpt-5-nano", (1023, 767)) == math.ceil(32 * 24 * 2.46)
+    # An image whose size is not read, and a remote one (counted as nothing before), hold
+    # the most one image costs on the model.
+    assert held[1] == held[2] == framing + image_tokens("openai", "gpt-5-nano") == framing + 3779
 
 
 async def test_a_cancelled_call_leaves_nothing_in_flight(

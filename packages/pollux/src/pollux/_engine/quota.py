@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pollux._telemetry import record_quota_wait
 from pollux.errors import RateLimitError
+from pollux.image_tokens import image_tokens, source_image_size
 from pollux.quota import DEFAULT_OUTPUT_TOKENS, QuotaRequest, key_id
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ _CHARS_PER_TOKEN = 4.0
 _FRAMING_TOKENS = 16
 
 
-# Binary sources whose bytes say little of what a provider counts (an image is a few thousand
-# tokens at most, whatever its size): their estimate is `media_tokens` (see `QuotaRequest`).
+# Sources whose bytes are what a provider reads as text; every other type is media, whose
+# estimate is `media_tokens` (see `QuotaRequest`).
 _TEXT_TYPES = frozenset(
     {"application/json", "application/xml", "application/yaml", "application/x-yaml",
      "application/x-ndjson", "application/javascript", "application/csv"}
@@ -48,24 +49,30 @@ def _is_text(mime_type: str) -> bool:
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
 
 
-def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> tuple[int, int]:
+def estimate_tokens(
+    request: ProviderRequest, default_output_tokens: int, provider: str, model: str | None
+) -> tuple[int, int]:
     """The attempt's worst case (its input estimate plus its output cap), and its media part.
 
     The input (instructions, prompt, history, tool results, tool declarations, the output schema
-    and source bytes) is counted at four characters per token, the common rule of thumb for
+    and text sources) is counted at four characters per token, the common rule of thumb for
     English text, plus a few tokens of message framing; the answer settles the hold to the
-    tokens the provider reported. The second figure is the part from media sources (images,
-    PDFs, audio, video: any non-text type), whose bytes overstate what providers count, so a
-    quota may hold its whole window for them instead of refusing the call.
+    tokens the provider reported. The second figure is the part from media sources: an image
+    counts what ``provider``'s ``model`` charges for its size (`pollux.image_tokens`; the most
+    any image costs there when it is remote or its size cannot be read), other media (PDFs,
+    audio, video) their bytes at four per token. Media estimates may overstate what providers
+    count, so a quota may hold its whole window for them instead of refusing the call.
     """
     chars = len(request.instructions or "") + len(request.input.content or "")
     media_bytes = 0
+    images = 0
     for source in request.sources.sources:
-        size = max(0, source.size_bytes)
-        if _is_text(source.mime_type):
-            chars += size
+        if source.mime_type.lower().startswith("image/"):
+            images += image_tokens(provider, model, source_image_size(source))
+        elif _is_text(source.mime_type):
+            chars += max(0, source.size_bytes)
         else:
-            media_bytes += size
+            media_bytes += max(0, source.size_bytes)
     turn = request.input
     if turn.history:
         chars += sum(len(message.content or "") for message in turn.history)
@@ -77,7 +84,7 @@ def estimate_tokens(request: ProviderRequest, default_output_tokens: int) -> tup
     if schema is not None:
         chars += len(json.dumps(schema))
     cap = request.requirements.max_tokens or default_output_tokens
-    media = math.ceil(media_bytes / _CHARS_PER_TOKEN)
+    media = math.ceil(media_bytes / _CHARS_PER_TOKEN) + images
     return math.ceil(chars / _CHARS_PER_TOKEN) + _FRAMING_TOKENS + cap + media, media
 
 
@@ -96,7 +103,11 @@ class QuotaGate:
         self._quota = quota
         limit = config.retry.max_elapsed_s
         tokens, media = estimate_tokens(
-            request, getattr(quota, "default_output_tokens", DEFAULT_OUTPUT_TOKENS)
+            request,
+            getattr(quota, "default_output_tokens", DEFAULT_OUTPUT_TOKENS),
+            config.provider,
+            # An Azure deployment's name says nothing of the model it serves.
+            config.pricing_model or request.model or config.model,
         )
         self._request = QuotaRequest(
             provider=config.provider,

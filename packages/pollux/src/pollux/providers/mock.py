@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
+from pollux.image_tokens import image_tokens, source_image_size
 from pollux.interaction.output import Usage
 from pollux.interaction.tools import ToolCall, ToolCallDelta
 from pollux.providers._mock_deferred import MockDeferredJobs
@@ -346,10 +347,19 @@ class MockProvider(ProviderBase):
         for source in sources:
             if source.source_type not in {"youtube", "uri", "arxiv"} and source._path is None:
                 source._read_bytes()
-        parts = tuple(
-            {"id": s.identifier, "mime": s.mime_type, "chars": s.size_bytes} for s in sources
-        )
+        parts = tuple(self._part(s) for s in sources)
         return PreparedSources(sources=tuple(sources), parts=parts)
+
+    def _part(self, source: Source) -> dict[str, Any]:
+        # An image counts what the provider it stands in for would charge for its size, as
+        # the quota and the bridge's estimator count it, not its bytes.
+        part: dict[str, Any] = {"id": source.identifier, "mime": source.mime_type, "chars": 0}
+        if source.mime_type.lower().startswith("image/"):
+            size = source_image_size(source)
+            part["tokens"] = image_tokens(self.name, self.config.pricing_model or self.model, size)
+        else:
+            part["chars"] = source.size_bytes
+        return part
 
     def compile(self, request: ProviderRequest) -> _MockCompiled:
         """Decide the whole answer up front (it is deterministic)."""
@@ -404,7 +414,8 @@ class MockProvider(ProviderBase):
             finish = "tool_calls" if calls else "stop"
         output_tokens = _tokens(text) + sum(_tokens(c.arguments_text) for c in calls)
         reasoning_tokens = _tokens(reasoning) if reasoning else None
-        input_tokens = max(1, (prompt_chars + 3) // 4)
+        images = sum(int(p.get("tokens", 0)) for p in request.sources.parts)
+        input_tokens = max(1, (prompt_chars + 3) // 4 + images)
         total = input_tokens + output_tokens + (reasoning_tokens or 0)
         return ProviderResponse(
             text=text,

@@ -42,6 +42,7 @@ from pollux import CachePolicy, ConfigurationError
 from pollux.interaction import CacheEvent, observe_caches
 from pollux.providers import gemini, vertex
 
+from ._estimator import sources_tokens
 from ._identity import canonical
 
 if TYPE_CHECKING:
@@ -153,11 +154,7 @@ def _environment_tokens(payload: Mapping[str, Any]) -> int:
     env = payload.get("environment")
     env = env if isinstance(env, Mapping) else {}
     chars = len(env.get("instructions") or "")
-    for source in env.get("sources") or ():
-        size = source.get("bytes") if isinstance(source, Mapping) else None
-        if isinstance(size, int) and not isinstance(size, bool):
-            chars += size
-    return math.ceil(chars / _CHARS_PER_TOKEN)
+    return math.ceil(chars / _CHARS_PER_TOKEN) + sources_tokens(payload, _CHARS_PER_TOKEN)
 
 
 def _may_create(config: Config, environment: Environment) -> CachePolicy | None:
