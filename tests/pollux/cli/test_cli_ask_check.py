@@ -180,6 +180,7 @@ USAGE_ERRORS = [
     (["many", "empty.txt", "--mock"], "no prompts in empty.txt"),
     (["many", "bad.jsonl", "--mock"], "needs a non-empty string 'prompt'"),
     (["many", "q.txt", "--mock", "--concurrency", "0"], "--concurrency needs a whole number"),
+    (["ask", "Hi?", "--mock", "--max-output-tokens", "2.5"], "needs a whole number >= 1"),
     (["many", "q.txt", "--mock", "--out", "."], "is a directory"),
     (["collect", "missing.json"], "handle file not found"),
     (["collect", "job.json", "--poll-seconds", "-1"], "--poll-seconds needs a number > 0"),
@@ -205,6 +206,16 @@ def test_usage_errors_exit_2_with_one_line_and_a_hint(
     assert lines[0].startswith("pollux: ") and message in lines[0]
     assert lines[1].startswith("hint: ")
     assert result.stdout == ""
+
+
+def test_options_that_count_read_numbers_alike_and_hint_a_usual_value(tmp_path: Path) -> None:
+    # --quota-rpm took 1e3 while --max-output-tokens refused it, and a refused output cap
+    # hinted "pass --max-output-tokens 4".
+    refused = pollux("ask", "Hi?", "--mock", "--max-output-tokens", "0", cwd=tmp_path)
+    assert refused.code == 2
+    assert refused.stderr.splitlines()[1] == "hint: pass --max-output-tokens 1024"
+    asked = pollux("ask", "Hi?", "--mock", "--max-output-tokens", "1e3", cwd=tmp_path)
+    assert asked.code == 0, asked.stderr
 
 
 def test_help_and_version_exit_0(tmp_path: Path) -> None:

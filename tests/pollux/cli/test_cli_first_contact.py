@@ -95,8 +95,9 @@ def test_cli_hints_name_flags_and_commands_not_library_calls(tmp_path: Path) -> 
     refused = pollux("ask", "Hi?", "--mock", "--ledger", "r.db", "--max-calls", "0", cwd=tmp_path)
     assert refused.code == 1
     assert "BudgetExceeded" in refused.stderr or "refused" in refused.stderr
-    assert "run.report()" not in refused.stderr
-    assert "pollard report STORE LABEL" in refused.stderr
+    assert "run.report()" not in refused.stderr and "Budget limit" not in refused.stderr
+    assert "raise --max-calls" in refused.stderr  # the flag of the meter that refused
+    assert "pollard report r.db 'pollux ask'" in refused.stderr  # this store and run
 
 
 def test_quota_hints_name_the_quota_flags(tmp_path: Path) -> None:

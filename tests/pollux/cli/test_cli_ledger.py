@@ -78,6 +78,12 @@ def test_a_call_budget_refuses_the_rest_and_reports_them(tmp_path: Path) -> None
         isinstance(error, dict) and error["type"] == "BudgetExceeded" and error["meter"] == "steps"
     )
     assert "1 refused" in result.stderr
+    # The hint speaks the shell's terms: the flag of the meter that refused, and the report's
+    # command (pollard's own hint says "raise the Budget limit" and "run.report()").
+    assert error["hint"] == (
+        "raise --max-calls (the run's earlier calls count against it) or pass another --label "
+        "for a fresh budget; pollard report runs.db 'pollux many q.txt' shows what was spent"
+    )
     # The budget belongs to the run label: a second run has nothing left, and the ledger (not
     # an --out file) decides what was answered: the two answers are served, not asked again.
     again = pollux(*args, cwd=tmp_path)
@@ -135,7 +141,8 @@ def test_a_token_budget_refuses_before_the_call(tmp_path: Path, emu: Emulator) -
     assert result.code == 1
     first, hint, report = result.stderr.splitlines()
     assert first.startswith("pollux: refused by the budget before any provider call")
-    assert hint.startswith("hint: ")
+    assert hint.startswith("hint: raise --max-tokens (the run's earlier calls count against it)")
+    assert hint.endswith("pollard report runs.db 'pollux ask' shows what was spent")
     assert report.startswith("pollux: ledger runs.db run 'pollux ask': spent nothing")
     assert emu.requests_for("local.chat") == []
 
@@ -192,6 +199,8 @@ def test_a_many_replay_of_unrecorded_prompts_marks_them_missing(tmp_path: Path) 
         (["--ledger", "x.db", "--replay"], "does not exist"),
         (["--ledger", "x.db", "--replay", "--max-calls", "1"], "takes no budget"),
         (["--ledger", "x.db", "--max-usd", "-1"], "--max-usd needs a number >= 0"),
+        # A call is whole: 2.5 calls was accepted as a budget of 2.
+        (["--ledger", "x.db", "--max-calls", "2.5"], "--max-calls needs a whole number >= 0"),
         (["--ledger", "mysql://x/y"], "cannot open the store"),
         (["--ledger", "pg-env:NO_SUCH_VARIABLE#s"], "NO_SUCH_VARIABLE is not set"),
         (["--ledger", "pg-env:HOME#s"], "HOME does not hold a postgresql:// DSN"),

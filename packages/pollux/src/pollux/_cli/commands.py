@@ -30,12 +30,12 @@ from .inputs import (
     load_schema,
     number_option,
     parse_sources,
-    positive_int_option,
     read_handle,
     read_job,
     read_prompts,
     read_stdin,
     regular_file,
+    whole_number_option,
     write_handle,
 )
 from .options import LedgerOptions, collect_ledger_options, ledger_options
@@ -92,7 +92,7 @@ _FAILED_HINT = {
 def _output_cap(args: argparse.Namespace) -> int | None:
     """``--max-output-tokens``: the answers' cap (sent as ``max_tokens``), or None."""
     value = getattr(args, "max_output_tokens", None)
-    return None if value is None else positive_int_option(value, "--max-output-tokens")
+    return None if value is None else whole_number_option(value, "--max-output-tokens")
 
 
 def _open_ledger(
@@ -200,7 +200,7 @@ def _ask(args: argparse.Namespace) -> int:
 
 def _many(args: argparse.Namespace) -> int:
     prompts = read_prompts(args.prompts_file)
-    concurrency = positive_int_option(args.concurrency, "--concurrency")
+    concurrency = whole_number_option(args.concurrency, "--concurrency")
     name = "stdin" if args.prompts_file == "-" else Path(args.prompts_file).name
     options = ledger_options(args, f"pollux many {name}")
     config = build_config(
@@ -260,7 +260,7 @@ def _defer(args: argparse.Namespace) -> int:
     max_out = (
         None
         if args.max_output_tokens is None
-        else positive_int_option(args.max_output_tokens, "--max-output-tokens")
+        else whole_number_option(args.max_output_tokens, "--max-output-tokens")
     )
 
     def submitted(handle: dict[str, Any], extra: str = "") -> None:

@@ -30,11 +30,11 @@ __all__ = [
     "load_schema",
     "number_option",
     "parse_sources",
-    "positive_int_option",
     "read_handle",
     "read_job",
     "read_prompts",
     "regular_file",
+    "whole_number_option",
     "write_handle",
 ]
 
@@ -63,18 +63,33 @@ def error_hint(error: PolluxError, *, offline: bool = False) -> CLIError:
     return CLIError(error.message, hint=error.hint)
 
 
-def positive_int_option(text: str, option: str) -> int:
-    """Parse an option that takes a whole number >= 1."""
+# A usual value for each option that counts, for the hint of a refused one.
+_COUNT_EXAMPLES = {
+    "--max-output-tokens": "1024",
+    "--concurrency": "8",
+    "--quota-rpm": "500",
+    "--quota-tpm": "200000",
+    "--quota-workers": "8",
+    "--max-calls": "100",
+}
+
+
+def whole_number_option(text: str, option: str, *, least: int = 1) -> int:
+    """Parse an option that takes a whole number >= ``least`` (``1e3`` and ``1000.0`` too).
+
+    Every option that counts refuses in one voice ("needs a whole number >= 1"), whatever was
+    wrong with the value (a fraction, a negative, a word, infinity).
+    """
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+        number = Decimal(text)
+    except InvalidOperation:
+        number = Decimal("NaN")
+    if not number.is_finite() or number != number.to_integral_value() or number < least:
         raise CLIError(
-            f"{option} needs a whole number >= 1, got {text!r}",
-            hint=f"pass {option} 4, for example",
+            f"{option} needs a whole number >= {least}, got {text!r}",
+            hint=f"pass {option} {_COUNT_EXAMPLES.get(option, '60')}",
         )
-    return value
+    return int(number)
 
 
 def number_option(text: str, option: str) -> float:

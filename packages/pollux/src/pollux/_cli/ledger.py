@@ -13,6 +13,7 @@ on which prompts ran before it, so a resumed run and ``--replay`` find the same 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -59,6 +60,10 @@ def _error(exc: BaseException) -> dict[str, Any]:
     if hint:
         detail["hint"] = shell_hint(hint)
     return detail
+
+
+# The flag that sets each meter's limit, for a refusal's hint.
+_BUDGET_FLAGS = {"steps": "--max-calls", "tokens": "--max-tokens", "usd": "--max-usd"}
 
 
 @dataclass
@@ -197,6 +202,30 @@ class Ledger:
         self._runs.append(run)
         return run.fork()
 
+    def _budget_hint(self, exc: BudgetExceeded, also: str | None = None) -> str:
+        """A refusal's hint in the shell's terms: the flag of the meter that refused.
+
+        pollard's own hint speaks of ``Budget`` and ``run.report()``; a hint that is not that
+        default (an unbounded call's, which names ``--max-output-tokens`` through
+        `shell_hint`) is kept.
+        """
+        if exc.hint != BudgetExceeded.default_hint:
+            return exc.hint or ""
+        flag = _BUDGET_FLAGS.get(exc.meter or "", "the --max-* limit")
+        ways = [f"raise {flag} (the run's earlier calls count against it)"]
+        ways.append("pass another --label for a fresh budget")
+        if also:
+            ways.append(also)
+        return (
+            f"{', '.join(ways[:-1])} or {ways[-1]}; {self._report_command()} shows what was spent"
+        )
+
+    def _report_command(self) -> str:
+        """The shell command that prints this run's report (quoted as a shell needs it)."""
+        return (
+            f"pollard report {shlex.quote(self.options.display)} {shlex.quote(self.options.label)}"
+        )
+
     def _hidden(self, text: str) -> str:
         """``text`` with the store's DSN (which may hold a password) replaced by its display."""
         dsn = self.options.store.rpartition("#")[0] or self.options.store
@@ -291,7 +320,7 @@ class Ledger:
         except BudgetExceeded as exc:
             raise CLIError(
                 f"refused by the budget before any provider call: {exc}",
-                hint=exc.hint or "raise the limit, or use another --label",
+                hint=self._budget_hint(exc),
                 code=EXIT_FAILED,
             ) from None
         except MissingRecording as exc:
@@ -330,7 +359,7 @@ class Ledger:
                 **(settings or {}),
             )
         except BudgetExceeded as exc:
-            error = _error(exc) | {"refusal_id": exc.refusal_id}
+            error = _error(exc) | {"hint": self._budget_hint(exc), "refusal_id": exc.refusal_id}
             if exc.meter is not None:
                 error["meter"] = exc.meter
             record = Record(index, "refused", prompt=prompt, error=error, node=exc.refusal_id)
@@ -391,7 +420,7 @@ class Ledger:
         except BudgetExceeded as exc:
             raise CLIError(
                 f"refused by the budget before anything was sent: {exc}",
-                hint=exc.hint or "raise the limit, lower --max-output-tokens, or submit fewer",
+                hint=self._budget_hint(exc, "lower --max-output-tokens, or submit fewer prompts"),
                 code=EXIT_FAILED,
             ) from None
         except MissingRecording as exc:
@@ -443,8 +472,7 @@ class Ledger:
             return (
                 f"ledger {self.options.display} run {self.options.label!r}: the cost report "
                 f"could not be read ({type(exc).__name__}: {self._hidden(str(exc))}); "
-                f"'pollard report {self.options.display} {self.options.label!r}' shows it "
-                "once the ledger is reachable"
+                f"{self._report_command()} shows it once the ledger is reachable"
             )
         price = "" if self.priced else f" (no usd price for {self.config.model})"
         if not self.priced and self.config.provider == "azure_openai":

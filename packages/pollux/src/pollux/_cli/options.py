@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pollux.errors import ConfigurationError
 
 from .errors import CLIError
-from .inputs import decimal_option, regular_file
+from .inputs import decimal_option, regular_file, whole_number_option
 
 if TYPE_CHECKING:
     from pollux.quota import CallQuota
@@ -65,6 +65,8 @@ def ledger_options(args: argparse.Namespace, default_label: str) -> LedgerOption
         name: None if value is None else decimal_option(value, name)
         for name, value in limits.items()
     }
+    if args.max_calls is not None:  # a call is whole: 2.5 calls was a budget of 2
+        parsed["--max-calls"] = Decimal(whole_number_option(args.max_calls, "--max-calls", least=0))
     store, display = _store_target(args.ledger)
     return LedgerOptions(
         store=store,
@@ -150,9 +152,6 @@ def _keyword_dsn_label(text: str) -> str | None:
 
 
 # What each count option is usually given: the hint of a value it refuses.
-_COUNT_EXAMPLES = {"--quota-rpm": "500", "--quota-tpm": "200000", "--quota-workers": "8"}
-
-
 def _number(text: str) -> Decimal:
     """``text`` as a Decimal; NaN when it is not a number (refused with the option's message)."""
     try:
@@ -162,16 +161,7 @@ def _number(text: str) -> Decimal:
 
 
 def _count(value: str | None, option: str) -> int | None:
-    if value is None:
-        return None
-    number = _number(value)
-    # One message for every refused value (-5 once read "needs a number >= 0", 0 ">= 1").
-    if not number.is_finite() or number != number.to_integral_value() or number < 1:
-        raise CLIError(
-            f"{option} needs a whole number >= 1, got {value!r}",
-            hint=f"pass {option} {_COUNT_EXAMPLES.get(option, '60')}",
-        )
-    return int(number)
+    return None if value is None else whole_number_option(value, option)
 
 
 def quota_from(args: argparse.Namespace) -> CallQuota | None:
