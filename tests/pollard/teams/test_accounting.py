@@ -6,12 +6,14 @@ import json
 import sqlite3
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from pollard import (
     Budget,
+    NodeKind,
     ResultReference,
     Runtime,
     Team,
@@ -107,3 +109,20 @@ def test_the_command_runs_as_a_program(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(done.stdout)["by_agent"]["reader"]["steps"] == "1"
+
+
+def test_team_report_prints_small_amounts_as_pollard_report_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A few cheap calls cost millionths of a dollar: team-report printed "usd=5.7e-06" where
+    # `pollard report` prints "usd=0.0000057".
+    path = tmp_path / "t.db"
+    with Runtime(path) as rt, rt.run("cheap") as run:
+        team = Team(run, "t")
+        agent = team.agent("a", role="r", task="k")
+        agent.run.record_charged(  # a charge in millionths, as a cheap model call's
+            NodeKind.NOTE, {"cost": 1}, charges={"usd": Decimal("0.0000057")}, fn=lambda p: {}
+        )
+    assert main(["team-report", str(path), "cheap"]) == 0
+    text = capsys.readouterr().out
+    assert "usd=0.0000057" in text and "e-0" not in text

@@ -423,13 +423,14 @@ def _verdict(
 
 
 def _amount_text(values: dict[str, Any]) -> str:
-    return " ".join(f"{meter}={value}" for meter, value in values.items()) or "-"
+    # Exact decimal texts, printed as `pollard report` prints amounts (0.0000057, not 5.7e-06).
+    return amounts({meter: Decimal(str(value)) for meter, value in values.items()}) or "-"
 
 
 def cmd_team_report(args: argparse.Namespace, stack: ExitStack) -> int:
     _, store = _open(stack, args.store)
     root_id = resolve_root(store, args.root)
-    report = team_report(store, root_id, exact=args.json)
+    report = team_report(store, root_id, exact=True)
     if args.json:
         _json(report)
         return 0
