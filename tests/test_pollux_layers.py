@@ -6,7 +6,7 @@ it, including lazily inside functions and for typing):
 
 0. leaves: ``pollux.errors``, ``pollux._scrub``, ``pollux._version``.
 1. pure value types: ``pollux.config``, ``pollux.quota``, ``pollux.retry``, ``pollux.source``,
-   ``pollux.interaction`` (no I/O), and ``pollux.image_tokens`` (estimates from an image's
+   ``pollux.interaction`` (no I/O), and ``pollux.media_tokens`` (estimates from an image's
    size; it reads a local source's header, as ``pollux.source`` reads a file to hash it).
 2. providers: ``pollux.providers``, the Session-owned transport ``pollux.transport`` and its
    HTTP client ``pollux._transport``, the call spans of ``pollux._telemetry`` and the prices of
@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pollux.retry",
         "pollux.source",
         "pollux.interaction",
-        "pollux.image_tokens",
+        "pollux.media_tokens",
     ),
     (
         "pollux.providers",

@@ -16,10 +16,10 @@ import pytest
 
 from pollard import AsyncRuntime, Budget, Store
 from pollard._core._ledger import BudgetClaim
-from pollard.adapters.pollux import PolluxTokenEstimator, governed_run_many
+from pollard.adapters.pollux import PolluxTokenEstimator, _estimator, _identity, governed_run_many
 from pollard.meters import CostMeter, StepMeter, TokenMeter
 from pollux import Config, Source
-from pollux.image_tokens import image_tokens
+from pollux.media_tokens import image_tokens
 
 CONFIG = Config(provider="openai", model="gpt-5-nano", use_mock=True, request_concurrency=8)
 # The mock answers a prompt of 100 characters with 25 input and 27 output tokens (52 in all);
@@ -170,39 +170,45 @@ def test_a_genai_prices_worst_case_is_priced_at_the_dearest_input_rate() -> None
 
 
 def test_a_hard_token_budget_admits_images_by_their_pixels_and_never_overspends(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A 1023 x 767 PNG padded to 300 KB was estimated at its bytes (75,000 tokens), so a
-    # 20,000-token hard budget refused every prompt about it. It is now held at the most one
-    # image costs on gpt-5-nano (3,779 tokens) and settles at what the mock charges for its
-    # 768 patches (1,890), so the budget answers as many prompts as fit and no more.
-    png = (Path(__file__).resolve().parent.parent / "pollux" / "images" / "wide.png").read_bytes()
+    # 20,000-token hard budget refused every prompt about it. The bridge now reads its size when
+    # it builds the payload and holds what gpt-5-nano charges for its 768 patches (1,890), which
+    # the mock settles at, so the budget answers as many prompts as fit and no more.
+    png = (Path(__file__).resolve().parent.parent / "pollux" / "media" / "wide.png").read_bytes()
     photo = tmp_path / "photo.png"
     photo.write_bytes(png + bytes(300_000))
     source = Source.from_file(photo)
     estimator = PolluxTokenEstimator()
 
-    async def main() -> tuple[list[str], dict[str, Any], int]:
+    async def main(label: str) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
         meters = [StepMeter(), TokenMeter(estimator)]
         async with AsyncRuntime(str(tmp_path / "caps.db"), meters=meters) as rt:
-            run = rt.run("images", budget=Budget(tokens=20_000))
+            run = rt.run(label, budget=Budget(tokens=20_000))
             prompts = [f"Describe part {i}." for i in range(16)]
             answers = await governed_run_many(
                 run, prompts, sources=[source], config=CONFIG, max_tokens=50
             )
             statuses = [o.metrics.completion_status for o in answers.outputs]
             calls = [n for n in rt.store.walk(run.root_id) if n.kind.value == "model_call"]
-            return (
-                statuses,
-                run.report()["total"],
-                estimator.estimate_input_tokens(calls[0].payload),
-            )
+            return statuses, run.report()["total"], calls[0].payload
 
-    statuses, total, estimate = asyncio.run(main())
-    assert estimate == image_tokens("openai", "gpt-5-nano") + 4 == 3_783  # the image + the prompt
+    statuses, total, payload = asyncio.run(main("images"))
+    pixels = image_tokens("openai", "gpt-5-nano", (1023, 767))
+    assert estimator.estimate_input_tokens(payload) == pixels + 4 == 1_894  # image + prompt
     answered = statuses.count("clean")
     assert statuses == ["clean"] * answered + ["error"] * (16 - answered)
     # Each answer: the image's 1,890 tokens, the prompt's 4 and the mock's 15 of output.
-    per_answer = image_tokens("openai", "gpt-5-nano", (1023, 767)) + 4 + 15
-    assert total["tokens"] == per_answer * answered == 1_909 * 9
-    assert 20_000 - total["tokens"] < estimate + 50  # refused only once the next could not fit
+    assert total["tokens"] == (pixels + 4 + 15) * answered == 1_909 * 10
+    assert 20_000 - total["tokens"] < 1_894 + 50  # refused only once the next could not fit
+
+    # A payload this process did not build (replayed, imported) has no size to read: its image
+    # counts the most one costs on the model, which still fits the budget's first prompts.
+    monkeypatch.setattr(_estimator, "_KNOWN", {})
+    bound = image_tokens("openai", "gpt-5-nano")
+    assert estimator.estimate_input_tokens(payload) == bound + 4 == 3_783
+    monkeypatch.setattr(_estimator, "remember_media", lambda *args: None)
+    monkeypatch.setattr(_identity, "remember_media", lambda *args: None)
+    statuses, total, _ = asyncio.run(main("unread"))
+    assert total["tokens"] <= 20_000 and statuses.count("clean") == 9  # held 3,833 each

@@ -17,7 +17,7 @@ MODULES = [
     "pollux.config",
     "pollux.retry",
     "pollux.source",
-    "pollux.image_tokens",
+    "pollux.media_tokens",
     "pollux.interaction.call",
     "pollux.interaction.continuation",
     "pollux.interaction.deferred",

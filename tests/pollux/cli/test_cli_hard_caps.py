@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import wave
 from decimal import Decimal
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def test_a_hard_token_budget_answers_about_a_photo_its_bytes_would_have_refused(
 ) -> None:
     # A 1023 x 767 PNG padded to 300 KB: by its bytes a 75,000-token call, refused under
     # --max-tokens 20000 before any provider call; by its pixels about 1,900 tokens.
-    png = (Path(__file__).resolve().parents[1] / "images" / "wide.png").read_bytes()
+    png = (Path(__file__).resolve().parents[1] / "media" / "wide.png").read_bytes()
     (tmp_path / "photo.png").write_bytes(png + bytes(300_000))
     asked = pollux(
         "ask", "Describe it.", "--source", "photo.png", "--mock", "--ledger", "runs.db",
@@ -91,3 +92,18 @@ def test_a_hard_token_budget_answers_about_a_photo_its_bytes_would_have_refused(
     assert asked.code == 0, asked.stderr
     assert "Mock answer" in asked.stdout
     assert 1_890 < _spent(tmp_path / "runs.db") < 2_000  # what gpt-5-nano counts for its patches
+
+
+def test_a_hard_token_budget_answers_about_a_recording_by_its_seconds(tmp_path: Path) -> None:
+    # Two minutes of 8 kHz audio (960 KB): 240,000 tokens by its bytes, 3,840 by its seconds.
+    with wave.open(str(tmp_path / "call.wav"), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(1)
+        out.setframerate(8000)
+        out.writeframes(bytes(8000 * 120))
+    asked = pollux(
+        "ask", "Transcribe it.", "--source", "call.wav", "--mock", "--ledger", "runs.db",
+        "--max-tokens", "20000", "--max-output-tokens", "256", cwd=tmp_path,
+    )  # fmt: skip
+    assert asked.code == 0, asked.stderr
+    assert 3_840 < _spent(tmp_path / "runs.db") < 4_000

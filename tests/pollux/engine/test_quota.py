@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 
 import pollux
 from pollux import Config, ConfigurationError, LocalQuota, RetryPolicy
-from pollux.image_tokens import image_tokens
+from pollux.media_tokens import image_tokens
 from pollux.quota import QuotaRequest
 from pollux.testing import Emulator, EmulatorQuota, ErrorResponse, Latency
 
@@ -36,7 +37,7 @@ BASE_URL_VARS = {
     "openrouter": "OPENROUTER_BASE_URL",
 }
 WINDOW_S = 0.3
-IMAGES = Path(__file__).resolve().parent.parent / "images"
+MEDIA = Path(__file__).resolve().parent.parent / "media"
 
 
 @pytest.fixture
@@ -191,7 +192,7 @@ async def test_an_image_holds_what_the_provider_charges_for_its_pixels_not_its_b
 ) -> None:
     # A 1023 x 767 PNG padded to 300 KB was held as 75,000 tokens (its bytes at four per token)
     # and refused under a 20,000-token quota; gpt-5-nano counts it as 768 patches of 32 px.
-    png = (IMAGES / "wide.png").read_bytes()
+    png = (MEDIA / "wide.png").read_bytes()
     photo = pollux.Source.from_bytes(png + bytes(300_000), mime_type="image/png")
     unread = pollux.Source.from_bytes(b"\x89PNG" + bytes(300_000), mime_type="image/png")
     remote = pollux.Source.from_uri("https://example.com/cat.png", mime_type="image/png")
@@ -208,6 +209,29 @@ async def test_an_image_holds_what_the_provider_charges_for_its_pixels_not_its_b
     # An image whose size is not read, and a remote one (counted as nothing before), hold
     # the most one image costs on the model.
     assert held[1] == held[2] == framing + image_tokens("openai", "gpt-5-nano") == framing + 3779
+
+
+async def test_audio_holds_its_seconds_not_its_bytes(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Two minutes of 8 kHz audio is 960 KB: 240,000 tokens by its bytes, so under a
+    # 100,000-token quota each call held the whole window and they went one at a time. Gemini
+    # counts 32 tokens a second: 3,840.
+    clip = tmp_path / "two-minutes.wav"
+    with wave.open(str(clip), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(1)
+        out.setframerate(8000)
+        out.writeframes(bytes(8000 * 120))
+    quota = LocalQuota(tokens_per_minute=100_000, window_s=30)
+    config = config_for(emu, "gemini", monkeypatch, quota=quota)
+    outputs = await pollux.run_many(
+        ["One?", "Two?"], sources=[pollux.Source.from_file(clip)], config=config, max_tokens=64
+    )
+    quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
+    assert all(output.diagnostics.error is None for output in outputs.outputs)
+    assert all(120 * 32 < q["tokens_held"] < 120 * 32 + 100 for q in quotas)
+    assert [q["waited_s"] for q in quotas] == [0, 0]  # both fit the window at once
 
 
 async def test_a_cancelled_call_leaves_nothing_in_flight(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pollux._telemetry import record_quota_wait
 from pollux.errors import RateLimitError
-from pollux.image_tokens import image_tokens, source_image_size
+from pollux.media_tokens import source_tokens
 from pollux.quota import DEFAULT_OUTPUT_TOKENS, QuotaRequest, key_id
 
 if TYPE_CHECKING:
@@ -58,19 +58,20 @@ def estimate_tokens(
     and text sources) is counted at four characters per token, the common rule of thumb for
     English text, plus a few tokens of message framing; the answer settles the hold to the
     tokens the provider reported. The second figure is the part from media sources: an image
-    counts what ``provider``'s ``model`` charges for its size (`pollux.image_tokens`; the most
-    any image costs there when it is remote or its size cannot be read), other media (PDFs,
-    audio, video) their bytes at four per token. Media estimates may overstate what providers
-    count, so a quota may hold its whole window for them instead of refusing the call.
+    counts what ``provider``'s ``model`` charges for its size (the most any image costs there
+    when it is remote or its size cannot be read), audio and video their duration
+    (`pollux.media_tokens.source_tokens`), other media (PDFs, a clip whose duration is not read)
+    their bytes at four per token. Media estimates may overstate what providers count, so a
+    quota may hold its whole window for them instead of refusing the call.
     """
     chars = len(request.instructions or "") + len(request.input.content or "")
     media_bytes = 0
-    images = 0
+    counted = 0
     for source in request.sources.sources:
-        if source.mime_type.lower().startswith("image/"):
-            images += image_tokens(provider, model, source_image_size(source))
-        elif _is_text(source.mime_type):
+        if _is_text(source.mime_type):
             chars += max(0, source.size_bytes)
+        elif (tokens := source_tokens(source, provider, model)) is not None:
+            counted += tokens
         else:
             media_bytes += max(0, source.size_bytes)
     turn = request.input
@@ -84,7 +85,7 @@ def estimate_tokens(
     if schema is not None:
         chars += len(json.dumps(schema))
     cap = request.requirements.max_tokens or default_output_tokens
-    media = math.ceil(media_bytes / _CHARS_PER_TOKEN) + images
+    media = math.ceil(media_bytes / _CHARS_PER_TOKEN) + counted
     return math.ceil(chars / _CHARS_PER_TOKEN) + _FRAMING_TOKENS + cap + media, media
 
 

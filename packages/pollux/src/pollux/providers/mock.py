@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pollux.errors import ConfigurationError
-from pollux.image_tokens import image_tokens, source_image_size
 from pollux.interaction.output import Usage
 from pollux.interaction.tools import ToolCall, ToolCallDelta
+from pollux.media_tokens import source_tokens
 from pollux.providers._mock_deferred import MockDeferredJobs
 from pollux.providers.base import (
     Capabilities,
@@ -351,14 +351,14 @@ class MockProvider(ProviderBase):
         return PreparedSources(sources=tuple(sources), parts=parts)
 
     def _part(self, source: Source) -> dict[str, Any]:
-        # An image counts what the provider it stands in for would charge for its size, as
-        # the quota and the bridge's estimator count it, not its bytes.
+        # Media counts what the provider it stands in for would charge for its pixels or
+        # seconds, as a quota counts it, not its bytes.
         part: dict[str, Any] = {"id": source.identifier, "mime": source.mime_type, "chars": 0}
-        if source.mime_type.lower().startswith("image/"):
-            size = source_image_size(source)
-            part["tokens"] = image_tokens(self.name, self.config.pricing_model or self.model, size)
-        else:
+        tokens = source_tokens(source, self.name, self.config.pricing_model or self.model)
+        if tokens is None:
             part["chars"] = source.size_bytes
+        else:
+            part["tokens"] = tokens
         return part
 
     def compile(self, request: ProviderRequest) -> _MockCompiled:

@@ -4,20 +4,45 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any
 
-from pollux.image_tokens import image_tokens
+from pollux import Source
+from pollux.media_tokens import image_tokens, source_tokens
 
-__all__ = ["PolluxTokenEstimator", "sources_tokens"]
+__all__ = ["PolluxTokenEstimator", "remember_media", "sources_tokens"]
+
+# What this process read of a media source's content (an image's size, a clip's duration, as
+# the tokens its provider and model charge for it), by the content hash a payload names it by:
+# a payload records a source's type and bytes, not its pixels or seconds, and must not (it is
+# the call's identity). A payload estimated in a process that did not build it (a replayed or
+# imported one) finds nothing here and is counted by the rules that need no content.
+_KNOWN: dict[tuple[str, str, str | None], int] = {}
+_KNOWN_LOCK = threading.Lock()
+_KNOWN_MAX = 4096
+
+
+def remember_media(source: Source, identity_hash: str, provider: str, model: str | None) -> None:
+    """Remember what a media source costs on ``provider``'s ``model``, by its payload hash."""
+    key = (identity_hash, provider, model)
+    if key in _KNOWN:
+        return
+    tokens = source_tokens(source, provider, model)
+    if tokens is None:
+        return
+    with _KNOWN_LOCK:
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()  # a bound, not an LRU: the next payloads read their sources again
+        _KNOWN[key] = tokens
 
 
 def sources_tokens(payload: Mapping[str, Any], chars_per_token: float) -> int:
     """The input tokens of a bridge payload's sources.
 
-    An image counts the most one image costs on the payload's provider and model
-    (`pollux.image_tokens`: the payload records a source's type and bytes, not its size in
-    pixels); any other source its bytes at ``chars_per_token``.
+    A media source this process read when it built the payload counts what its provider and
+    model charge for its pixels or seconds (`pollux.media_tokens.source_tokens`); another image
+    the most one image costs there; any other source its bytes at ``chars_per_token``.
     """
     env = payload.get("environment")
     sources = env.get("sources") if isinstance(env, Mapping) else None
@@ -28,13 +53,18 @@ def sources_tokens(payload: Mapping[str, Any], chars_per_token: float) -> int:
     model = model if isinstance(model, str) else payload.get("model")
     provider = payload.get("provider")
     provider = provider if isinstance(provider, str) else ""
+    model = model if isinstance(model, str) else None
     chars = tokens = 0
     for source in sources:
         if not isinstance(source, Mapping):
             continue
+        known = _KNOWN.get((str(source.get("hash")), provider, model))
+        if known is not None:
+            tokens += known
+            continue
         mime = source.get("mime_type")
         if isinstance(mime, str) and mime.lower().startswith("image/"):
-            tokens += image_tokens(provider, model if isinstance(model, str) else None)
+            tokens += image_tokens(provider, model)
             continue
         size = source.get("bytes")
         if isinstance(size, int) and not isinstance(size, bool):
@@ -46,10 +76,11 @@ class PolluxTokenEstimator:
     """Estimates the input tokens of a bridge payload, for ``TokenMeter(estimator=...)``.
 
     It counts the characters of the instructions, the prompt, the portable history and the tool
-    results plus the bytes of the sources other than images, at ``chars_per_token`` characters
-    per token (the common rule of thumb for English text), and each image at the most one image
-    costs on the call's provider and model (`pollux.image_tokens`: a provider counts an image
-    by its pixels, not its bytes). It does not see a continuation's earlier turns (the payload
+    results plus the bytes of text sources and documents, at ``chars_per_token`` characters per
+    token (the common rule of thumb for English text), and media by what the call's provider and
+    model charge for its pixels or seconds (`pollux.media_tokens`), read when the bridge built
+    the payload in this process; an image it did not read counts the most one image costs
+    there, other media its bytes. It does not see a continuation's earlier turns (the payload
     holds only their digest) or provider-added text, so it is an approximation.
     Given to a meter it makes the budget a hard cap: each call holds this estimate plus its
     ``max_tokens`` (or the meter's ``reserved_output_tokens``, a default cap) until it settles.

@@ -12,6 +12,8 @@ from pollard.errors import PollardError
 from pollux import Config, Environment, Input, Output, OutputRequirements, Source, Usage
 from pollux.interaction import requirements_from
 
+from ._estimator import remember_media
+
 if TYPE_CHECKING:
     from pollard import Node
     from pollux import ResponseSchemaInput
@@ -56,11 +58,13 @@ def _json(value: Any, what: str) -> Any:
         ) from None
 
 
-def _source_identity(source: Source, provider: str) -> dict[str, Any]:
+def _source_identity(source: Source, provider: str, model: str | None) -> dict[str, Any]:
+    content = source.cache_identity_hash(provider=provider)
+    remember_media(source, content, provider, model)  # for `PolluxTokenEstimator`
     return {
         "type": source.source_type,
         "mime_type": source.mime_type,
-        "hash": source.cache_identity_hash(provider=provider),
+        "hash": content,
         "bytes": source.size_bytes,
     }
 
@@ -118,7 +122,9 @@ def request_identities(
     if environment.instructions is not None:
         env["instructions"] = environment.instructions
     if environment.sources:
-        env["sources"] = [_source_identity(s, provider) for s in environment.sources]
+        # The model an estimate prices by: an Azure deployment's, or the config's.
+        model = config.pricing_model or config.model
+        env["sources"] = [_source_identity(s, provider, model) for s in environment.sources]
     if environment.tools:
         env["tools"] = [tool.name for tool in environment.tools]
     common: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""`pollux.image_tokens`: an image's size from its header, and what a provider charges for it."""
+"""`pollux.media_tokens`: an image's size and a clip's duration from its file, and their cost."""
 
 from __future__ import annotations
 
@@ -9,11 +9,19 @@ from pathlib import Path
 import pytest
 
 from pollux import Source
-from pollux.image_tokens import image_size, image_tokens, source_image_size
+from pollux.media_tokens import (
+    image_size,
+    image_tokens,
+    media_seconds,
+    source_image_size,
+    source_media_seconds,
+    source_tokens,
+)
 
-IMAGES = Path(__file__).resolve().parent / "images"
+MEDIA = Path(__file__).resolve().parent / "media"
 
-# Made with Pillow 13 (one colour each, so the files stay small).
+# Images made with Pillow 13 (one colour each, so the files stay small); clips with PyAV 18
+# (FFmpeg's encoders: LAME, AAC, FLAC, x264, Opus, VP8) and the wave module.
 FIXTURES = {
     "wide.png": (1023, 767),
     "baseline.jpg": (640, 480),
@@ -28,15 +36,15 @@ FIXTURES = {
 
 @pytest.mark.parametrize(("name", "size"), sorted(FIXTURES.items()))
 def test_the_size_is_read_from_each_formats_header(name: str, size: tuple[int, int]) -> None:
-    data = (IMAGES / name).read_bytes()
+    data = (MEDIA / name).read_bytes()
     assert image_size(data) == size
-    assert source_image_size(Source.from_file(IMAGES / name)) == size
+    assert source_image_size(Source.from_file(MEDIA / name)) == size
     assert source_image_size(Source.from_bytes(data, mime_type="image/x-any")) == size
 
 
 def test_a_jpeg_whose_size_sits_after_large_metadata_is_still_read(tmp_path: Path) -> None:
     # A 200 KB APP2 segment (an ICC profile's size) between the SOI marker and the frame.
-    jpeg = (IMAGES / "baseline.jpg").read_bytes()
+    jpeg = (MEDIA / "baseline.jpg").read_bytes()
     app2 = b"\xff\xe2" + struct.pack(">H", 65_535) + bytes(65_533)
     padded = jpeg[:2] + app2 * 3 + jpeg[2:]
     path = tmp_path / "big-profile.jpg"
@@ -46,7 +54,7 @@ def test_a_jpeg_whose_size_sits_after_large_metadata_is_still_read(tmp_path: Pat
 
 
 def test_a_top_down_bmp_reads_its_height_as_positive() -> None:
-    bmp = bytearray((IMAGES / "tiny.bmp").read_bytes())
+    bmp = bytearray((MEDIA / "tiny.bmp").read_bytes())
     bmp[22:26] = struct.pack("<i", -7)
     assert image_size(bytes(bmp)) == (31, 7)
 
@@ -77,7 +85,7 @@ def test_sources_that_are_not_local_images_have_no_size(tmp_path: Path) -> None:
     )
     assert source_image_size(Source.from_text("not an image")) is None
     png = tmp_path / "gone.png"
-    png.write_bytes((IMAGES / "wide.png").read_bytes())
+    png.write_bytes((MEDIA / "wide.png").read_bytes())
     source = Source.from_file(png)
     png.unlink()
     assert source_image_size(source) is None  # unreadable now: estimated as of unknown size
@@ -127,3 +135,89 @@ def test_an_unknown_model_takes_the_largest_rule() -> None:
     assert image_tokens("local", None) == 16_384
     assert image_tokens("openrouter", "mistralai/pixtral") == 16_384
     assert image_tokens("local", "llava", (0, 0)) >= 1  # a degenerate size still counts
+
+
+CLIPS = {
+    "cbr.mp3": 3.06,  # 32 kbps LAME with an Info frame count (the encoder's delay included)
+    "vbr.mp3": 3.03,
+    "clip.m4a": 2.5,  # AAC in MP4, its moov box after the media data
+    "clip.mp4": 2.0,  # H.264
+    "clip.flac": 1.5,
+    "clip.wav": 2.0,
+}
+
+
+@pytest.mark.parametrize(("name", "seconds"), sorted(CLIPS.items()))
+def test_the_duration_is_read_from_each_format(name: str, seconds: float) -> None:
+    data = (MEDIA / name).read_bytes()
+    assert media_seconds(data) == pytest.approx(seconds, abs=0.01)
+    assert source_media_seconds(Source.from_file(MEDIA / name)) == pytest.approx(seconds, abs=0.01)
+
+
+def test_formats_it_does_not_read_have_no_duration() -> None:
+    for name in ("clip.ogg", "clip.webm", "wide.png"):
+        assert media_seconds((MEDIA / name).read_bytes()) is None
+    remote = Source.from_uri("https://example.com/a.mp3", mime_type="audio/mpeg")
+    assert source_media_seconds(remote) is None
+
+
+def test_an_mp3_without_a_frame_count_is_timed_by_its_size() -> None:
+    data = bytearray((MEDIA / "cbr.mp3").read_bytes())
+    at = data.index(b"Info")
+    data[at : at + 4] = b"\0\0\0\0"  # as an encoder that writes no Info frame leaves it
+    # (LAME gave its tag frame 56 kbps to hold the tag: the second frame says 32.)
+    # The bytes after the tag at 32 kbps: the same three seconds, give or take a frame.
+    assert media_seconds(bytes(data)) == pytest.approx(3.06, abs=0.1)
+
+
+def test_an_mp4_with_64_bit_boxes_and_a_version_1_header() -> None:
+    mvhd = b"mvhd" + bytes([1, 0, 0, 0]) + bytes(16) + (1000).to_bytes(4, "big")
+    mvhd += (90_500).to_bytes(8, "big")
+    mvhd = (8 + len(mvhd) - 4).to_bytes(4, "big") + mvhd
+    moov = (1).to_bytes(4, "big") + b"moov" + (16 + len(mvhd)).to_bytes(8, "big") + mvhd
+    ftyp = (16).to_bytes(4, "big") + b"ftypisom" + bytes(4)
+    assert media_seconds(ftyp + moov) == pytest.approx(90.5)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"RIFF\0\0\0\0WAVE",  # no chunks
+        b"RIFF\0\0\0\0WAVEdata\x10\0\0\0" + bytes(16),  # data before fmt: no byte rate
+        b"\0\0\0\x10ftypisom\0\0\0\0" + b"\0\0\0\x08moov",  # moov without mvhd
+        b"\0\0\0\x10ftypisom\0\0\0\0" + b"\0\0\0\x01moov\0\0\0\0",  # cut 64-bit size
+        b"\0\0\0\x10ftypisom\0\0\0\0" + b"\0\0\0\x00free" * 3,  # a box to the end
+        b"fLaC\0\0\0\x22" + bytes(34),  # no sample rate
+        b"ID3\x04\0\0\x7f\x7f\x7f\x7f",  # a tag longer than the file
+        b"\xff\xfb" + bytes(2),  # a frame header with bitrate index 0
+        b"",
+    ],
+)
+def test_a_cut_or_hostile_clip_has_no_duration(data: bytes) -> None:
+    assert media_seconds(data) is None
+
+
+def test_a_box_loop_cannot_spin() -> None:
+    # A box of length 8 repeated: the reader walks at most a bounded number of boxes.
+    data = b"\0\0\0\x10ftypisom\0\0\0\0" + b"\0\0\0\x08skip" * 100_000
+    assert media_seconds(data) is None
+
+
+def test_what_a_source_costs_by_its_pixels_or_seconds() -> None:
+    mp3 = Source.from_file(MEDIA / "cbr.mp3")
+    assert source_tokens(mp3, "gemini", "gemini-2.5-flash") == math.ceil(3.0563 * 32)
+    assert source_tokens(mp3, "openai", "gpt-4o-audio-preview") == source_tokens(
+        mp3, "gemini", None
+    )
+    video = Source.from_file(MEDIA / "clip.mp4")
+    assert source_tokens(video, "gemini", "gemini-2.5-flash") == 2 * (258 + 32)
+    sampled = video.with_gemini_video_settings(fps=4)
+    assert source_tokens(sampled, "gemini", "gemini-2.5-pro") == 2 * (4 * 258 + 32)
+    assert source_tokens(sampled, "vertex", "gemini-2.5-pro") == 2 * (258 + 32)  # Gemini's hint
+    # Another provider's video, a clip whose duration is not read and a PDF: counted by bytes.
+    assert source_tokens(video, "openai", "gpt-5") is None
+    assert source_tokens(Source.from_file(MEDIA / "clip.ogg"), "gemini", None) is None
+    pdf = Source.from_bytes(b"%PDF-1.7", mime_type="application/pdf")
+    assert source_tokens(pdf, "gemini", None) is None
+    photo = Source.from_file(MEDIA / "wide.png")
+    assert source_tokens(photo, "openai", "gpt-4o") == image_tokens("openai", "gpt-4o", (1023, 767))
