@@ -18,7 +18,7 @@ __all__ = ["PolluxTokenEstimator", "remember_media", "sources_tokens"]
 # a payload records a source's type and bytes, not its pixels or seconds, and must not (it is
 # the call's identity). A payload estimated in a process that did not build it (a replayed or
 # imported one) finds nothing here and is counted by the rules that need no content.
-_KNOWN: dict[tuple[str, str, str | None], int] = {}
+_KNOWN: dict[tuple[str, str, str | None], int | None] = {}  # None: nothing read (bytes count)
 _KNOWN_LOCK = threading.Lock()
 _KNOWN_MAX = 4096
 
@@ -29,8 +29,6 @@ def remember_media(source: Source, identity_hash: str, provider: str, model: str
     if key in _KNOWN:
         return
     tokens = source_tokens(source, provider, model)
-    if tokens is None:
-        return
     with _KNOWN_LOCK:
         if len(_KNOWN) >= _KNOWN_MAX:
             _KNOWN.clear()  # a bound, not an LRU: the next payloads read their sources again
