@@ -66,6 +66,11 @@ def test_a_worst_case_over_budget_is_refused_before_anything_is_sent(
     result = _run(env, tmp_path, *args, "--max-tokens", "50", "--max-output-tokens", "64")
     assert result.code == 1, result.stderr
     assert "refused by the budget before anything was sent" in result.stderr
+    assert (
+        "hint: raise --max-tokens (the run's earlier calls count against it), pass another "
+        "--label for a fresh budget, lower --max-output-tokens, or submit fewer prompts; "
+        "pollard report runs.db 'pollux defer' shows what was spent"
+    ) in result.stderr
     assert _batch_calls(emu) == 0 and not (tmp_path / "job.json").exists()
 
     missing = _run(env, tmp_path, *args)

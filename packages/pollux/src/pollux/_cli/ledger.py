@@ -202,7 +202,7 @@ class Ledger:
         self._runs.append(run)
         return run.fork()
 
-    def _budget_hint(self, exc: BudgetExceeded, also: str | None = None) -> str:
+    def _budget_hint(self, exc: BudgetExceeded, *also: str) -> str:
         """A refusal's hint in the shell's terms: the flag of the meter that refused.
 
         pollard's own hint speaks of ``Budget`` and ``run.report()``; a hint that is not that
@@ -212,13 +212,14 @@ class Ledger:
         if exc.hint != BudgetExceeded.default_hint:
             return exc.hint or ""
         flag = _BUDGET_FLAGS.get(exc.meter or "", "the --max-* limit")
-        ways = [f"raise {flag} (the run's earlier calls count against it)"]
-        ways.append("pass another --label for a fresh budget")
-        if also:
-            ways.append(also)
-        return (
-            f"{', '.join(ways[:-1])} or {ways[-1]}; {self._report_command()} shows what was spent"
-        )
+        ways = [
+            f"raise {flag} (the run's earlier calls count against it)",
+            "pass another --label for a fresh budget",
+            *also,
+        ]
+        last = " or " if len(ways) == 2 else ", or "
+        listed = ", ".join(ways[:-1]) + last + ways[-1]
+        return f"{listed}; {self._report_command()} shows what was spent"
 
     def _report_command(self) -> str:
         """The shell command that prints this run's report (quoted as a shell needs it)."""
@@ -420,7 +421,7 @@ class Ledger:
         except BudgetExceeded as exc:
             raise CLIError(
                 f"refused by the budget before anything was sent: {exc}",
-                hint=self._budget_hint(exc, "lower --max-output-tokens, or submit fewer prompts"),
+                hint=self._budget_hint(exc, "lower --max-output-tokens", "submit fewer prompts"),
                 code=EXIT_FAILED,
             ) from None
         except MissingRecording as exc:
