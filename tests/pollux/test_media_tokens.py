@@ -219,5 +219,7 @@ def test_what_a_source_costs_by_its_pixels_or_seconds() -> None:
     assert source_tokens(Source.from_file(MEDIA / "clip.ogg"), "gemini", None) is None
     pdf = Source.from_bytes(b"%PDF-1.7", mime_type="application/pdf")
     assert source_tokens(pdf, "gemini", None) is None
+    svg = Source.from_bytes(b"<svg/>", mime_type="image/svg+xml")  # text to a model
+    assert source_tokens(svg, "openai", "gpt-4o") is None
     photo = Source.from_file(MEDIA / "wide.png")
     assert source_tokens(photo, "openai", "gpt-4o") == image_tokens("openai", "gpt-4o", (1023, 767))

@@ -316,6 +316,8 @@ def source_tokens(source: Source, provider: str, model: str | None) -> int | Non
         those by their bytes.
     """
     mime = source.mime_type.split(";", 1)[0].strip().lower()
+    if mime.endswith("+xml"):  # SVG is text to a model: its bytes count
+        return None
     if mime.startswith("image/"):
         return image_tokens(provider, model, source_image_size(source))
     if not mime.startswith(("audio/", "video/")):

@@ -61,7 +61,7 @@ def sources_tokens(payload: Mapping[str, Any], chars_per_token: float) -> int:
             tokens += known
             continue
         mime = source.get("mime_type")
-        if isinstance(mime, str) and mime.lower().startswith("image/"):
+        if isinstance(mime, str) and mime.lower().startswith("image/") and "+xml" not in mime:
             tokens += image_tokens(provider, model)
             continue
         size = source.get("bytes")
