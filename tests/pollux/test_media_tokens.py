@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import math
 import struct
+import zlib
 from pathlib import Path
 
 import pytest
 
-from pollux import Source
+from pollux import Source, media_tokens
 from pollux.media_tokens import (
     image_size,
     image_tokens,
     media_seconds,
+    pdf_pages,
     source_image_size,
     source_media_seconds,
+    source_pdf_pages,
     source_tokens,
 )
 
@@ -218,8 +221,73 @@ def test_what_a_source_costs_by_its_pixels_or_seconds() -> None:
     assert source_tokens(video, "openai", "gpt-5") is None
     assert source_tokens(Source.from_file(MEDIA / "clip.ogg"), "gemini", None) is None
     pdf = Source.from_bytes(b"%PDF-1.7", mime_type="application/pdf")
-    assert source_tokens(pdf, "gemini", None) is None
+    assert source_tokens(pdf, "gemini", None) is None  # no pages found
     svg = Source.from_bytes(b"<svg/>", mime_type="image/svg+xml")  # text to a model
     assert source_tokens(svg, "openai", "gpt-4o") is None
     photo = Source.from_file(MEDIA / "wide.png")
     assert source_tokens(photo, "openai", "gpt-4o") == image_tokens("openai", "gpt-4o", (1023, 767))
+
+
+def _pdf(*objects: bytes) -> bytes:
+    """A PDF of ``objects`` (numbered from 1), without a cross-reference table: enough to count."""
+    body = b"".join(b"%d 0 obj\n%s\nendobj\n" % (n, o) for n, o in enumerate(objects, 1))
+    return b"%PDF-1.7\n" + body + b"trailer\n<< /Root 1 0 R >>\n%%EOF\n"
+
+
+def _pages(count: int, first: int = 3) -> list[bytes]:
+    kids = b" ".join(b"%d 0 R" % (first + i) for i in range(count))
+    return [
+        b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % count,
+        *(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>" for _ in range(count)),
+    ]
+
+
+def test_a_pdfs_pages_are_counted_in_plain_and_compressed_objects() -> None:
+    plain = _pdf(b"<< /Type /Catalog /Pages 2 0 R >>", *_pages(3))
+    assert pdf_pages(plain) == 3
+    # PDF 1.5 object streams: the page tree sits inside a zlib-compressed stream.
+    packed = zlib.compress(b"2 0 3 60 " + b" ".join(_pages(5)))
+    stream = b"<< /Type /ObjStm /N 6 /First 9 /Filter /FlateDecode /Length %d >>\nstream\n" % len(
+        packed
+    )
+    compressed = _pdf(b"<< /Type /Catalog /Pages 2 0 R >>", stream + packed + b"\nendstream")
+    assert pdf_pages(compressed) == 5
+
+
+def test_a_pdf_it_cannot_count_has_no_pages() -> None:
+    assert pdf_pages(b"%PDF-1.4\n" + bytes(1000)) is None  # no page objects found
+    assert pdf_pages(b"not a pdf") is None
+    # A broken stream is skipped, not raised.
+    broken = _pdf(b"<< /Type /ObjStm /N 1 >>\nstream\nnot zlib\nendstream")
+    assert pdf_pages(broken) is None
+
+
+def test_a_compressed_bomb_inflates_only_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    bomb = zlib.compress(bytes(64 << 20), 9)  # 64 MiB of zeros in about 64 KB
+    stream = b"<< /Type /ObjStm /N 1 /Length %d >>\nstream\n" % len(bomb)
+    data = _pdf(*_pages(2), stream + bomb + b"\nendstream", stream + bomb + b"\nendstream")
+    inflated: list[int] = []
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = real()
+
+        def decompress(self, chunk: bytes, limit: int) -> bytes:
+            out = self.inner.decompress(chunk, limit)
+            inflated.append(len(out))
+            return out
+
+    monkeypatch.setattr(media_tokens.zlib, "decompressobj", Counting)
+    assert pdf_pages(data) == 2
+    assert sum(inflated) <= 16 << 20  # of 128 MiB the two streams hold
+
+
+def test_a_pdf_costs_its_pages_on_gemini_and_its_bytes_elsewhere(tmp_path: Path) -> None:
+    path = tmp_path / "report.pdf"
+    path.write_bytes(_pdf(b"<< /Type /Catalog /Pages 2 0 R >>", *_pages(4)))
+    pdf = Source.from_file(path)
+    assert source_pdf_pages(pdf) == 4
+    assert source_tokens(pdf, "gemini", "gemini-2.5-flash") == 4 * 258
+    assert source_tokens(pdf, "vertex", "gemini-3-pro-preview") == 4 * 560
+    assert source_tokens(pdf, "anthropic", "claude-sonnet-4-5") is None  # text and images: bytes

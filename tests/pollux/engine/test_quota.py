@@ -234,6 +234,28 @@ async def test_audio_holds_its_seconds_not_its_bytes(
     assert [q["waited_s"] for q in quotas] == [0, 0]  # both fit the window at once
 
 
+async def test_a_pdf_on_gemini_holds_its_pages_not_its_bytes(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A 20-page scan padded to 2 MB: 500,000 tokens by its bytes; Gemini counts 258 a page.
+    pages = b"".join(
+        b"%d 0 obj << /Type /Page /Parent 1 0 R >> endobj\n" % (i + 2) for i in range(20)
+    )
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Pages /Count 20 >> endobj\n" + pages)
+    with scan.open("ab") as out:
+        out.write(bytes(2_000_000))
+    quota = LocalQuota(tokens_per_minute=100_000, window_s=30)
+    config = config_for(emu, "gemini", monkeypatch, quota=quota)
+    outputs = await pollux.run_many(
+        ["One?", "Two?"], sources=[pollux.Source.from_file(scan)], config=config, max_tokens=64
+    )
+    quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
+    assert all(output.diagnostics.error is None for output in outputs.outputs)
+    assert all(20 * 258 < q["tokens_held"] < 20 * 258 + 100 for q in quotas)
+    assert [q["waited_s"] for q in quotas] == [0, 0]
+
+
 async def test_a_cancelled_call_leaves_nothing_in_flight(
     emu: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:

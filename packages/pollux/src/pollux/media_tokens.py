@@ -1,19 +1,22 @@
-"""What an image, an audio clip or a video costs in input tokens, estimated before the call.
+"""What an image, an audio clip, a video or a PDF costs in input tokens, before the call.
 
 Providers count media by pixels and seconds, not bytes: each resizes a large image to its own
 limits and charges a fixed amount per tile or patch, and counts audio and video per second, so
 a 300 KB photo costs about a thousand tokens and a 5 MB, five-minute MP3 about 10,000, not the
 75,000 and 1,250,000 their bytes would suggest at four characters per token. A quota's
 tokens-per-minute hold and a hard token budget need a figure that errs high but not absurdly
-so; this module gives one, from what a file's header says (an image's size: PNG, JPEG, GIF,
-WebP, BMP; a clip's duration: WAV, MP3, FLAC, MP4/M4A/MOV) and otherwise, for an image, the most
-any image can cost on the model. The provider's reported usage settles the charge either way.
+so; this module gives one, from what a file says (an image's size: PNG, JPEG, GIF, WebP, BMP;
+a clip's duration: WAV, MP3, FLAC, MP4/M4A/MOV; a PDF's pages) and otherwise, for an image, the
+most any image can cost on the model. The provider's reported usage settles the charge either way.
 
 Audio counts 32 tokens a second (Gemini's published rate, the highest of the providers pollux
 sends audio to), video on Gemini and Vertex AI 258 tokens per sampled frame (one a second
 unless `Source.with_gemini_video_settings` sets ``fps``) plus its audio's 32; a clip whose
-duration is not read, a video on another provider and any other media (PDFs) have no estimate
-here (`source_tokens` returns None) and are counted by their bytes.
+duration is not read, a video on another provider and any other media have no estimate here
+(`source_tokens` returns None) and are counted by their bytes. So are PDFs, except on Gemini
+and Vertex AI, which count a page as an image: 258 tokens (560 from Gemini 3, its default
+document resolution); the other providers add a page's text to its image, which its page count
+does not bound.
 
 Images follow each provider's published counting (December 2026), taking the most a setting
 pollux leaves to the provider (OpenAI's ``detail: auto``, Gemini's default media resolution) can
@@ -39,10 +42,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import struct
+import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -51,12 +56,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUDIO_TOKENS_PER_SECOND",
+    "PDF_PAGE_TOKENS",
     "VIDEO_FRAME_TOKENS",
     "image_size",
     "image_tokens",
     "media_seconds",
+    "pdf_pages",
     "source_image_size",
     "source_media_seconds",
+    "source_pdf_pages",
     "source_tokens",
 ]
 
@@ -297,6 +305,90 @@ def _webp(data: bytes) -> tuple[int, int] | None:
     return None
 
 
+# -- documents ---------------------------------------------------------------------------------
+
+#: Input tokens per PDF page on Gemini and Vertex AI before Gemini 3 (a page is an image).
+PDF_PAGE_TOKENS = 258
+# Gemini 3 and later: a page at the default (medium) media resolution for documents.
+_GEMINI_PDF_PAGE = 560
+# A PDF larger than this is not read for its pages (its bytes count): reading it whole for
+# every call would cost more than the estimate is worth.
+_PDF_MAX_BYTES = 64 << 20
+# What the object streams of one PDF may inflate to, in all (a compressed bomb stops there).
+_PDF_MAX_INFLATED = 16 << 20
+_PDF_LEAF = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+_PDF_TREE_COUNT = re.compile(rb"/Type\s*/Pages(?![A-Za-z])[^>]{0,512}?/Count\s+(\d+)")
+_PDF_COUNT_TREE = re.compile(rb"/Count\s+(\d+)[^>]{0,512}?/Type\s*/Pages(?![A-Za-z])")
+_PDF_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm[^>]*>>\s*stream\r?\n")
+
+
+def pdf_pages(data: bytes) -> int | None:
+    """Count a PDF's pages from its bytes (object streams included).
+
+    Args:
+        data: The whole file.
+
+    Returns:
+        The page count, erring high (a page an incremental update replaced may count twice), or
+        None when ``data`` is not a PDF whose pages this reader finds (an encrypted one).
+    """
+    if not data.startswith(b"%PDF-"):
+        return None
+    texts = [data]
+    budget = _PDF_MAX_INFLATED
+    for found in _PDF_OBJECT_STREAM.finditer(data):
+        if budget <= 0:
+            break
+        inflater = zlib.decompressobj()
+        try:
+            text = inflater.decompress(data[found.end() : found.end() + budget], budget)
+        except zlib.error:
+            continue
+        budget -= len(text)
+        texts.append(text)
+    leaves = sum(len(_PDF_LEAF.findall(text)) for text in texts)
+    counts = [
+        int(number)
+        for text in texts
+        for pattern in (_PDF_TREE_COUNT, _PDF_COUNT_TREE)
+        for number in pattern.findall(text)
+    ]
+    pages = max([leaves, *counts])
+    return pages or None
+
+
+def source_pdf_pages(source: Source) -> int | None:
+    """Count the pages of a PDF source whose bytes are local (see `pdf_pages`).
+
+    A file is read once per size and modification time; one above 64 MiB, a remote source or
+    one that cannot be read gives None.
+    """
+    if source.mime_type.split(";", 1)[0].strip().lower() != "application/pdf":
+        return None
+    data = source._data
+    if data is not None:
+        return pdf_pages(data) if len(data) <= _PDF_MAX_BYTES else None
+    path = source._path
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    if stat.st_size > _PDF_MAX_BYTES:
+        return None
+    return _file_pdf_pages(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_pdf_pages(path: str, size: int, mtime_ns: int) -> int | None:
+    try:
+        with open(path, "rb") as handle:
+            return pdf_pages(handle.read(_PDF_MAX_BYTES + 1))
+    except OSError:
+        return None
+
+
 # -- audio and video ---------------------------------------------------------------------------
 
 
@@ -318,6 +410,10 @@ def source_tokens(source: Source, provider: str, model: str | None) -> int | Non
     mime = source.mime_type.split(";", 1)[0].strip().lower()
     if mime.endswith("+xml"):  # SVG is text to a model: its bytes count
         return None
+    gemini = _family(provider, (model or "").strip().lower()) == "gemini"
+    if mime == "application/pdf":
+        pages = source_pdf_pages(source) if gemini else None
+        return None if pages is None else pages * _pdf_page_tokens(model)
     if mime.startswith("image/"):
         return image_tokens(provider, model, source_image_size(source))
     if not mime.startswith(("audio/", "video/")):
@@ -327,13 +423,18 @@ def source_tokens(source: Source, provider: str, model: str | None) -> int | Non
         return None
     if mime.startswith("audio/"):
         return max(1, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND))
-    if _family(provider, (model or "").strip().lower()) != "gemini":
+    if not gemini:
         return None
     hints = source.gemini_video_settings_for(provider) or {}
     fps = hints.get("fps", 1.0)
     fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else 1.0
     per_second = math.ceil(fps * VIDEO_FRAME_TOKENS) + AUDIO_TOKENS_PER_SECOND
     return max(1, math.ceil(seconds * per_second))
+
+
+def _pdf_page_tokens(model: str | None) -> int:
+    major = _GEMINI_MAJOR.search((model or "").lower())
+    return _GEMINI_PDF_PAGE if major is not None and int(major.group(1)) >= 3 else PDF_PAGE_TOKENS
 
 
 def media_seconds(data: bytes) -> float | None:
