@@ -257,6 +257,8 @@ def test_a_pdfs_pages_are_counted_in_plain_and_compressed_objects() -> None:
 def test_a_pdf_it_cannot_count_has_no_pages() -> None:
     assert pdf_pages(b"%PDF-1.4\n" + bytes(1000)) is None  # no page objects found
     assert pdf_pages(b"not a pdf") is None
+    # A hostile count of 5,000 digits is not a count (int() would refuse it with a traceback).
+    assert pdf_pages(b"%PDF-1.7\n<< /Type /Pages /Count " + b"9" * 5000 + b" >>") is None
     # A broken stream is skipped, not raised.
     broken = _pdf(b"<< /Type /ObjStm /N 1 >>\nstream\nnot zlib\nendstream")
     assert pdf_pages(broken) is None

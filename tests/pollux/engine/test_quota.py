@@ -211,6 +211,24 @@ async def test_an_image_holds_what_the_provider_charges_for_its_pixels_not_its_b
     assert held[1] == held[2] == framing + image_tokens("openai", "gpt-5-nano") == framing + 3779
 
 
+async def _two_calls_on_gemini(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch, source: pollux.Source
+) -> list[int]:
+    """Two prompts over ``source`` under a 100,000-token quota: the tokens each held.
+
+    Both must be answered at once, neither waiting for the other.
+    """
+    quota = LocalQuota(tokens_per_minute=100_000, window_s=30)
+    config = config_for(emu, "gemini", monkeypatch, quota=quota)
+    outputs = await pollux.run_many(
+        ["One?", "Two?"], sources=[source], config=config, max_tokens=64
+    )
+    quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
+    assert all(output.diagnostics.error is None for output in outputs.outputs)
+    assert [q["waited_s"] for q in quotas] == [0, 0]  # both fit the window at once
+    return [q["tokens_held"] for q in quotas]
+
+
 async def test_audio_holds_its_seconds_not_its_bytes(
     emu: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -223,15 +241,8 @@ async def test_audio_holds_its_seconds_not_its_bytes(
         out.setsampwidth(1)
         out.setframerate(8000)
         out.writeframes(bytes(8000 * 120))
-    quota = LocalQuota(tokens_per_minute=100_000, window_s=30)
-    config = config_for(emu, "gemini", monkeypatch, quota=quota)
-    outputs = await pollux.run_many(
-        ["One?", "Two?"], sources=[pollux.Source.from_file(clip)], config=config, max_tokens=64
-    )
-    quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
-    assert all(output.diagnostics.error is None for output in outputs.outputs)
-    assert all(120 * 32 < q["tokens_held"] < 120 * 32 + 100 for q in quotas)
-    assert [q["waited_s"] for q in quotas] == [0, 0]  # both fit the window at once
+    held = await _two_calls_on_gemini(emu, monkeypatch, pollux.Source.from_file(clip))
+    assert all(120 * 32 < tokens < 120 * 32 + 100 for tokens in held)
 
 
 async def test_a_pdf_on_gemini_holds_its_pages_not_its_bytes(
@@ -245,15 +256,8 @@ async def test_a_pdf_on_gemini_holds_its_pages_not_its_bytes(
     scan.write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Pages /Count 20 >> endobj\n" + pages)
     with scan.open("ab") as out:
         out.write(bytes(2_000_000))
-    quota = LocalQuota(tokens_per_minute=100_000, window_s=30)
-    config = config_for(emu, "gemini", monkeypatch, quota=quota)
-    outputs = await pollux.run_many(
-        ["One?", "Two?"], sources=[pollux.Source.from_file(scan)], config=config, max_tokens=64
-    )
-    quotas = [output.diagnostics.raw["quota"] for output in outputs.outputs]
-    assert all(output.diagnostics.error is None for output in outputs.outputs)
-    assert all(20 * 258 < q["tokens_held"] < 20 * 258 + 100 for q in quotas)
-    assert [q["waited_s"] for q in quotas] == [0, 0]
+    held = await _two_calls_on_gemini(emu, monkeypatch, pollux.Source.from_file(scan))
+    assert all(20 * 258 < tokens < 20 * 258 + 100 for tokens in held)
 
 
 async def test_a_cancelled_call_leaves_nothing_in_flight(

@@ -311,14 +311,15 @@ def _webp(data: bytes) -> tuple[int, int] | None:
 PDF_PAGE_TOKENS = 258
 # Gemini 3 and later: a page at the default (medium) media resolution for documents.
 _GEMINI_PDF_PAGE = 560
-# A PDF larger than this is not read for its pages (its bytes count): reading it whole for
-# every call would cost more than the estimate is worth.
+# A PDF larger than this is not read for its pages (its bytes count): reading and searching it
+# whole would cost more than the estimate is worth.
 _PDF_MAX_BYTES = 64 << 20
 # What the object streams of one PDF may inflate to, in all (a compressed bomb stops there).
 _PDF_MAX_INFLATED = 16 << 20
 _PDF_LEAF = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-_PDF_TREE_COUNT = re.compile(rb"/Type\s*/Pages(?![A-Za-z])[^>]{0,512}?/Count\s+(\d+)")
-_PDF_COUNT_TREE = re.compile(rb"/Count\s+(\d+)[^>]{0,512}?/Type\s*/Pages(?![A-Za-z])")
+# A count of up to nine digits: a longer one is hostile (and int() refuses 4,300 digits).
+_PDF_TREE_COUNT = re.compile(rb"/Type\s*/Pages(?![A-Za-z])[^>]{0,512}?/Count\s+(\d{1,9})(?!\d)")
+_PDF_COUNT_TREE = re.compile(rb"/Count\s+(\d{1,9})(?!\d)[^>]{0,512}?/Type\s*/Pages(?![A-Za-z])")
 _PDF_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm[^>]*>>\s*stream\r?\n")
 
 
@@ -330,7 +331,8 @@ def pdf_pages(data: bytes) -> int | None:
 
     Returns:
         The page count, erring high (a page an incremental update replaced may count twice), or
-        None when ``data`` is not a PDF whose pages this reader finds (an encrypted one).
+        None when ``data`` is not a PDF or no page is found in it (an encrypted object stream
+        is not read).
     """
     if not data.startswith(b"%PDF-"):
         return None
