@@ -212,3 +212,16 @@ def test_a_hard_token_budget_admits_images_by_their_pixels_and_never_overspends(
     monkeypatch.setattr(_identity, "remember_media", lambda *args: None)
     statuses, total, _ = asyncio.run(main("unread"))
     assert total["tokens"] <= 20_000 and statuses.count("clean") == 9  # held 3,833 each
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-nano", "gpt-5", "gpt-5-mini", "gpt-5.2-nano",
+     "o4-mini", "o3", "openai/gpt-5-nano"],
+)  # fmt: skip
+def test_pollard_and_pollux_agree_on_the_most_an_openai_image_costs(model: str) -> None:
+    # pollard's OpenAITokenEstimator keeps its own copy of OpenAI's rules (pollard does not
+    # import pollux): the two must not drift apart.
+    from pollard.estimators.openai import image_part_tokens
+
+    assert image_part_tokens(model) == image_tokens("openai", model)

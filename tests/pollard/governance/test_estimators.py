@@ -85,3 +85,44 @@ def test_token_meter_precheck_uses_estimate_plus_reservation() -> None:
 def test_tokens_per_message_is_validated(bad: Any) -> None:
     with pytest.raises((TypeError, ValueError)):
         OpenAITokenEstimator(tokens_per_message=bad)
+
+
+class CharEncoding:
+    """A token per four characters, as tiktoken roughly counts base64."""
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return list(range(len(text) // 4))
+
+
+def test_an_image_part_counts_what_one_image_costs_not_its_data_url() -> None:
+    # A 300 KB photo as a data URL is 400,000 characters: 100,000 "tokens" as text, which made
+    # a hard token budget refuse it; OpenAI bills its tiles (at most 1,445 on gpt-4o).
+    data_url = "data:image/png;base64," + "A" * 400_000
+    estimator = OpenAITokenEstimator(encoding=CharEncoding(), tokens_per_message=0)
+    responses = {
+        "model": "gpt-4o",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "what is in it"},
+                    {"type": "input_image", "image_url": data_url, "detail": "auto"},
+                ],
+            }
+        ],
+    }
+    # + "user", "input_text" and the question at four characters a token: 1 + 2 + 3
+    assert estimator.estimate_input_tokens(responses) == 1_445 + 6
+    chat = {
+        "model": "gpt-5-nano",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": data_url, "detail": "low"}}],
+            }
+        ],
+    }
+    # A patch model bills patches whatever the detail: at most 1,536 x 2.46.
+    assert estimator.estimate_input_tokens(chat) == 3_779 + 1  # + "user"
+    chat["model"] = "gpt-4o-mini"
+    assert estimator.estimate_input_tokens(chat) == 2_833 + 1  # low detail: the base only

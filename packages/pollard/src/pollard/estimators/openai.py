@@ -1,9 +1,11 @@
 """A local input-token estimator for OpenAI payloads (``pip install "pollard[tiktoken]"``).
 
 ``OpenAITokenEstimator`` counts the tokens of every string in the payload (except routing fields
-such as ``model``) with tiktoken, plus a fixed overhead per message. It is an approximation: images,
-tool schemas and provider-added instructions are not counted exactly, which is why a refusal caused
-by an estimate is recorded with ``"estimated": "true"``.
+such as ``model``) with tiktoken, plus a fixed overhead per message, and each image part at the
+most one image costs on the model (an image is billed by its tiles or patches, not by its data
+URL's characters). It is an approximation: tool schemas and provider-added instructions are not
+counted exactly, which is why a refusal caused by an estimate is recorded with
+``"estimated": "true"``.
 
 tiktoken downloads its encoding files on first use. The estimator loads the encoding lazily, on the
 first estimate, and turns a failed download into an ``EstimatorUnavailable`` error with a hint; for
@@ -13,12 +15,13 @@ already loaded ``encoding=``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pollard.errors import PollardError
 
-__all__ = ["DEFAULT_ENCODING", "EstimatorUnavailable", "OpenAITokenEstimator"]
+__all__ = ["DEFAULT_ENCODING", "EstimatorUnavailable", "OpenAITokenEstimator", "image_part_tokens"]
 
 DEFAULT_ENCODING = "o200k_base"
 """The encoding used when the model is unknown to tiktoken (the GPT-4o and later family)."""
@@ -27,6 +30,41 @@ _SKIPPED_KEYS = frozenset(
     {"model", "_pollard", "stream", "stream_options", "store", "service_tier", "user", "metadata"}
 )
 _MESSAGE_LISTS = ("messages", "input")
+# Image parts: Responses' ``input_image`` and Chat Completions' ``image_url``.
+_IMAGE_PARTS = frozenset({"input_image", "image_url"})
+# The most one image costs under OpenAI's published rules (December 2026): 512-px tiles, at most
+# 8 of them (85 + 170 each, gpt-4o-mini 2,833 + 5,667 each), 85 at ``detail: "low"``; or, for
+# the models that count 32-px patches, at most 1,536 patches times the model's multiplier.
+# (The same rules, with an image's size, are `pollux.media_tokens.image_tokens`; pollard does
+# not import pollux.)
+# Patch models and their multipliers, in hundredths.
+_PATCH_MODELS = (
+    (re.compile(r"(?:^|/)(?:gpt-5(?:\.\d+)?|gpt-4\.1)-nano"), 246),
+    (re.compile(r"(?:^|/)(?:gpt-5(?:\.\d+)?|gpt-4\.1)-mini"), 162),
+    (re.compile(r"(?:^|/)o4-mini"), 172),
+)
+_4O_MINI = re.compile(r"(?:^|/)gpt-4o-mini")
+_MAX_PATCHES = 1536
+_MAX_TILES = 8
+
+
+def image_part_tokens(model: str | None, detail: str | None = None) -> int:
+    """The most one image part costs on an OpenAI ``model`` (its size is not read).
+
+    Args:
+        model: The model (``gpt-4o``, ``gpt-5-nano``, ``openai/gpt-4o-mini``), or None for the
+            tile rule of the GPT-4o family.
+        detail: The part's ``detail``; ``"low"`` is a fixed 85 tokens on tile models.
+
+    Returns:
+        Tokens, erring high.
+    """
+    name = (model or "").lower()
+    for pattern, hundredths in _PATCH_MODELS:
+        if pattern.search(name):
+            return -(-_MAX_PATCHES * hundredths // 100)
+    base, tile = (2833, 5667) if _4O_MINI.search(name) else (85, 170)
+    return base if detail == "low" else base + tile * _MAX_TILES
 
 
 class EstimatorUnavailable(PollardError):
@@ -115,6 +153,13 @@ class OpenAITokenEstimator:
             if isinstance(value, str):
                 total += len(encoding.encode_ordinary(value))
             elif isinstance(value, Mapping):
+                if value.get("type") in _IMAGE_PARTS:
+                    detail = value.get("detail")
+                    nested = value.get("image_url")
+                    if isinstance(nested, Mapping):  # Chat Completions: {"url", "detail"}
+                        detail = nested.get("detail")
+                    total += image_part_tokens(model, detail if isinstance(detail, str) else None)
+                    continue
                 for key, item in value.items():
                     if top and key in _SKIPPED_KEYS:
                         continue
