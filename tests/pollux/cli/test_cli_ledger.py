@@ -201,6 +201,8 @@ def test_a_many_replay_of_unrecorded_prompts_marks_them_missing(tmp_path: Path) 
         (["--ledger", "x.db", "--max-usd", "-1"], "--max-usd needs a number >= 0"),
         # A call is whole: 2.5 calls was accepted as a budget of 2.
         (["--ledger", "x.db", "--max-calls", "2.5"], "--max-calls needs a whole number >= 0"),
+        # One parser per limit: -1 calls was refused in the dollars' words first.
+        (["--ledger", "x.db", "--max-calls", "-1"], "--max-calls needs a whole number >= 0"),
         (["--ledger", "mysql://x/y"], "cannot open the store"),
         (["--ledger", "pg-env:NO_SUCH_VARIABLE#s"], "NO_SUCH_VARIABLE is not set"),
         (["--ledger", "pg-env:HOME#s"], "HOME does not hold a postgresql:// DSN"),

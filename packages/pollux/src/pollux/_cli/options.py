@@ -62,11 +62,8 @@ def ledger_options(args: argparse.Namespace, default_label: str) -> LedgerOption
             hint="drop --max-usd/--max-tokens/--max-calls, or drop --replay to record",
         )
     parsed = {
-        name: None if value is None else decimal_option(value, name)
-        for name, value in limits.items()
+        name: None if value is None else _limit(name, value) for name, value in limits.items()
     }
-    if args.max_calls is not None:  # a call is whole: 2.5 calls was a budget of 2
-        parsed["--max-calls"] = Decimal(whole_number_option(args.max_calls, "--max-calls", least=0))
     store, display = _store_target(args.ledger)
     return LedgerOptions(
         store=store,
@@ -158,6 +155,13 @@ def _number(text: str) -> Decimal:
         return Decimal(text)
     except InvalidOperation:
         return Decimal("NaN")
+
+
+def _limit(option: str, value: str) -> Decimal:
+    """A budget limit: dollars and tokens are exact decimals >= 0, calls a whole number."""
+    if option == "--max-calls":  # a call is whole: 2.5 calls was a budget of 2
+        return Decimal(whole_number_option(value, option, least=0))
+    return decimal_option(value, option)
 
 
 def _count(value: str | None, option: str) -> int | None:
