@@ -293,3 +293,27 @@ def test_a_pdf_costs_its_pages_on_gemini_and_its_bytes_elsewhere(tmp_path: Path)
     assert source_tokens(pdf, "gemini", "gemini-2.5-flash") == 4 * 258
     assert source_tokens(pdf, "vertex", "gemini-3-pro-preview") == 4 * 560
     assert source_tokens(pdf, "anthropic", "claude-sonnet-4-5") is None  # text and images: bytes
+
+
+def test_a_file_is_read_once_per_version_however_many_calls_estimate_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A quota, the mock and the bridge each estimate every call of a fan-out over one file.
+    opened: list[str] = []
+    real_open = open
+
+    def counting_open(path: object, *args: object, **kwargs: object) -> object:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    for name in ("wide.png", "clip.wav"):
+        copy = tmp_path / name
+        copy.write_bytes((MEDIA / name).read_bytes())
+        source = Source.from_file(copy)
+        first = [source_tokens(source, "gemini", "gemini-2.5-flash") for _ in range(50)]
+        assert len(set(first)) == 1 and opened.count(str(copy)) == 1
+        # A new version of the file (another size) is read again.
+        copy.write_bytes((MEDIA / name).read_bytes() + bytes(8))
+        source_tokens(Source.from_file(copy), "gemini", "gemini-2.5-flash")
+        assert opened.count(str(copy)) == 2

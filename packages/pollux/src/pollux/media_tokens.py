@@ -179,23 +179,45 @@ def source_image_size(source: Source) -> tuple[int, int] | None:
         The size in pixels, or None when the source is not an image whose header this module
         reads, is remote, or cannot be read (the caller then estimates for an unknown size).
     """
-    if not source.mime_type.lower().startswith("image/"):
+    if not _mime(source).startswith("image/"):
         return None
     data = source._data
     if data is not None:
         return image_size(data[:_HEAD_MAX_BYTES])
-    path = source._path
-    if path is None:
+    key = _file_key(source)
+    return None if key is None else _file_image_size(*key)
+
+
+def _file_key(source: Source) -> tuple[str, int, int] | None:
+    """(path, size, mtime) of a file source: what the readers below remember a file by.
+
+    A quota, the mock and the bridge each estimate every call, and a fan-out sends many calls
+    over one file; its header is read once per version of the file, not once per estimate.
+    """
+    if source._path is None:
         return None
+    try:
+        stat = os.stat(source._path)
+    except OSError:
+        return None
+    return str(source._path), stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=256)
+def _file_image_size(path: str, size: int, mtime_ns: int) -> tuple[int, int] | None:
     try:
         with open(path, "rb") as handle:
             head = handle.read(_HEAD_BYTES)
-            size = image_size(head)
-            if size is None and head.startswith(b"\xff\xd8") and len(head) == _HEAD_BYTES:
-                size = image_size(head + handle.read(_HEAD_MAX_BYTES - _HEAD_BYTES))
+            found = image_size(head)
+            if found is None and head.startswith(b"\xff\xd8") and len(head) == _HEAD_BYTES:
+                found = image_size(head + handle.read(_HEAD_MAX_BYTES - _HEAD_BYTES))
     except OSError:
         return None
-    return size
+    return found
+
+
+def _mime(source: Source) -> str:
+    return source.mime_type.split(";", 1)[0].strip().lower()
 
 
 def _family(provider: str, model: str) -> str:
@@ -362,24 +384,17 @@ def pdf_pages(data: bytes) -> int | None:
 def source_pdf_pages(source: Source) -> int | None:
     """Count the pages of a PDF source whose bytes are local (see `pdf_pages`).
 
-    A file is read once per size and modification time; one above 64 MiB, a remote source or
-    one that cannot be read gives None.
+    One above 64 MiB, a remote source or one that cannot be read gives None.
     """
-    if source.mime_type.split(";", 1)[0].strip().lower() != "application/pdf":
+    if _mime(source) != "application/pdf":
         return None
     data = source._data
     if data is not None:
         return pdf_pages(data) if len(data) <= _PDF_MAX_BYTES else None
-    path = source._path
-    if path is None:
+    key = _file_key(source)
+    if key is None or key[1] > _PDF_MAX_BYTES:
         return None
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    if stat.st_size > _PDF_MAX_BYTES:
-        return None
-    return _file_pdf_pages(str(path), stat.st_size, stat.st_mtime_ns)
+    return _file_pdf_pages(*key)
 
 
 @functools.lru_cache(maxsize=256)
@@ -409,7 +424,7 @@ def source_tokens(source: Source, provider: str, model: str | None) -> int | Non
         anything else (text, PDFs, a clip whose duration is not read, a video elsewhere): count
         those by their bytes.
     """
-    mime = source.mime_type.split(";", 1)[0].strip().lower()
+    mime = _mime(source)
     if mime.endswith("+xml"):  # SVG is text to a model: its bytes count
         return None
     gemini = _family(provider, (model or "").strip().lower()) == "gemini"
@@ -466,12 +481,14 @@ def source_media_seconds(source: Source) -> float | None:
     data = source._data
     if data is not None:
         return media_seconds(data)
-    path = source._path
-    if path is None:
-        return None
+    key = _file_key(source)
+    return None if key is None else _file_seconds(*key)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_seconds(path: str, size: int, mtime_ns: int) -> float | None:
     try:
         with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
 
             def read_at(at: int, count: int) -> bytes:
                 handle.seek(at)
